@@ -1,0 +1,27 @@
+# cmake -DCOMPILE_COMMANDS=<build>/compile_commands.json -DOUTPUT=<file> -P cmake/llmk_cuda_commands.cmake
+#
+# Writes one line per nvcc compile of a .cu in the compile database: <directory>\t<source file>\t<command>.
+# Used by scripts/check_gpu_resources.sh (no python or jq needed). test_main_cuda.cu (no kernels) is left out.
+cmake_minimum_required(VERSION 3.25)
+if(NOT COMPILE_COMMANDS OR NOT OUTPUT)
+  message(FATAL_ERROR "usage: cmake -DCOMPILE_COMMANDS=<json> -DOUTPUT=<file> -P llmk_cuda_commands.cmake")
+endif()
+file(READ "${COMPILE_COMMANDS}" json)
+string(JSON count LENGTH "${json}")
+set(out "")
+if(count GREATER 0)
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON file GET "${json}" ${i} file)
+    string(JSON dir GET "${json}" ${i} directory)
+    string(JSON command ERROR_VARIABLE no_command GET "${json}" ${i} command)
+    if(no_command OR NOT file MATCHES "\\.cu$" OR file MATCHES "test_main_cuda\\.cu$")
+      continue()
+    endif()
+    if(NOT command MATCHES "nvcc")
+      continue()  # a .cu compiled by the host compiler (not expected: _sim wrappers are .cpp)
+    endif()
+    string(APPEND out "${dir}\t${file}\t${command}\n")
+  endforeach()
+endif()
+file(WRITE "${OUTPUT}" "${out}")

@@ -1,0 +1,346 @@
+# llmk_helpers.cmake: the dual build of llmk's tests, benchmarks and examples.
+#
+# Every kernel translation unit (.cu) is built twice:
+#   <name>_sim   the host C++ compiler compiles the .cu as C++ with LLMK_SIM defined (through a generated wrapper .cpp
+#                that #includes the .cu by absolute path, so diagnostics and std::source_location name the .cu);
+#                links llmk::sim; the kernels run in the CPU simulator. CTest label `sim`.
+#   <name>_cuda  nvcc compiles the .cu for CMAKE_CUDA_ARCHITECTURES; links CUDA::cudart. CTest label `gpu`; where no
+#                GPU exists the test prints "no CUDA GPU: <name>_cuda skipped" and CTest reports it as skipped (77).
+#
+#   llmk_add_test(NAME <name> SOURCES <a.cu> [<b.cu>...] [SIM_ONLY] [CUDA_ONLY] [OPTIONAL]
+#                 [LABELS <label>...] [ARGS <arg>...] [TIMEOUT <seconds>])
+#       doctest test; the sources do not define main (tests/support/test_main.cpp / test_main_cuda.cu do).
+#   llmk_add_benchmark(NAME <name> SOURCES <a.cu>... [SIM_ONLY] [CUDA_ONLY] [OPTIONAL] [CUSTOM_MAIN])
+#       Google Benchmark; links benchmark::benchmark_main unless CUSTOM_MAIN (then the sources define main).
+#       Benchmarks are built, not registered with CTest.
+#   llmk_add_example(NAME <name> SOURCES <a.cu>... [SIM_ONLY] [CUDA_ONLY] [OPTIONAL] [NO_TEST]
+#                    [ARGS <arg>...] [LABELS <label>...] [TIMEOUT <seconds>])
+#       A program with its own main. Unless NO_TEST, <name>_sim is registered as a CTest test (labels sim;example).
+#   llmk_add_planted_test(NAME <name> SOURCE <x.cu> [SANITIZER none|address|thread] EXPECT <regex>... [EXIT_NONZERO]
+#                         [OPTIONAL] [LABELS <label>...] [TIMEOUT <seconds>])
+#       A planted-bug program (its own main, no doctest), built as <name>_sim only in the build whose LLMK_SANITIZE
+#       matches SANITIZER (none = the plain build). The test passes only if the program's combined stdout+stderr
+#       matches every EXPECT regex, in order (scripts/expect_output.sh: POSIX extended regexes, matched line by
+#       line; each regex must match on the line of the previous match or a later one), and, with EXIT_NONZERO, the
+#       program exits non-zero. Regexes cannot contain ';' (a CMake list separator) and CMake string escapes apply
+#       ("\\." for a literal dot).
+#
+# OPTIONAL: when a source file does not exist the target is skipped with a message instead of failing the configure
+# (used while the tests are being written; drop it once the file exists).
+#
+# In a sanitizer build (LLMK_SANITIZE=address|thread) the _sim targets get the sanitizer flags, their tests the
+# labels asan/tsan, the environment LLMK_TEST_FAST=1 (tests may shrink their sizes) and sanitizer options; no _cuda
+# target is built.
+include_guard(GLOBAL)
+
+set(LLMK_SIM_WARNINGS "-Wall;-Wextra" CACHE STRING "Host compiler warning flags for llmk's own _sim targets")
+set(LLMK_CUDA_FLAGS "--expt-relaxed-constexpr;-lineinfo" CACHE STRING "Extra nvcc flags for llmk's own _cuda targets")
+set(LLMK_TEST_TIMEOUT 900 CACHE STRING "Default CTest timeout (seconds) of llmk's tests")
+
+get_filename_component(LLMK_ROOT_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Internals
+# ---------------------------------------------------------------------------------------------------------------------
+
+# Absolute paths of `sources` (relative ones are relative to the calling CMakeLists' directory).
+function(_llmk_absolute_sources out_var)
+  set(result)
+  foreach(src IN LISTS ARGN)
+    cmake_path(ABSOLUTE_PATH src BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE OUTPUT_VARIABLE abs)
+    list(APPEND result "${abs}")
+  endforeach()
+  set(${out_var} ${result} PARENT_SCOPE)
+endfunction()
+
+# Sets `out_var` to TRUE when every source exists; otherwise FALSE, after a message naming the first missing one.
+function(_llmk_sources_exist out_var kind name)
+  foreach(src IN LISTS ARGN)
+    if(NOT EXISTS "${src}")
+      file(RELATIVE_PATH rel "${LLMK_ROOT_DIR}" "${src}")
+      message(STATUS "llmk: skipping ${kind} ${name}: ${rel} does not exist (yet)")
+      set(${out_var} FALSE PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out_var} TRUE PARENT_SCOPE)
+endfunction()
+
+# For the simulator: every .cu becomes a generated .cpp that #includes it; other sources pass through.
+function(_llmk_sim_sources out_var target)
+  set(result)
+  foreach(src IN LISTS ARGN)
+    if(src MATCHES "\\.cu$")
+      cmake_path(GET src FILENAME fname)
+      set(gen "${CMAKE_CURRENT_BINARY_DIR}/llmk_sim/${target}/${fname}.cpp")
+      if(gen IN_LIST result)
+        message(FATAL_ERROR "llmk: ${target}: two sources named ${fname}")
+      endif()
+      # file(CONFIGURE) rewrites the wrapper only when its content changes: no rebuild on every configure.
+      file(CONFIGURE OUTPUT "${gen}" CONTENT
+        "// Generated by cmake/llmk_helpers.cmake: ${fname} built for the simulator backend (LLMK_SIM).\n#include \"${src}\"\n"
+        @ONLY)
+      list(APPEND result "${gen}")
+    else()
+      list(APPEND result "${src}")
+    endif()
+  endforeach()
+  set(${out_var} ${result} PARENT_SCOPE)
+endfunction()
+
+function(_llmk_apply_sanitizer target)
+  if(LLMK_SANITIZE STREQUAL "address")
+    target_compile_options(${target} PRIVATE
+      -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  elseif(LLMK_SANITIZE STREQUAL "thread")
+    target_compile_options(${target} PRIVATE -fsanitize=thread -O1 -g)
+    target_link_options(${target} PRIVATE -fsanitize=thread)
+  endif()
+endfunction()
+
+# Tests and examples keep assert() live even in RelWithDebInfo/Release (-DNDEBUG comes from the build type).
+function(_llmk_keep_asserts target)
+  target_compile_options(${target} PRIVATE -UNDEBUG)
+endfunction()
+
+function(_llmk_setup_sim_target target)
+  if(NOT TARGET llmk::sim)
+    message(FATAL_ERROR "llmk: ${target} needs llmk::sim (Boost.Context): run scripts/setup.sh")
+  endif()
+  target_link_libraries(${target} PRIVATE llmk::sim)
+  target_include_directories(${target} PRIVATE "${LLMK_ROOT_DIR}/tests")
+  target_compile_options(${target} PRIVATE ${LLMK_SIM_WARNINGS})
+  set_target_properties(${target} PROPERTIES CXX_EXTENSIONS OFF)
+  _llmk_apply_sanitizer(${target})
+endfunction()
+
+function(_llmk_setup_cuda_target target)
+  target_link_libraries(${target} PRIVATE llmk::llmk CUDA::cudart)
+  target_include_directories(${target} PRIVATE "${LLMK_ROOT_DIR}/tests")
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${LLMK_CUDA_FLAGS}>")
+  set_target_properties(${target} PROPERTIES
+    CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
+    CUDA_EXTENSIONS OFF
+    CXX_EXTENSIONS OFF)
+endfunction()
+
+# Environment and labels of a test that runs a _sim program.
+function(_llmk_sim_test_properties test labels timeout)
+  if(NOT timeout)
+    set(timeout ${LLMK_TEST_TIMEOUT})
+  endif()
+  set(env)
+  if(LLMK_SANITIZE STREQUAL "address")
+    list(APPEND labels asan)
+    list(APPEND env
+      "ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
+      "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+      "LLMK_TEST_FAST=1")
+  elseif(LLMK_SANITIZE STREQUAL "thread")
+    list(APPEND labels tsan)
+    list(APPEND env "TSAN_OPTIONS=second_deadlock_stack=1" "LLMK_TEST_FAST=1")
+  endif()
+  set_tests_properties(${test} PROPERTIES LABELS "sim;${labels}" TIMEOUT ${timeout})
+  if(env)
+    set_tests_properties(${test} PROPERTIES ENVIRONMENT "${env}")
+  endif()
+endfunction()
+
+# doctest mains, built once per build tree.
+function(_llmk_test_mains)
+  if(NOT TARGET doctest::doctest)
+    message(FATAL_ERROR "llmk: doctest::doctest is not defined: tests/CMakeLists.txt finds doctest (doctest-dev)")
+  endif()
+  if(NOT TARGET llmk_test_main_sim)
+    add_library(llmk_test_main_sim STATIC "${LLMK_ROOT_DIR}/tests/support/test_main.cpp")
+    target_link_libraries(llmk_test_main_sim PUBLIC doctest::doctest)
+    target_compile_features(llmk_test_main_sim PUBLIC cxx_std_20)
+    set_target_properties(llmk_test_main_sim PROPERTIES CXX_EXTENSIONS OFF)
+    _llmk_apply_sanitizer(llmk_test_main_sim)
+  endif()
+  if(LLMK_CUDA_ENABLED AND NOT TARGET llmk_test_main_cuda)
+    add_library(llmk_test_main_cuda STATIC "${LLMK_ROOT_DIR}/tests/support/test_main_cuda.cu")
+    target_link_libraries(llmk_test_main_cuda PUBLIC doctest::doctest CUDA::cudart)
+    target_compile_options(llmk_test_main_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+    # Host code only: one architecture is enough and keeps this nvcc compile short.
+    list(GET CMAKE_CUDA_ARCHITECTURES 0 first_arch)
+    set_target_properties(llmk_test_main_cuda PROPERTIES CUDA_ARCHITECTURES "${first_arch}" CUDA_EXTENSIONS OFF)
+  endif()
+endfunction()
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Public functions
+# ---------------------------------------------------------------------------------------------------------------------
+
+function(llmk_add_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL" "NAME;TIMEOUT" "SOURCES;LABELS;ARGS")
+  if(NOT arg_NAME OR NOT arg_SOURCES)
+    message(FATAL_ERROR "llmk_add_test(NAME <name> SOURCES <files>...): NAME and SOURCES are required")
+  endif()
+  if(arg_SIM_ONLY AND arg_CUDA_ONLY)
+    message(FATAL_ERROR "llmk_add_test(${arg_NAME}): SIM_ONLY and CUDA_ONLY exclude each other")
+  endif()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llmk_add_test(${arg_NAME}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  _llmk_absolute_sources(sources ${arg_SOURCES})
+  if(arg_OPTIONAL)
+    _llmk_sources_exist(ok test ${arg_NAME} ${sources})
+    if(NOT ok)
+      return()
+    endif()
+  endif()
+  _llmk_test_mains()
+
+  if(NOT arg_CUDA_ONLY)
+    set(target ${arg_NAME}_sim)
+    _llmk_sim_sources(sim_sources ${target} ${sources})
+    add_executable(${target} ${sim_sources})
+    _llmk_setup_sim_target(${target})
+    _llmk_keep_asserts(${target})
+    target_link_libraries(${target} PRIVATE llmk_test_main_sim doctest::doctest)
+    add_test(NAME ${target} COMMAND ${target} ${arg_ARGS})
+    _llmk_sim_test_properties(${target} "${arg_LABELS}" "${arg_TIMEOUT}")
+  endif()
+
+  if(NOT arg_SIM_ONLY AND LLMK_CUDA_ENABLED)
+    set(target ${arg_NAME}_cuda)
+    add_executable(${target} ${sources})
+    _llmk_setup_cuda_target(${target})
+    _llmk_keep_asserts(${target})
+    target_link_libraries(${target} PRIVATE llmk_test_main_cuda doctest::doctest)
+    add_test(NAME ${target} COMMAND ${target} ${arg_ARGS})
+    set(timeout ${arg_TIMEOUT})
+    if(NOT timeout)
+      set(timeout ${LLMK_TEST_TIMEOUT})
+    endif()
+    set_tests_properties(${target} PROPERTIES LABELS "gpu;${arg_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT ${timeout})
+  endif()
+endfunction()
+
+function(llmk_add_benchmark)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL;CUSTOM_MAIN" "NAME" "SOURCES")
+  if(NOT arg_NAME OR NOT arg_SOURCES)
+    message(FATAL_ERROR "llmk_add_benchmark(NAME <name> SOURCES <files>...): NAME and SOURCES are required")
+  endif()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llmk_add_benchmark(${arg_NAME}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT TARGET benchmark::benchmark)
+    message(FATAL_ERROR "llmk: benchmark::benchmark is not defined: bench/CMakeLists.txt finds Google Benchmark "
+                        "(libbenchmark-dev)")
+  endif()
+  _llmk_absolute_sources(sources ${arg_SOURCES})
+  if(arg_OPTIONAL)
+    _llmk_sources_exist(ok benchmark ${arg_NAME} ${sources})
+    if(NOT ok)
+      return()
+    endif()
+  endif()
+  if(arg_CUSTOM_MAIN)
+    set(bench_lib benchmark::benchmark)
+  else()
+    set(bench_lib benchmark::benchmark_main)
+  endif()
+
+  if(NOT arg_CUDA_ONLY)
+    set(target ${arg_NAME}_sim)
+    _llmk_sim_sources(sim_sources ${target} ${sources})
+    add_executable(${target} ${sim_sources})
+    _llmk_setup_sim_target(${target})
+    target_link_libraries(${target} PRIVATE ${bench_lib})
+  endif()
+  if(NOT arg_SIM_ONLY AND LLMK_CUDA_ENABLED)
+    set(target ${arg_NAME}_cuda)
+    add_executable(${target} ${sources})
+    _llmk_setup_cuda_target(${target})
+    target_link_libraries(${target} PRIVATE ${bench_lib})
+  endif()
+endfunction()
+
+function(llmk_add_example)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL;NO_TEST" "NAME;TIMEOUT" "SOURCES;ARGS;LABELS")
+  if(NOT arg_NAME OR NOT arg_SOURCES)
+    message(FATAL_ERROR "llmk_add_example(NAME <name> SOURCES <files>...): NAME and SOURCES are required")
+  endif()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llmk_add_example(${arg_NAME}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  _llmk_absolute_sources(sources ${arg_SOURCES})
+  if(arg_OPTIONAL)
+    _llmk_sources_exist(ok example ${arg_NAME} ${sources})
+    if(NOT ok)
+      return()
+    endif()
+  endif()
+
+  if(NOT arg_CUDA_ONLY)
+    set(target ${arg_NAME}_sim)
+    _llmk_sim_sources(sim_sources ${target} ${sources})
+    add_executable(${target} ${sim_sources})
+    _llmk_setup_sim_target(${target})
+    _llmk_keep_asserts(${target})
+    if(NOT arg_NO_TEST)
+      add_test(NAME ${target} COMMAND ${target} ${arg_ARGS})
+      _llmk_sim_test_properties(${target} "example;${arg_LABELS}" "${arg_TIMEOUT}")
+    endif()
+  endif()
+  if(NOT arg_SIM_ONLY AND LLMK_CUDA_ENABLED)
+    set(target ${arg_NAME}_cuda)
+    add_executable(${target} ${sources})
+    _llmk_setup_cuda_target(${target})
+    _llmk_keep_asserts(${target})
+  endif()
+endfunction()
+
+function(llmk_add_planted_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "EXIT_NONZERO;OPTIONAL" "NAME;SOURCE;SANITIZER;TIMEOUT" "EXPECT;LABELS")
+  if(NOT arg_NAME OR NOT arg_SOURCE OR NOT arg_EXPECT)
+    message(FATAL_ERROR
+      "llmk_add_planted_test(NAME <name> SOURCE <x.cu> [SANITIZER none|address|thread] EXPECT <regex>...): "
+      "NAME, SOURCE and EXPECT are required")
+  endif()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llmk_add_planted_test(${arg_NAME}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_SANITIZER)
+    set(arg_SANITIZER none)
+  endif()
+  if(NOT arg_SANITIZER MATCHES "^(none|address|thread)$")
+    message(FATAL_ERROR "llmk_add_planted_test(${arg_NAME}): SANITIZER must be none, address or thread")
+  endif()
+  set(wanted "${arg_SANITIZER}")
+  if(wanted STREQUAL "none")
+    set(wanted "")
+  endif()
+  if(NOT LLMK_SANITIZE STREQUAL wanted)
+    return()  # built in the other build (plain, ASan or TSan)
+  endif()
+  _llmk_absolute_sources(sources ${arg_SOURCE})
+  if(arg_OPTIONAL)
+    _llmk_sources_exist(ok "planted test" ${arg_NAME} ${sources})
+    if(NOT ok)
+      return()
+    endif()
+  endif()
+
+  set(target ${arg_NAME}_sim)
+  _llmk_sim_sources(sim_sources ${target} ${sources})
+  add_executable(${target} ${sim_sources})
+  _llmk_setup_sim_target(${target})
+  _llmk_keep_asserts(${target})
+
+  set(cmd bash "${LLMK_ROOT_DIR}/scripts/expect_output.sh")
+  if(arg_EXIT_NONZERO)
+    list(APPEND cmd --exit nonzero)
+  endif()
+  foreach(re IN LISTS arg_EXPECT)
+    list(APPEND cmd -e "${re}")
+  endforeach()
+  add_test(NAME ${target} COMMAND ${cmd} -- $<TARGET_FILE:${target}>)
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)  # a planted deadlock the simulator misses must not hold CI for long
+  endif()
+  _llmk_sim_test_properties(${target} "planted;${arg_LABELS}" "${arg_TIMEOUT}")
+endfunction()

@@ -1,0 +1,8 @@
+// llmk/arch/arch.cuh: every PTX atom llmk uses (inline PTX lives only under llmk/arch/).
+#pragma once
+
+#include "llmk/arch/convert.cuh"
+#include "llmk/arch/cp_async.cuh"
+#include "llmk/arch/fast_math.cuh"
+#include "llmk/arch/ldmatrix.cuh"
+#include "llmk/arch/mma.cuh"

@@ -1,0 +1,105 @@
+// llmk/core/launch.cuh: the one way llmk starts a kernel, in both backends.
+//
+// CUDA: validates the configuration, raises the dynamic shared-memory limit when a kernel needs more than the
+// default 48 KiB, and calls cudaLaunchKernel. Simulator: runs the grid on the CPU before returning.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "llmk/config.cuh"
+#include "llmk/core/status.cuh"
+
+#if defined(LLMK_SIM)
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#endif
+
+namespace llmk {
+
+/// Largest dynamic shared memory per block llmk launches ask for (sm_90: 227 KiB; sm_80: 163 KiB, the driver
+/// rejects more on such a device with a clear CUDA error).
+inline constexpr std::size_t kMaxDynamicSharedBytes = 227 * 1024;
+
+namespace detail {
+
+inline Status check_launch_config(bool kernel_null, dim3 grid, dim3 block, std::size_t smem_bytes) {
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  if (kernel_null) return Status::invalid_argument("kernel", "must not be null");
+  if (threads == 0 || threads > 1024)
+    return Status::invalid_argument("block", str_cat("threads per block must be in [1, 1024], got ", threads));
+  if (block.z > 64) return Status::invalid_argument("block", str_cat("block.z must be <= 64, got ", block.z));
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+    return Status::invalid_argument("grid", "every dimension must be >= 1");
+  if (grid.x >= (1u << 31) || grid.y > 65535 || grid.z > 65535)
+    return Status::invalid_argument("grid", "must be at most (2^31-1, 65535, 65535)");
+  if (smem_bytes > kMaxDynamicSharedBytes)
+    return Status::invalid_argument(
+        "smem_bytes", str_cat("must be <= ", kMaxDynamicSharedBytes, " bytes per block, got ", smem_bytes));
+  return {};
+}
+
+#if defined(LLMK_SIM)
+// Demangled symbol name of a kernel for simulator reports (needs -rdynamic, which llmk::sim adds).
+inline std::string kernel_symbol_name(const void* fn) {
+  Dl_info info{};
+  if (dladdr(fn, &info) == 0 || info.dli_sname == nullptr) return "<kernel>";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string name = (status == 0 && demangled) ? demangled : info.dli_sname;
+  std::free(demangled);
+  return name;
+}
+#endif
+
+}  // namespace detail
+
+/// Launches `kernel` on `grid` x `block` threads with `smem_bytes` of dynamic shared memory on `stream`.
+/// Arguments are converted to the kernel's parameter types. Never use `<<<>>>` in llmk: this call is what
+/// lets the same kernel run in the simulator.
+///
+///   __global__ void scale(float* x, float a, int n);
+///   llmk::Status s = llmk::launch(scale, dim3(llmk::ceil_div(n, 256)), dim3(256), 0, stream, x, 2.0f, n);
+///   if (!s.ok()) std::cerr << s.message() << "\n";
+///
+/// In the simulator the launch is synchronous and its Status carries any failure the simulator detected
+/// (deadlock, warp mask errors, bad cp.async/ldmatrix addresses) with block, thread and source location. On
+/// the GPU the Status reports launch errors only; asynchronous faults surface at the next synchronisation.
+template <class... Params, class... Args>
+Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
+              Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "llmk::launch: argument count differs from the kernel's");
+  LLMK_RETURN_IF_ERROR(detail::check_launch_config(kernel == nullptr, grid, block, smem_bytes));
+#if defined(LLMK_SIM)
+  (void)stream;
+  const std::string name = detail::kernel_symbol_name(reinterpret_cast<const void*>(kernel));
+  sim::LaunchResult r = sim::launch_kernel(kernel, grid, block, smem_bytes, name.c_str(), std::forward<Args>(args)...);
+  if (!r.ok()) return Status(Status::Code::kSimulatorError, r.error);
+  return {};
+#elif defined(LLMK_CUDA)
+  if (smem_bytes > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    if (e != cudaSuccess) return Status::cuda_error("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", cudaGetErrorString(e));
+  }
+  std::tuple<std::decay_t<Params>...> packed(std::forward<Args>(args)...);
+  void* arg_ptrs[sizeof...(Params) + 1] = {};
+  std::apply([&arg_ptrs](auto&... p) {
+    int i = 0;
+    ((arg_ptrs[i++] = static_cast<void*>(&p)), ...);
+  }, packed);
+  cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, arg_ptrs, smem_bytes, stream);
+  if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernel", cudaGetErrorString(e));
+  return {};
+#else
+  static_assert(sizeof(kernel) == 0, "llmk::launch needs nvcc or the simulator backend (-DLLMK_SIM)");
+  return {};
+#endif
+}
+
+}  // namespace llmk

@@ -1,0 +1,154 @@
+// llmk/core/memory.cuh: device memory that works in both backends.
+//
+// On the GPU these wrap cudaMalloc/cudaMemcpy; in the simulator "device" memory is host memory (exact-size
+// heap blocks, so AddressSanitizer catches kernel overruns). Fresh allocations are poisoned with 0xFF bytes
+// (NaN in every float type) in both backends, so an output a kernel forgot to write never looks right.
+// llmk's kernels never allocate: these helpers are for tests, examples, benchmarks and engines that want them.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <utility>
+#include <vector>
+
+#include "llmk/config.cuh"
+#include "llmk/core/status.cuh"
+
+namespace llmk {
+
+inline constexpr unsigned char kPoisonByte = 0xFF;
+
+/// Number of usable CUDA devices (always 0 in the simulator).
+inline int cuda_device_count() {
+#if defined(LLMK_CUDA)
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+#else
+  return 0;
+#endif
+}
+
+/// Allocates `bytes` of device memory (256-byte aligned), poisoned.
+inline Status device_malloc(void** ptr, std::size_t bytes) {
+  if (ptr == nullptr) return Status::invalid_argument("ptr", "must not be null");
+  *ptr = nullptr;
+  if (bytes == 0) return {};
+#if defined(LLMK_CUDA)
+  cudaError_t e = cudaMalloc(ptr, bytes);
+  if (e != cudaSuccess) return Status::out_of_memory(str_cat("cudaMalloc(", bytes, "): ", cudaGetErrorString(e)));
+  e = cudaMemset(*ptr, kPoisonByte, bytes);
+  if (e != cudaSuccess) return Status::cuda_error("cudaMemset", cudaGetErrorString(e));
+#else
+  *ptr = ::operator new(bytes, std::align_val_t{256}, std::nothrow);
+  if (*ptr == nullptr) return Status::out_of_memory(str_cat("host allocation of ", bytes, " bytes"));
+  std::memset(*ptr, kPoisonByte, bytes);
+#endif
+  return {};
+}
+
+inline void device_free(void* ptr) {
+  if (ptr == nullptr) return;
+#if defined(LLMK_CUDA)
+  cudaFree(ptr);
+#else
+  ::operator delete(ptr, std::align_val_t{256});
+#endif
+}
+
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+/// Synchronous copy between host and device memory.
+inline Status device_copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) {
+  if (bytes == 0) return {};
+  if (dst == nullptr) return Status::invalid_argument("dst", "must not be null");
+  if (src == nullptr) return Status::invalid_argument("src", "must not be null");
+#if defined(LLMK_CUDA)
+  const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                             : cudaMemcpyDeviceToDevice;
+  cudaError_t e = cudaMemcpy(dst, src, bytes, k);
+  if (e != cudaSuccess) return Status::cuda_error("cudaMemcpy", cudaGetErrorString(e));
+#else
+  (void)kind;
+  std::memmove(dst, src, bytes);
+#endif
+  return {};
+}
+
+/// Fills device memory with a byte value.
+inline Status device_memset(void* dst, int value, std::size_t bytes) {
+  if (bytes == 0) return {};
+  if (dst == nullptr) return Status::invalid_argument("dst", "must not be null");
+#if defined(LLMK_CUDA)
+  cudaError_t e = cudaMemset(dst, value, bytes);
+  if (e != cudaSuccess) return Status::cuda_error("cudaMemset", cudaGetErrorString(e));
+#else
+  std::memset(dst, value, bytes);
+#endif
+  return {};
+}
+
+/// Waits for all device work and reports asynchronous errors (a no-op in the simulator, whose launches are
+/// synchronous).
+inline Status device_synchronize() {
+#if defined(LLMK_CUDA)
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return Status::cuda_error("cudaDeviceSynchronize", cudaGetErrorString(e));
+#endif
+  return {};
+}
+
+/// Owning, typed device allocation for tests, examples and benchmarks. Throws llmk::Error on failure.
+///
+///   llmk::DeviceBuffer<float> d_x(host_x);            // allocate and upload
+///   llmk::DeviceBuffer<float> d_y(n);                 // allocate, poisoned
+///   launch(..., d_x.data(), d_y.data());
+///   std::vector<float> y = d_y.to_host();
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t count) : count_(count) {
+    void* p = nullptr;
+    throw_if_error(device_malloc(&p, count * sizeof(T)));
+    data_ = static_cast<T*>(p);
+  }
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      device_free(data_);
+      data_ = std::exchange(o.data_, nullptr);
+      count_ = std::exchange(o.count_, 0);
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { device_free(data_); }
+
+  T* data() const { return data_; }
+  std::size_t size() const { return count_; }
+  std::size_t bytes() const { return count_ * sizeof(T); }
+
+  /// Copies host.size() elements (at most size()) to the start of the buffer.
+  void upload(const std::vector<T>& host) {
+    if (host.size() > count_) throw Error(Status::invalid_argument("host", "larger than the device buffer"));
+    throw_if_error(device_copy(data_, host.data(), host.size() * sizeof(T), CopyKind::kHostToDevice));
+  }
+  std::vector<T> to_host() const {
+    std::vector<T> host(count_);
+    throw_if_error(device_copy(host.data(), data_, bytes(), CopyKind::kDeviceToHost));
+    return host;
+  }
+  /// Refills the buffer with the poison pattern (0xFF bytes) before a kernel writes it.
+  void poison() { throw_if_error(device_memset(data_, kPoisonByte, bytes())); }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+}  // namespace llmk

@@ -1,0 +1,45 @@
+# common.sh: sourced by the llmk scripts. Finds nvcc, ccache and the build directory; configures a build.
+# shellcheck shell=bash
+
+LLMK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+JOBS="${JOBS:-2}"
+BUILD_DIR="${LLMK_BUILD_DIR:-$LLMK_ROOT/build}"
+
+# nvcc: on PATH, or the toolkit's default location.
+llmk_find_nvcc() {
+  if command -v nvcc >/dev/null 2>&1; then
+    command -v nvcc
+  elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    echo /usr/local/cuda/bin/nvcc
+  fi
+}
+
+# True when nvidia-smi sees at least one GPU.
+llmk_have_gpu() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+}
+
+# cmake arguments every configure gets: the CUDA compiler when there is one, ccache when installed.
+llmk_cmake_args() {
+  local nvcc
+  nvcc="$(llmk_find_nvcc)"
+  if [[ -n "$nvcc" ]]; then
+    echo "-DCMAKE_CUDA_COMPILER=$nvcc"
+  else
+    echo "-DLLMK_BUILD_CUDA=OFF"
+  fi
+  if command -v ccache >/dev/null 2>&1; then
+    echo "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+    [[ -n "$nvcc" ]] && echo "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
+  fi
+  echo "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"
+}
+
+# llmk_configure <build dir> [extra cmake args...]
+llmk_configure() {
+  local dir="$1"
+  shift
+  local args
+  mapfile -t args < <(llmk_cmake_args)
+  cmake -S "$LLMK_ROOT" -B "$dir" "${args[@]}" "$@"
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# setup.sh: install the Debian packages llmk's build, tests and demo need (only those that are missing).
+#   cmake g++ make        the build
+#   libboost-context-dev  the simulator's fibers
+#   doctest-dev           tests
+#   libbenchmark-dev      benchmarks
+#   clang-format          formatting checks
+# The CUDA toolkit (nvcc at /usr/local/cuda) is expected to be installed already; without it only the simulator
+# (_sim) targets are built.
+set -euo pipefail
+
+packages=(cmake g++ make libboost-context-dev doctest-dev libbenchmark-dev clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null 2>&1 || { echo "setup.sh: need root (or sudo) to install ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,131 @@
+// Tests of llmk::gemm::tile_gemm_f16 against the fp64 host reference, in the simulator (and on a GPU).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "llmk/core/memory.cuh"
+#include "llmk/gemm/tile_gemm.cuh"
+#include "llmk/reference/gemm.hpp"
+#include "support/test_env.hpp"
+
+namespace {
+
+using llmk::half;
+
+struct Problem {
+  int m, n, k;
+  std::int64_t lda, ldb, ldd;
+};
+
+std::vector<half> random_halves(std::size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<half> v(count);
+  for (auto& x : v) {
+    float f = dist(rng);
+    if (f == 0.0f) f = 0.5f;  // never zeros
+    x = half(f);
+  }
+  return v;
+}
+
+// Error bound: the kernel rounds to fp32 once per mma (every 16 products) and accumulates in fp32, so the
+// error is at most ~(K / 16 + 1) fp32 roundings of the running |sum|. Doubled for margin; plus a tiny atol.
+double tolerance(double abs_sum, int k) { return 2.0 * (k / 16 + 2) * std::ldexp(abs_sum, -24) + 1e-6; }
+
+template <class Cfg = llmk::gemm::TileGemmDefault>
+void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng) {
+  CAPTURE(pr.m);
+  CAPTURE(pr.n);
+  CAPTURE(pr.k);
+  CAPTURE(beta);
+  std::vector<half> a = random_halves(static_cast<std::size_t>(pr.m) * pr.lda, rng);
+  std::vector<half> b = random_halves(static_cast<std::size_t>(pr.n) * pr.ldb, rng);
+  std::vector<float> c(static_cast<std::size_t>(pr.m) * pr.ldd);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& x : c) x = dist(rng);
+
+  llmk::DeviceBuffer<half> d_a(a), d_b(b);
+  llmk::DeviceBuffer<float> d_d(c.size());  // poisoned unless beta != 0
+  if (beta != 0.0f) d_d.upload(c);
+  llmk::Status s = llmk::gemm::tile_gemm_f16<Cfg>(d_a.data(), pr.lda, d_b.data(), pr.ldb, d_d.data(), pr.ldd,
+                                                  d_d.data(), pr.ldd, pr.m, pr.n, pr.k, alpha, beta, nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  REQUIRE(llmk::device_synchronize().ok());
+  std::vector<float> got = d_d.to_host();
+
+  std::vector<float> want(c);
+  llmk::reference::gemm_tn(a.data(), pr.lda, b.data(), pr.ldb, c.data(), pr.ldd, want.data(), pr.ldd, pr.m, pr.n,
+                           pr.k, alpha, beta);
+  std::vector<double> scale(static_cast<std::size_t>(pr.m) * pr.n);
+  llmk::reference::gemm_tn_abs(a.data(), pr.lda, b.data(), pr.ldb, scale.data(), pr.m, pr.n, pr.k);
+
+  int bad = 0;
+  for (int i = 0; i < pr.m; ++i)
+    for (int j = 0; j < pr.n; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(i) * pr.ldd + j;
+      const double tol = std::fabs(alpha) * tolerance(scale[static_cast<std::size_t>(i) * pr.n + j], pr.k) +
+                         std::fabs(beta) * std::ldexp(std::fabs(c[idx]), -23);
+      const double err = std::fabs(static_cast<double>(got[idx]) - want[idx]);
+      if (!(err <= tol)) {  // NaN (poison) fails too
+        if (bad++ < 5) MESSAGE("D[" << i << "][" << j << "] = " << got[idx] << ", want " << want[idx] << " (tol " << tol << ")");
+      }
+    }
+  CHECK(bad == 0);
+  // Padding columns between N and ldd must be untouched.
+  for (int i = 0; i < pr.m; ++i)
+    for (std::int64_t j = pr.n; j < pr.ldd; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(i) * pr.ldd + j;
+      if (beta != 0.0f) CHECK(got[idx] == c[idx]);
+      else CHECK(std::isnan(got[idx]));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("tile_gemm_f16 matches the fp64 reference over odd shapes") {
+  std::mt19937 rng(20261121);
+  const std::vector<int> sizes = llmk::test::fast() ? std::vector<int>{16, 200} : std::vector<int>{16, 48, 128, 200};
+  for (int m : sizes)
+    for (int n : sizes)
+      for (int k : sizes) check_problem({m, n, k, k, k, n}, 1.0f, 0.0f, rng);
+}
+
+TEST_CASE("tile_gemm_f16 handles M and N of 1, 7, 17, 63, 65 and padded leading dimensions") {
+  std::mt19937 rng(7);
+  for (int m : {1, 7, 65})
+    for (int n : {1, 17, 63}) check_problem({m, n, 24, 40, 32, n + 3}, 1.0f, 0.0f, rng);
+}
+
+TEST_CASE("tile_gemm_f16 alpha and beta epilogue") {
+  std::mt19937 rng(11);
+  check_problem({33, 70, 64, 64, 72, 75}, 0.5f, -1.25f, rng);
+}
+
+TEST_CASE("tile_gemm_f16 with a three-stage pipeline and a 4 x 1 warp layout") {
+  std::mt19937 rng(13);
+  using Cfg = llmk::gemm::TileGemmConfig<64, 32, 32, 4, 1, 3>;
+  check_problem<Cfg>({100, 50, 136, 136, 136, 50}, 1.0f, 0.0f, rng);
+}
+
+TEST_CASE("tile_gemm_f16 rejects bad arguments with a message naming the argument") {
+  llmk::DeviceBuffer<half> a(64 * 64), b(64 * 64);
+  llmk::DeviceBuffer<float> d(64 * 64);
+  auto run = [&](const half* pa, std::int64_t lda, int m, int n, int k, float beta, std::int64_t ldd) {
+    return llmk::gemm::tile_gemm_f16(pa, lda, b.data(), 64, nullptr, 64, d.data(), ldd, m, n, k, 1.0f, beta, nullptr);
+  };
+  auto expect = [](const llmk::Status& s, const char* needle) {
+    CHECK_FALSE(s.ok());
+    CHECK(s.code() == llmk::Status::Code::kInvalidArgument);
+    CHECK_MESSAGE(s.message().find(needle) != std::string::npos, s.message());
+  };
+  expect(run(nullptr, 64, 16, 16, 16, 0.0f, 64), "'a'");
+  expect(run(a.data(), 64, 16, 16, 20, 0.0f, 64), "'k': must be a multiple of 8");
+  expect(run(a.data(), 60, 16, 16, 16, 0.0f, 64), "'lda'");
+  expect(run(a.data(), 8, 16, 16, 16, 0.0f, 64), "'lda'");
+  expect(run(a.data() + 1, 64, 16, 16, 16, 0.0f, 64), "'a': must be 16-byte aligned");
+  expect(run(a.data(), 64, 0, 16, 16, 0.0f, 64), "'m'");
+  expect(run(a.data(), 64, 16, 16, 16, 1.0f, 64), "'c': must not be null when beta != 0");
+  expect(run(a.data(), 64, 16, 32, 16, 0.0f, 16), "'ldd'");
+}
