@@ -11,6 +11,10 @@ mkdir -p "$BUILD_DIR"
 llmk_configure "$BUILD_DIR" >"$BUILD_DIR/demo-configure.log" 2>&1 || { cat "$BUILD_DIR/demo-configure.log"; exit 1; }
 
 demo=tile_gemm_demo
+if [[ ! -f "$LLMK_ROOT/examples/$demo.cu" ]]; then
+  echo "demo.sh: examples/$demo.cu does not exist" >&2
+  exit 1
+fi
 if llmk_have_gpu && [[ -n "$(llmk_find_nvcc)" ]]; then
   cmake --build "$BUILD_DIR" -j "$JOBS" --target "${demo}_sim" "${demo}_cuda"
   echo "== $demo: running on the GPU ($(nvidia-smi -L | head -n 1))"

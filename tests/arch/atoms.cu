@@ -238,7 +238,7 @@ template <class Op, Ty A, Ty B, bool Sat = false>
 struct MmaCase {
   using op = Op;
   static constexpr Ty ta = A, tb = B;
-  [[maybe_unused]] static constexpr bool sat = Sat;
+  static constexpr bool sat = Sat;
 };
 
 // Fragments of one warp, as the per-lane register files.
@@ -301,6 +301,7 @@ void check_mma(const Frags<typename std::remove_extent_t<typename Case::op::CReg
   using Op = typename Case::op;
   using Acc = std::remove_extent_t<typename Op::CRegisters>;
   constexpr int K = Op::kK;
+  constexpr bool kSat = Case::sat;
   const int bits = ty_bits(Case::ta);
   REQUIRE(K == 8 * (32 / bits));
 
@@ -344,7 +345,7 @@ void check_mma(const Frags<typename std::remove_extent_t<typename Case::op::CReg
         int64_t s = C[row][col];
         for (int k = 0; k < K; ++k) s += decode_int(m.A[row * K + k], Case::ta) * decode_int(m.B[k * 8 + col], Case::tb);
         int32_t ref;
-        if (Case::sat) ref = int32_t(std::clamp<int64_t>(s, INT32_MIN, INT32_MAX));
+        if (kSat) ref = int32_t(std::clamp<int64_t>(s, INT32_MIN, INT32_MAX));
         else ref = int32_t(uint32_t(uint64_t(s)));
         if (got != ref && failures++ < 8)
           FAIL_CHECK(what << ": lane " << lane << " d[" << i << "] = D[" << row << "][" << col << "]: got " << got

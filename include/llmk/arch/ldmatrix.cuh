@@ -29,6 +29,7 @@
 #if defined(LLMK_SIM)
 #include <cstring>
 #include <sstream>
+#include <string>
 #include "llmk/sim/runtime.hpp"
 #endif
 
@@ -51,6 +52,8 @@ struct LdsmEmulation {
   };
   struct Out {
     std::uint32_t d[4];
+    std::string error;  // set for every lane when a used address is bad; reported after the rendezvous
+    std::source_location error_loc;
   };
 
   static const char* name() {
@@ -61,7 +64,15 @@ struct LdsmEmulation {
       return kNum == 1 ? "ldmatrix.m8n8.x1.b16" : kNum == 2 ? "ldmatrix.m8n8.x2.b16" : "ldmatrix.m8n8.x4.b16";
   }
 
+  // Failing inside the rendezvous would abandon the other lanes mid-collective, so an address error is handed
+  // to every lane and reported by the first one to resume (naming the offending lane's source location).
   static void compute(const In* const* ins, Out* const* outs) {
+    auto report = [&](const std::string& msg, std::source_location loc) {
+      for (int l = 0; l < 32; ++l) {
+        outs[l]->error = msg;
+        outs[l]->error_loc = loc;
+      }
+    };
     std::uint16_t rows[kNum][8][8];
     for (int j = 0; j < kNum; ++j) {
       for (int r = 0; r < 8; ++r) {
@@ -71,13 +82,15 @@ struct LdsmEmulation {
           std::ostringstream os;
           os << name() << ": lane " << lane << " gives row " << r << " of matrix " << j << " at address " << p
              << ", which is not 16-byte aligned";
-          ::llmk::sim::fail(os.str(), ins[lane]->loc);
+          report(os.str(), ins[lane]->loc);
+          return;
         }
         if (!::llmk::sim::is_shared(p, 16)) {
           std::ostringstream os;
           os << name() << ": lane " << lane << " gives row " << r << " of matrix " << j << " at address " << p
              << ", and [address, address + 16) is not inside this block's shared-memory arena";
-          ::llmk::sim::fail(os.str(), ins[lane]->loc);
+          report(os.str(), ins[lane]->loc);
+          return;
         }
         std::memcpy(rows[j][r], p, 16);
       }
@@ -100,6 +113,7 @@ struct LdsmEmulation {
 
   static void run(const void* addr, std::uint32_t* d, std::source_location loc) {
     const Out out = ::llmk::sim::warp_collective<Out>(name(), 0xFFFFFFFFu, In{addr, loc}, &compute, loc);
+    if (!out.error.empty()) ::llmk::sim::fail(out.error, out.error_loc);
     for (int j = 0; j < kNum; ++j) d[j] = out.d[j];
   }
 };

@@ -121,8 +121,7 @@ LLMK_SIM_BOOKKEEPING unsigned active_mask_result(const Thread& t) { return t.act
 inline unsigned __activemask(std::source_location loc = std::source_location::current()) {
   auto& t = ::llmk::sim::detail::current_thread();
   ::llmk::sim::detail::active_mask_arrive(t, loc);
-  ::llmk::sim::detail::hb_release(&t.block->warps[t.warp].tsan_sync);
-  ::llmk::sim::detail::yield_to_scheduler(t);
+  ::llmk::sim::detail::release_and_yield(t, &t.block->warps[t.warp].tsan_sync);
   ::llmk::sim::detail::hb_acquire(&t.block->warps[t.warp].tsan_sync);
   return ::llmk::sim::detail::active_mask_result(t);
 }

@@ -206,6 +206,14 @@ LLMK_SIM_BOOKKEEPING WaitState get_state(const Thread& t) { return t.state; }
 // Suspends the calling fiber until the scheduler resumes it.
 LLMK_SIM_BOOKKEEPING void yield_to_scheduler(Thread& t) { switch_to_scheduler(*t.block->sched, t.fiber); }
 
+// Publishes the caller's writes (TSan release on `sync_object`) and suspends it, touching nothing instrumented
+// in between: a fiber may never run again after this (its block can be abandoned), and anything it touched
+// after its release would look like a race to whoever reuses that memory.
+LLMK_SIM_BOOKKEEPING void release_and_yield(Thread& t, void* sync_object) {
+  hb_release(sync_object);
+  switch_to_scheduler(*t.block->sched, t.fiber);
+}
+
 // Thrown by fail_current to unwind the failing fiber's stack (so its objects are destroyed) up to its entry.
 struct FiberAbort {};
 
@@ -278,9 +286,8 @@ inline int block_barrier(int predicate, BarrierReduce reduce, const std::source_
   Thread& t = current_thread();
   // Arrival bookkeeping first, then the release: nothing a fiber reads after its release may be freed by a
   // scheduler that acquires it (an abandoned block's fibers never run again).
-  const bool last = barrier_arrive(t, predicate, reduce, loc);
-  hb_release(&t.block->barrier_tsan_sync);
-  if (!last) yield_to_scheduler(t);
+  if (barrier_arrive(t, predicate, reduce, loc)) hb_release(&t.block->barrier_tsan_sync);
+  else release_and_yield(t, &t.block->barrier_tsan_sync);
   hb_acquire(&t.block->barrier_tsan_sync);
   return barrier_result(t);
 }
@@ -373,14 +380,13 @@ Out warp_collective(const char* op, unsigned mask, const In& in, Compute&& compu
   detail::Warp& warp = t.block->warps[t.warp];
   detail::CollectiveCheck check;
   detail::collective_arrive(t, op, mask, &in, &result, loc, check);
-  detail::hb_release(&warp.tsan_sync);
   if (check.complete) {
-    detail::hb_acquire(&warp.tsan_sync);
+    detail::hb_acquire(&warp.tsan_sync);  // every other lane released its input before yielding
     compute(reinterpret_cast<const In* const*>(check.ins), reinterpret_cast<Out* const*>(check.outs));
     detail::hb_release(&warp.tsan_sync);
     detail::collective_release(t, mask);
   } else {
-    detail::yield_to_scheduler(t);
+    detail::release_and_yield(t, &warp.tsan_sync);
   }
   detail::hb_acquire(&warp.tsan_sync);
   return result;

@@ -1,0 +1,60 @@
+// bench/support/gpu_timer.hpp: time one benchmark iteration in both backends.
+//
+// CUDA: cudaEvents around the work, reported through Google Benchmark's manual time (UseManualTime), so the
+// number is device time, not host launch overhead. Simulator: wall time of the (synchronous) simulated run;
+// simulator numbers measure the simulator, never the kernel's speed on a GPU.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+
+#include "llmk/config.cuh"
+#include "llmk/core/status.cuh"
+
+namespace llmk::bench {
+
+template <class Work>
+void time_iterations(benchmark::State& state, Work&& work) {
+#if defined(LLMK_CUDA)
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (auto _ : state) {
+    cudaEventRecord(start);
+    Status s = work();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    if (!s.ok()) {
+      state.SkipWithError(s.message().c_str());
+      break;
+    }
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    state.SetIterationTime(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+#else
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    Status s = work();
+    auto t1 = std::chrono::steady_clock::now();
+    if (!s.ok()) {
+      state.SkipWithError(s.message().c_str());
+      break;
+    }
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+  }
+#endif
+}
+
+/// Adds FLOP/s and bytes/s counters (Google Benchmark divides by the measured time).
+inline void set_throughput(benchmark::State& state, double flops_per_iter, double bytes_per_iter) {
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops_per_iter, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["bytes/s"] =
+      benchmark::Counter(bytes_per_iter, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+}
+
+}  // namespace llmk::bench
