@@ -12,20 +12,20 @@
 
 namespace {
 
-using llmk::half;
+
 
 struct Problem {
   int m, n, k;
   std::int64_t lda, ldb, ldd;
 };
 
-std::vector<half> random_halves(std::size_t count, std::mt19937& rng) {
+std::vector<llmk::half> random_halves(std::size_t count, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<half> v(count);
+  std::vector<llmk::half> v(count);
   for (auto& x : v) {
     float f = dist(rng);
     if (f == 0.0f) f = 0.5f;  // never zeros
-    x = half(f);
+    x = llmk::half(f);
   }
   return v;
 }
@@ -40,13 +40,13 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
   CAPTURE(pr.n);
   CAPTURE(pr.k);
   CAPTURE(beta);
-  std::vector<half> a = random_halves(static_cast<std::size_t>(pr.m) * pr.lda, rng);
-  std::vector<half> b = random_halves(static_cast<std::size_t>(pr.n) * pr.ldb, rng);
+  std::vector<llmk::half> a = random_halves(static_cast<std::size_t>(pr.m) * pr.lda, rng);
+  std::vector<llmk::half> b = random_halves(static_cast<std::size_t>(pr.n) * pr.ldb, rng);
   std::vector<float> c(static_cast<std::size_t>(pr.m) * pr.ldd);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (auto& x : c) x = dist(rng);
 
-  llmk::DeviceBuffer<half> d_a(a), d_b(b);
+  llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
   llmk::DeviceBuffer<float> d_d(c.size());  // poisoned unless beta != 0
   if (beta != 0.0f) d_d.upload(c);
   llmk::Status s = llmk::gemm::tile_gemm_f16<Cfg>(d_a.data(), pr.lda, d_b.data(), pr.ldb, d_d.data(), pr.ldd,
@@ -110,9 +110,9 @@ TEST_CASE("tile_gemm_f16 with a three-stage pipeline and a 4 x 1 warp layout") {
 }
 
 TEST_CASE("tile_gemm_f16 rejects bad arguments with a message naming the argument") {
-  llmk::DeviceBuffer<half> a(64 * 64), b(64 * 64);
+  llmk::DeviceBuffer<llmk::half> a(64 * 64), b(64 * 64);
   llmk::DeviceBuffer<float> d(64 * 64);
-  auto run = [&](const half* pa, std::int64_t lda, int m, int n, int k, float beta, std::int64_t ldd) {
+  auto run = [&](const llmk::half* pa, std::int64_t lda, int m, int n, int k, float beta, std::int64_t ldd) {
     return llmk::gemm::tile_gemm_f16(pa, lda, b.data(), 64, nullptr, 64, d.data(), ldd, m, n, k, 1.0f, beta, nullptr);
   };
   auto expect = [](const llmk::Status& s, const char* needle) {

@@ -138,7 +138,7 @@ struct FiberContext {
 };
 
 // Scheduler -> fiber. Returns when the fiber yields or finishes. `data` reaches the fiber.
-LLMK_SIM_BOOKKEEPING void switch_to_fiber(SchedulerContext& sched, FiberContext& fiber, void* data) {
+LLMK_SIM_BOOKKEEPING void switch_to_fiber([[maybe_unused]] SchedulerContext& sched, FiberContext& fiber, void* data) {
 #if defined(LLMK_SIM_ASAN)
   void* sched_fake = nullptr;
   __sanitizer_start_switch_fiber(&sched_fake, fiber.stack->bottom(), fiber.stack->size());

@@ -100,6 +100,7 @@ struct Thread {
   const void* in = nullptr;
   void* out = nullptr;
   unsigned active_mask_result = 0;
+  bool aborting = false;  // set when the block is abandoned: the fiber unwinds at its suspension point
 
   // Private to this fiber.
   std::vector<PendingCopy> copies_uncommitted;
@@ -201,10 +202,15 @@ inline void record_block_error(Block& b, const std::string& msg) {
 // Fiber side.
 
 LLMK_SIM_BOOKKEEPING void set_state(Thread& t, WaitState s) { t.state = s; }
+LLMK_SIM_BOOKKEEPING void set_aborting(Thread& t) { t.aborting = true; }
 LLMK_SIM_BOOKKEEPING WaitState get_state(const Thread& t) { return t.state; }
 
 // Suspends the calling fiber until the scheduler resumes it.
-LLMK_SIM_BOOKKEEPING void yield_to_scheduler(Thread& t) { switch_to_scheduler(*t.block->sched, t.fiber); }
+// Thrown to unwind a fiber's stack (so the objects its frames own are destroyed) up to its entry: by the thread
+// that fails, and by every suspended thread of a block that is being abandoned.
+struct FiberAbort {};
+
+LLMK_SIM_BOOKKEEPING bool aborting(const Thread& t) { return t.aborting; }
 
 // Publishes the caller's writes (TSan release on `sync_object`) and suspends it, touching nothing instrumented
 // in between: a fiber may never run again after this (its block can be abandoned), and anything it touched
@@ -212,10 +218,11 @@ LLMK_SIM_BOOKKEEPING void yield_to_scheduler(Thread& t) { switch_to_scheduler(*t
 LLMK_SIM_BOOKKEEPING void release_and_yield(Thread& t, void* sync_object) {
   hb_release(sync_object);
   switch_to_scheduler(*t.block->sched, t.fiber);
+  if (t.aborting) {
+    hb_acquire(sync_object);  // unwinding destroys objects other lanes may have written (collective outputs)
+    throw FiberAbort{};
+  }
 }
-
-// Thrown by fail_current to unwind the failing fiber's stack (so its objects are destroyed) up to its entry.
-struct FiberAbort {};
 
 LLMK_SIM_BOOKKEEPING void record_thread_failure(Thread& t, const std::string& what, const std::source_location& loc) {
   std::ostringstream os;
@@ -455,8 +462,8 @@ inline void fiber_entry(bctx::transfer_t t) {
   Thread& self = *static_cast<Thread*>(t.data);
   fiber_landed(*self.block->sched, t);
   hb_acquire(&self.block->start_tsan_sync);
-  bool failed = false;
-  try {
+  bool failed = aborting(self);  // the block was abandoned before this thread ever ran
+  if (!failed) try {
     self.block->launch->body();
   } catch (const FiberAbort&) {
     failed = true;
@@ -639,6 +646,16 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
       set_current_thread(nullptr);
       if (block_failed(b)) break;
     }
+  }
+  // Threads still suspended (the block failed, or another block did) are resumed once with `aborting` set:
+  // they unwind from their suspension point, destroying what their frames own, and finish.
+  for (Thread& t : b.threads) {
+    const WaitState s = get_state(t);
+    if (s == WaitState::kDone || s == WaitState::kFailed) continue;
+    set_aborting(t);
+    set_current_thread(&t);
+    switch_to_fiber(sched, t.fiber, &t);
+    set_current_thread(nullptr);
   }
   hb_acquire(&b.end_tsan_sync);
   if (block_failed(b)) {
