@@ -1,6 +1,6 @@
 // The README demo: a linear layer's matmul, D = A * W^T, on tensor cores (fp16 in, fp32 accumulate), checked
-// against the fp64 host reference. The same source runs on a GPU (tile_gemm_demo_cuda) or, with no GPU, in the
-// CPU simulator (tile_gemm_demo_sim).
+// against the fp64 host reference. The same source runs on a GPU (tile_gemm_demo_cuda) or, with no GPU, in
+// the CPU simulator (tile_gemm_demo_sim).
 //
 //   tile_gemm_demo [M N K]      (default 200 96 136: odd sizes on purpose)
 #include <chrono>
@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   }
   const char* backend = "CUDA GPU";
 #endif
-  std::printf("llmk tile GEMM demo on the %s: D[%d x %d] = A[%d x %d] * W[%d x %d]^T\n", backend, m, n, m, k, n, k);
+  std::printf("llmk tile GEMM demo on the %s: D[%d x %d] = A[%d x %d] * W[%d x %d]^T\n", backend, m, n, m, k,
+              n, k);
 
   std::mt19937 rng(2026);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -42,8 +43,8 @@ int main(int argc, char** argv) {
     llmk::DeviceBuffer<llmk::half> d_a(a), d_w(w);
     llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
     const auto t0 = std::chrono::steady_clock::now();
-    llmk::Status s = llmk::gemm::tile_gemm_f16(d_a.data(), k, d_w.data(), k, nullptr, n, d_d.data(), n, m, n, k,
-                                               1.0f, 0.0f, /*stream=*/nullptr);
+    llmk::Status s = llmk::gemm::tile_gemm_f16(d_a.data(), k, d_w.data(), k, nullptr, n, d_d.data(), n, m, n,
+                                               k, 1.0f, 0.0f, /*stream=*/nullptr);
     if (s.ok()) s = llmk::device_synchronize();
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.ok()) {

@@ -51,10 +51,10 @@ void time_iterations(benchmark::State& state, Work&& work) {
 
 /// Adds FLOP/s and bytes/s counters (Google Benchmark divides by the measured time).
 inline void set_throughput(benchmark::State& state, double flops_per_iter, double bytes_per_iter) {
-  state.counters["FLOP/s"] =
-      benchmark::Counter(flops_per_iter, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-  state.counters["bytes/s"] =
-      benchmark::Counter(bytes_per_iter, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+  state.counters["FLOP/s"] = benchmark::Counter(flops_per_iter, benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+  state.counters["bytes/s"] = benchmark::Counter(
+      bytes_per_iter, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
 }
 
 }  // namespace llmk::bench

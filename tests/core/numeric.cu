@@ -44,15 +44,19 @@
 #include <ios>
 #include <limits>
 #include <random>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace {
 
-float as_float(uint32_t bits) { return std::bit_cast<float>(bits); }
-uint32_t as_bits(float value) { return std::bit_cast<uint32_t>(value); }
+float as_float(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+uint32_t as_bits(float value) {
+  return std::bit_cast<uint32_t>(value);
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Independent reference: a binary format described by its field widths, decoded with std::ldexp.
@@ -72,8 +76,7 @@ double reference_decode_magnitude(const FormatDescription& format, uint32_t code
   const uint32_t mantissa = code & ((1u << format.mantissa_bits) - 1u);
   const int exponent_field = int(code >> format.mantissa_bits);
   if (exponent_field == 0) return std::ldexp(double(mantissa), 1 - format.bias - format.mantissa_bits);
-  return std::ldexp(1.0 + std::ldexp(double(mantissa), -format.mantissa_bits),
-                    exponent_field - format.bias);
+  return std::ldexp(1.0 + std::ldexp(double(mantissa), -format.mantissa_bits), exponent_field - format.bias);
 }
 
 // Every finite magnitude, indexed by code, plus one virtual value past the largest (the value the
@@ -136,8 +139,7 @@ uint8_t reference_to_fp8(const MagnitudeTable& table, float value, Fp8Mode mode,
   if (std::isnan(value)) return 0x7F;
   const uint32_t sign = std::signbit(value) ? 0x80u : 0u;
   const uint32_t overflow_code = table.format.max_finite_code + 1;
-  const uint32_t code =
-      std::isinf(value) ? overflow_code : table.nearest_code(std::fabs(double(value)));
+  const uint32_t code = std::isinf(value) ? overflow_code : table.nearest_code(std::fabs(double(value)));
   if (code == overflow_code) {
     if (mode == Fp8Mode::kSatFinite) return uint8_t(sign | table.format.max_finite_code);
     return has_inf ? uint8_t(sign | 0x7C) : uint8_t(0x7F);
@@ -179,14 +181,16 @@ std::vector<float> edge_floats(const MagnitudeTable& table) {
                                std::numeric_limits<float>::min(),
                                std::numeric_limits<float>::denorm_min(),
                                -std::numeric_limits<float>::denorm_min(),
-                               1e-30f, 1e30f, 1.0f, -1.0f};
+                               1e-30f,
+                               1e30f,
+                               1.0f,
+                               -1.0f};
   const auto& magnitudes = table.magnitudes;
   for (std::size_t code = 0; code + 1 < magnitudes.size(); ++code) {
     const double midpoint = 0.5 * (magnitudes[code] + magnitudes[code + 1]);
     const float midpoint_float = float(midpoint);
     REQUIRE(double(midpoint_float) == midpoint);  // every midpoint here is exact in float
-    for (float value : {float(magnitudes[code]), midpoint_float,
-                        std::nextafter(midpoint_float, 0.0f),
+    for (float value : {float(magnitudes[code]), midpoint_float, std::nextafter(midpoint_float, 0.0f),
                         std::nextafter(midpoint_float, std::numeric_limits<float>::infinity())}) {
       values.push_back(value);
       values.push_back(-value);
@@ -328,13 +332,11 @@ TEST_CASE("float -> fp8 matches the nearest-even reference in both modes") {
     const uint8_t e5m2_sat = llmk::float8_e5m2::from_float_satfinite(value).bits;
     const uint8_t e5m2_nosat = llmk::float8_e5m2::from_float_nonsaturating(value).bits;
     const uint8_t e4m3_sat_expected = reference_to_fp8(e4m3_table(), value, Fp8Mode::kSatFinite, false);
-    const uint8_t e4m3_nosat_expected =
-        reference_to_fp8(e4m3_table(), value, Fp8Mode::kNonSaturating, false);
+    const uint8_t e4m3_nosat_expected = reference_to_fp8(e4m3_table(), value, Fp8Mode::kNonSaturating, false);
     const uint8_t e5m2_sat_expected = reference_to_fp8(e5m2_table(), value, Fp8Mode::kSatFinite, true);
-    const uint8_t e5m2_nosat_expected =
-        reference_to_fp8(e5m2_table(), value, Fp8Mode::kNonSaturating, true);
-    if (e4m3_sat != e4m3_sat_expected || e4m3_nosat != e4m3_nosat_expected ||
-        e5m2_sat != e5m2_sat_expected || e5m2_nosat != e5m2_nosat_expected) {
+    const uint8_t e5m2_nosat_expected = reference_to_fp8(e5m2_table(), value, Fp8Mode::kNonSaturating, true);
+    if (e4m3_sat != e4m3_sat_expected || e4m3_nosat != e4m3_nosat_expected || e5m2_sat != e5m2_sat_expected ||
+        e5m2_nosat != e5m2_nosat_expected) {
       FAIL_CHECK("fp8(" << value << " = 0x" << std::hex << as_bits(value) << "): e4m3 sat/nosat 0x"
                         << int(e4m3_sat) << "/0x" << int(e4m3_nosat) << " expected 0x"
                         << int(e4m3_sat_expected) << "/0x" << int(e4m3_nosat_expected)
@@ -431,10 +433,14 @@ TEST_CASE("conversions agree bit for bit with NVIDIA's host conversion functions
       __nv_fp8_storage_t nvidia_bits;
     };
     const Fp8Case cases[] = {
-        {llmk::float8_e4m3::from_float_satfinite(value).bits, __nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3)},
-        {llmk::float8_e4m3::from_float_nonsaturating(value).bits, __nv_cvt_float_to_fp8(value, __NV_NOSAT, __NV_E4M3)},
-        {llmk::float8_e5m2::from_float_satfinite(value).bits, __nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E5M2)},
-        {llmk::float8_e5m2::from_float_nonsaturating(value).bits, __nv_cvt_float_to_fp8(value, __NV_NOSAT, __NV_E5M2)},
+        {llmk::float8_e4m3::from_float_satfinite(value).bits,
+         __nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3)},
+        {llmk::float8_e4m3::from_float_nonsaturating(value).bits,
+         __nv_cvt_float_to_fp8(value, __NV_NOSAT, __NV_E4M3)},
+        {llmk::float8_e5m2::from_float_satfinite(value).bits,
+         __nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E5M2)},
+        {llmk::float8_e5m2::from_float_nonsaturating(value).bits,
+         __nv_cvt_float_to_fp8(value, __NV_NOSAT, __NV_E5M2)},
     };
     for (const Fp8Case& c : cases) {
       // NVIDIA's host emulation keeps the sign (and for e5m2 one payload bit) of a NaN; llmk returns the
@@ -444,7 +450,8 @@ TEST_CASE("conversions agree bit for bit with NVIDIA's host conversion functions
       if (c.llmk_bits != c.nvidia_bits && !both_nan) {
         if (++mismatches < 10) {
           FAIL_CHECK("fp8 differs from NVIDIA for 0x" << std::hex << as_bits(value) << ": llmk 0x"
-                                                      << int(c.llmk_bits) << ", NVIDIA 0x" << int(c.nvidia_bits));
+                                                      << int(c.llmk_bits) << ", NVIDIA 0x"
+                                                      << int(c.nvidia_bits));
         }
       }
     }
@@ -457,7 +464,8 @@ TEST_CASE("conversions agree bit for bit with NVIDIA's host conversion functions
     REQUIRE(as_bits(ours) == as_bits(theirs));
     const float ours_bf16 = float(llmk::bfloat16::from_bits(uint16_t(bits)));
     const float theirs_bf16 = __bfloat162float(__ushort_as_bfloat16(uint16_t(bits)));
-    REQUIRE((as_bits(ours_bf16) == as_bits(theirs_bf16) || (std::isnan(ours_bf16) && std::isnan(theirs_bf16))));
+    REQUIRE(
+        (as_bits(ours_bf16) == as_bits(theirs_bf16) || (std::isnan(ours_bf16) && std::isnan(theirs_bf16))));
   }
   for (uint32_t bits = 0; bits < 0x100; ++bits) {
     for (auto [format, ours] : {std::pair{__NV_E4M3, float(llmk::float8_e4m3::from_bits(uint8_t(bits)))},
@@ -494,7 +502,8 @@ __global__ void encode_on_device(const float* inputs, int count, uint32_t* encod
 constexpr int kDecodingsPerPattern = 6;
 
 __global__ void decode_on_device(llmk::FastDivisor divisor, uint32_t* decoded) {
-  for (uint32_t bits = blockIdx.x * blockDim.x + threadIdx.x; bits < 0x10000u; bits += gridDim.x * blockDim.x) {
+  for (uint32_t bits = blockIdx.x * blockDim.x + threadIdx.x; bits < 0x10000u;
+       bits += gridDim.x * blockDim.x) {
     uint32_t* out = decoded + kDecodingsPerPattern * bits;
     out[0] = llmk::detail::float_to_bits(float(llmk::half::from_bits(uint16_t(bits))));
     out[1] = llmk::detail::float_to_bits(float(llmk::bfloat16::from_bits(uint16_t(bits))));
@@ -522,13 +531,12 @@ TEST_CASE("conversions inside a kernel give the host's bits") {
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const float value = inputs[i];
-    const uint32_t expected[kEncodingsPerInput] = {
-        llmk::half(value).bits,
-        llmk::bfloat16(value).bits,
-        llmk::float8_e4m3::from_float_satfinite(value).bits,
-        llmk::float8_e4m3::from_float_nonsaturating(value).bits,
-        llmk::float8_e5m2::from_float_satfinite(value).bits,
-        llmk::float8_e5m2::from_float_nonsaturating(value).bits};
+    const uint32_t expected[kEncodingsPerInput] = {llmk::half(value).bits,
+                                                   llmk::bfloat16(value).bits,
+                                                   llmk::float8_e4m3::from_float_satfinite(value).bits,
+                                                   llmk::float8_e4m3::from_float_nonsaturating(value).bits,
+                                                   llmk::float8_e5m2::from_float_satfinite(value).bits,
+                                                   llmk::float8_e5m2::from_float_nonsaturating(value).bits};
     for (int k = 0; k < kEncodingsPerInput; ++k) {
       if (encoded[kEncodingsPerInput * i + k] != expected[k] && ++mismatches < 10) {
         FAIL_CHECK("encoding " << k << " of 0x" << std::hex << as_bits(value) << ": device 0x"
@@ -540,7 +548,8 @@ TEST_CASE("conversions inside a kernel give the host's bits") {
 
   const llmk::FastDivisor divisor(12345);
   llmk::DeviceBuffer<uint32_t> device_decoded(0x10000 * kDecodingsPerPattern);
-  REQUIRE(llmk::launch(decode_on_device, dim3(64), dim3(128), 0, nullptr, divisor, device_decoded.data()).ok());
+  REQUIRE(
+      llmk::launch(decode_on_device, dim3(64), dim3(128), 0, nullptr, divisor, device_decoded.data()).ok());
   const std::vector<uint32_t> decoded = device_decoded.to_host();
   mismatches = 0;
   for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
@@ -628,7 +637,8 @@ TEST_CASE("integer helpers") {
   static_assert(llmk::round_up(100, 32) == 128 && llmk::round_up(int64_t(1) << 40, int64_t(3)) % 3 == 0);
   static_assert(llmk::is_pow2(1) && llmk::is_pow2(64) && !llmk::is_pow2(0) && !llmk::is_pow2(-4) &&
                 !llmk::is_pow2(12));
-  static_assert(llmk::log2_pow2(1) == 0 && llmk::log2_pow2(64) == 6 && llmk::log2_pow2(uint64_t(1) << 40) == 40);
+  static_assert(llmk::log2_pow2(1) == 0 && llmk::log2_pow2(64) == 6 &&
+                llmk::log2_pow2(uint64_t(1) << 40) == 40);
   static_assert(llmk::min(3, -2) == -2 && llmk::max(3, -2) == 3);
   CHECK(llmk::kLog2e == doctest::Approx(1.4426950408889634));
   CHECK(llmk::exp2(3.0f) == 8.0f);
@@ -647,10 +657,11 @@ TEST_CASE("FastDivisor is exact for every divisor class and edge dividend") {
       if (d >= 1 && d <= 0xFFFFFFFFll) divisors.push_back(uint32_t(d));
     }
   }
-  for (uint32_t d : {0xFFFFFFFFu, 0xFFFFFFFEu, 0x80000001u, 0xAAAAAAABu, 7u, 641u,
-                     6700417u, 0x55555555u, 0x7FFFFFFFu})
+  for (uint32_t d :
+       {0xFFFFFFFFu, 0xFFFFFFFEu, 0x80000001u, 0xAAAAAAABu, 7u, 641u, 6700417u, 0x55555555u, 0x7FFFFFFFu})
     divisors.push_back(d);
-  for (int i = 0; i < llmk::test::pick(20000, 2000); ++i) divisors.push_back(std::max<uint32_t>(1, any_uint32(engine) >> (i % 32)));
+  for (int i = 0; i < llmk::test::pick(20000, 2000); ++i)
+    divisors.push_back(std::max<uint32_t>(1, any_uint32(engine) >> (i % 32)));
 
   std::size_t mismatches = 0;
   for (uint32_t d : divisors) {

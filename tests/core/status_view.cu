@@ -123,8 +123,7 @@ TEST_CASE("TensorView validation messages") {
   CHECK(a.check_shape("a", {4, 8}).ok());
   CHECK(a.check_shape("a", {4, kAny}).ok());
   CHECK(a.check_shape("a", {4, 7}).message() == "invalid argument 'a': shape must be [4, 7] (got [4, 8])");
-  CHECK(a.check_shape("a", {kAny, 9}).message() ==
-        "invalid argument 'a': shape must be [*, 9] (got [4, 8])");
+  CHECK(a.check_shape("a", {kAny, 9}).message() == "invalid argument 'a': shape must be [*, 9] (got [4, 8])");
   CHECK(a.check_contiguous_last_dim("a").ok());
   CHECK(a.check_row_major("a").ok());
   CHECK(a.check_non_negative("a").ok());
@@ -201,10 +200,13 @@ TEST_CASE("vector access and TensorView inside a kernel") {
   for (std::size_t i = 0; i < host_source.size(); ++i) host_source[i] = llmk::half(float(i % 1000));
   llmk::DeviceBuffer<llmk::half> device_source(host_source);
   llmk::DeviceBuffer<llmk::half> device_destination(kRows * kColumns);
-  const llmk::TensorView<const llmk::half, 2> source{device_source.data(), {kRows, kColumns}, {kSourceStride, 1}};
+  const llmk::TensorView<const llmk::half, 2> source{
+      device_source.data(), {kRows, kColumns}, {kSourceStride, 1}};
   const auto destination = llmk::make_row_major(device_destination.data(), kRows, kColumns);
   REQUIRE(source.check_aligned("source", 16).ok());
-  REQUIRE(llmk::launch(copy_rows_with_vectors, dim3(kRows), dim3(kColumns / 8), 0, nullptr, source, destination).ok());
+  REQUIRE(
+      llmk::launch(copy_rows_with_vectors, dim3(kRows), dim3(kColumns / 8), 0, nullptr, source, destination)
+          .ok());
   const std::vector<llmk::half> copied = device_destination.to_host();
   for (int row = 0; row < kRows; ++row) {
     for (int column = 0; column < kColumns; ++column) {
@@ -214,8 +216,8 @@ TEST_CASE("vector access and TensorView inside a kernel") {
 
 #if defined(LLMK_SIM)
   // A misaligned vector load faults on the GPU; the simulator reports it with the caller's location.
-  const llmk::Status misaligned =
-      llmk::launch(load16_from, dim3(1), dim3(1), 0, nullptr, device_source.data() + 1, device_destination.data());
+  const llmk::Status misaligned = llmk::launch(load16_from, dim3(1), dim3(1), 0, nullptr,
+                                               device_source.data() + 1, device_destination.data());
   CHECK_FALSE(misaligned.ok());
   CHECK(misaligned.message().find("16-byte aligned") != std::string::npos);
   CHECK(misaligned.message().find("vector.cuh") == std::string::npos);  // names the caller, not the header

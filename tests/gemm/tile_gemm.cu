@@ -12,8 +12,6 @@
 
 namespace {
 
-
-
 struct Problem {
   int m, n, k;
   std::int64_t lda, ldb, ldd;
@@ -32,7 +30,9 @@ std::vector<llmk::half> random_halves(std::size_t count, std::mt19937& rng) {
 
 // Error bound: the kernel rounds to fp32 once per mma (every 16 products) and accumulates in fp32, so the
 // error is at most ~(K / 16 + 1) fp32 roundings of the running |sum|. Doubled for margin; plus a tiny atol.
-double tolerance(double abs_sum, int k) { return 2.0 * (k / 16 + 2) * std::ldexp(abs_sum, -24) + 1e-6; }
+double tolerance(double abs_sum, int k) {
+  return 2.0 * (k / 16 + 2) * std::ldexp(abs_sum, -24) + 1e-6;
+}
 
 template <class Cfg = llmk::gemm::TileGemmDefault>
 void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng) {
@@ -56,8 +56,8 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
   std::vector<float> got = d_d.to_host();
 
   std::vector<float> want(c);
-  llmk::reference::gemm_tn(a.data(), pr.lda, b.data(), pr.ldb, c.data(), pr.ldd, want.data(), pr.ldd, pr.m, pr.n,
-                           pr.k, alpha, beta);
+  llmk::reference::gemm_tn(a.data(), pr.lda, b.data(), pr.ldb, c.data(), pr.ldd, want.data(), pr.ldd, pr.m,
+                           pr.n, pr.k, alpha, beta);
   std::vector<double> scale(static_cast<std::size_t>(pr.m) * pr.n);
   llmk::reference::gemm_tn_abs(a.data(), pr.lda, b.data(), pr.ldb, scale.data(), pr.m, pr.n, pr.k);
 
@@ -69,7 +69,9 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
                          std::fabs(beta) * std::ldexp(std::fabs(c[idx]), -23);
       const double err = std::fabs(static_cast<double>(got[idx]) - want[idx]);
       if (!(err <= tol)) {  // NaN (poison) fails too
-        if (bad++ < 5) MESSAGE("D[" << i << "][" << j << "] = " << got[idx] << ", want " << want[idx] << " (tol " << tol << ")");
+        if (bad++ < 5)
+          MESSAGE("D[" << i << "][" << j << "] = " << got[idx] << ", want " << want[idx] << " (tol " << tol
+                       << ")");
       }
     }
   CHECK(bad == 0);
@@ -77,8 +79,10 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
   for (int i = 0; i < pr.m; ++i)
     for (std::int64_t j = pr.n; j < pr.ldd; ++j) {
       const std::size_t idx = static_cast<std::size_t>(i) * pr.ldd + j;
-      if (beta != 0.0f) CHECK(got[idx] == c[idx]);
-      else CHECK(std::isnan(got[idx]));
+      if (beta != 0.0f)
+        CHECK(got[idx] == c[idx]);
+      else
+        CHECK(std::isnan(got[idx]));
     }
 }
 
@@ -86,7 +90,8 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
 
 TEST_CASE("tile_gemm_f16 matches the fp64 reference over odd shapes") {
   std::mt19937 rng(20261121);
-  const std::vector<int> sizes = llmk::test::fast() ? std::vector<int>{16, 200} : std::vector<int>{16, 48, 128, 200};
+  const std::vector<int> sizes =
+      llmk::test::fast() ? std::vector<int>{16, 200} : std::vector<int>{16, 48, 128, 200};
   for (int m : sizes)
     for (int n : sizes)
       for (int k : sizes) check_problem({m, n, k, k, k, n}, 1.0f, 0.0f, rng);
@@ -113,7 +118,8 @@ TEST_CASE("tile_gemm_f16 rejects bad arguments with a message naming the argumen
   llmk::DeviceBuffer<llmk::half> a(64 * 64), b(64 * 64);
   llmk::DeviceBuffer<float> d(64 * 64);
   auto run = [&](const llmk::half* pa, std::int64_t lda, int m, int n, int k, float beta, std::int64_t ldd) {
-    return llmk::gemm::tile_gemm_f16(pa, lda, b.data(), 64, nullptr, 64, d.data(), ldd, m, n, k, 1.0f, beta, nullptr);
+    return llmk::gemm::tile_gemm_f16(pa, lda, b.data(), 64, nullptr, 64, d.data(), ldd, m, n, k, 1.0f, beta,
+                                     nullptr);
   };
   auto expect = [](const llmk::Status& s, const char* needle) {
     CHECK_FALSE(s.ok());

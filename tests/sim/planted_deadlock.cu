@@ -1,5 +1,5 @@
-// Planted bug: a __syncthreads inside a branch that diverges in block (1,0,0) only. The simulator must report a
-// deadlock naming that block, the waiting threads and the barrier's line.
+// Planted bug: a __syncthreads inside a branch that diverges in block (1,0,0) only. The simulator must report
+// a deadlock naming that block, the waiting threads and the barrier's line.
 #include <cstdio>
 
 #include "llmk/core/launch.cuh"

@@ -1,5 +1,5 @@
-// Planted bug: all 32 lanes call a shuffle whose mask omits lane 9. The simulator must report the mask, the lane
-// and the line.
+// Planted bug: all 32 lanes call a shuffle whose mask omits lane 9. The simulator must report the mask, the
+// lane and the line.
 #include <cstdio>
 
 #include "llmk/core/launch.cuh"

@@ -22,7 +22,8 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-// ---- barriers -----------------------------------------------------------------------------------------------
+// ---- barriers
+// -----------------------------------------------------------------------------------------------
 
 __global__ void barrier_reductions(int* out, int modulus) {
   const int t = static_cast<int>(threadIdx.x + threadIdx.y * blockDim.x);
@@ -73,13 +74,15 @@ TEST_CASE("__syncthreads_count/and/or over odd block shapes") {
 TEST_CASE("barriers order shared-memory traffic across many rounds") {
   const int n = 96, rounds = 50;
   llmk::DeviceBuffer<int> out(static_cast<std::size_t>(4 * n));
-  llmk::Status s = llmk::launch(barrier_rounds, dim3(4), dim3(n), n * sizeof(int), nullptr, out.data(), rounds);
+  llmk::Status s =
+      llmk::launch(barrier_rounds, dim3(4), dim3(n), n * sizeof(int), nullptr, out.data(), rounds);
   REQUIRE_MESSAGE(s.ok(), s.message());
   std::vector<int> got = out.to_host();
   for (int i = 0; i < 4 * n; ++i) CHECK(got[i] == ((i % n) + 1) % n * 1000 * rounds);
 }
 
-// ---- shuffles -----------------------------------------------------------------------------------------------
+// ---- shuffles
+// -----------------------------------------------------------------------------------------------
 
 enum class Shfl { kIdx, kUp, kDown, kXor };
 
@@ -87,9 +90,12 @@ enum class Shfl { kIdx, kUp, kDown, kXor };
 int shuffle_source(Shfl mode, int lane, int arg, int width) {
   const int group_start = lane & ~(width - 1);
   switch (mode) {
-    case Shfl::kIdx: return group_start + (arg & (width - 1));  // srcLane taken modulo width, in the same group
-    case Shfl::kUp: return (lane - group_start) >= arg ? lane - arg : lane;  // no wrap: own value
-    case Shfl::kDown: return (lane - group_start) + arg < width ? lane + arg : lane;
+    case Shfl::kIdx:
+      return group_start + (arg & (width - 1));  // srcLane taken modulo width, in the same group
+    case Shfl::kUp:
+      return (lane - group_start) >= arg ? lane - arg : lane;  // no wrap: own value
+    case Shfl::kDown:
+      return (lane - group_start) + arg < width ? lane + arg : lane;
     case Shfl::kXor: {
       const int src = lane ^ arg;  // later groups are not accessible: own value
       return src >= group_start + width ? lane : src;
@@ -98,8 +104,8 @@ int shuffle_source(Shfl mode, int lane, int arg, int width) {
   return lane;
 }
 
-__global__ void shuffle_kernel(const std::uint64_t* in, const int* args, std::uint64_t* out32, std::uint64_t* out64,
-                               int mode, int width) {
+__global__ void shuffle_kernel(const std::uint64_t* in, const int* args, std::uint64_t* out32,
+                               std::uint64_t* out64, int mode, int width) {
   const unsigned lane = threadIdx.x;
   const std::uint64_t v64 = in[lane];
   const unsigned v32 = static_cast<unsigned>(v64);
@@ -146,8 +152,8 @@ TEST_CASE("shuffles follow the programming guide for every mode, width and offse
         CAPTURE(width);
         CAPTURE(args[0]);
         llmk::DeviceBuffer<int> d_args(args);
-        llmk::Status s = llmk::launch(shuffle_kernel, dim3(1), dim3(32), 0, nullptr, d_in.data(), d_args.data(),
-                                      d_out32.data(), d_out64.data(), mode, width);
+        llmk::Status s = llmk::launch(shuffle_kernel, dim3(1), dim3(32), 0, nullptr, d_in.data(),
+                                      d_args.data(), d_out32.data(), d_out64.data(), mode, width);
         REQUIRE_MESSAGE(s.ok(), s.message());
         std::vector<std::uint64_t> o32 = d_out32.to_host(), o64 = d_out64.to_host();
         for (int lane = 0; lane < 32; ++lane) {
@@ -160,12 +166,15 @@ TEST_CASE("shuffles follow the programming guide for every mode, width and offse
   }
 }
 
-// Two half-warps shuffle independently with disjoint masks; a sub-mask covering only the lanes that take part.
+// Two half-warps shuffle independently with disjoint masks; a sub-mask covering only the lanes that take
+// part.
 __global__ void shuffle_partial_masks(int* out) {
   const unsigned lane = threadIdx.x;
   int v = static_cast<int>(lane) * 10;
-  if (lane < 16) v = __shfl_xor_sync(0x0000ffffu, v, 1);
-  else v = __shfl_xor_sync(0xffff0000u, v, 2);
+  if (lane < 16)
+    v = __shfl_xor_sync(0x0000ffffu, v, 1);
+  else
+    v = __shfl_xor_sync(0xffff0000u, v, 2);
   if (lane % 2 == 0) v += __shfl_down_sync(0x55555555u, v, 2);
   out[lane] = v;
 }
@@ -196,7 +205,8 @@ __global__ void vote_kernel(const int* pred, unsigned* out) {
   if (lane % 3 == 0) sub = __ballot_sync(0x49249249u, p);  // lanes 0, 3, 6, ..., 30
   out[threadIdx.x * 6 + 3] = sub;
   __syncwarp();
-  out[threadIdx.x * 6 + 4] = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(pred[threadIdx.x] * (lane + 1)));
+  out[threadIdx.x * 6 + 4] =
+      __reduce_add_sync(0xffffffffu, static_cast<unsigned>(pred[threadIdx.x] * (lane + 1)));
   unsigned active = 0;
   if (lane >= 8) active = __activemask();
   out[threadIdx.x * 6 + 5] = active;
@@ -234,9 +244,11 @@ TEST_CASE("ballot, any, all, sub-mask ballot, syncwarp, redux and activemask") {
   }
 }
 
-// ---- atomics ------------------------------------------------------------------------------------------------
+// ---- atomics
+// ------------------------------------------------------------------------------------------------
 
-__global__ void atomics_kernel(int* counter, unsigned* maxv, unsigned long long* sum64, float* fsum, unsigned* wrap) {
+__global__ void atomics_kernel(int* counter, unsigned* maxv, unsigned long long* sum64, float* fsum,
+                               unsigned* wrap) {
   const unsigned id = blockIdx.x * blockDim.x + threadIdx.x;
   atomicAdd(counter, 1);
   atomicMax(maxv, id * 7u % 1009u);
@@ -251,8 +263,8 @@ TEST_CASE("atomics are atomic across blocks running on several OS threads") {
   llmk::DeviceBuffer<unsigned> maxv(std::vector<unsigned>{0}), wrap(std::vector<unsigned>{0});
   llmk::DeviceBuffer<unsigned long long> sum64(std::vector<unsigned long long>{0});
   llmk::DeviceBuffer<float> fsum(std::vector<float>{0.0f});
-  llmk::Status s = llmk::launch(atomics_kernel, dim3(blocks), dim3(threads), 0, nullptr, counter.data(), maxv.data(),
-                                sum64.data(), fsum.data(), wrap.data());
+  llmk::Status s = llmk::launch(atomics_kernel, dim3(blocks), dim3(threads), 0, nullptr, counter.data(),
+                                maxv.data(), sum64.data(), fsum.data(), wrap.data());
   REQUIRE_MESSAGE(s.ok(), s.message());
   unsigned want_max = 0;
   for (unsigned id = 0; id < total; ++id) want_max = std::max(want_max, id * 7u % 1009u);
@@ -272,7 +284,8 @@ __global__ void read_unwritten_shared(float* out) {
 
 TEST_CASE("shared memory is poisoned at block start: unwritten reads are NaN") {
   llmk::DeviceBuffer<float> out(64);
-  llmk::Status s = llmk::launch(read_unwritten_shared, dim3(2), dim3(32), 32 * sizeof(float), nullptr, out.data());
+  llmk::Status s =
+      llmk::launch(read_unwritten_shared, dim3(2), dim3(32), 32 * sizeof(float), nullptr, out.data());
   REQUIRE_MESSAGE(s.ok(), s.message());
   for (float v : out.to_host()) CHECK(std::isnan(v));
 }
@@ -298,7 +311,8 @@ TEST_CASE("a cp.async destination reads poison until its group is waited for") {
   for (float v : out.to_host()) CHECK(std::isnan(v));
 }
 
-// ---- failures that must be reported -------------------------------------------------------------------------
+// ---- failures that must be reported
+// -------------------------------------------------------------------------
 
 constexpr int kDivergentBarrierLine = __LINE__ + 4;
 __global__ void divergent_barrier(int* out) {
@@ -362,7 +376,8 @@ TEST_CASE("a shuffle whose mask omits a participating lane is reported with the 
 }
 
 __global__ void shuffle_reads_outside_mask(int* out) {
-  if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1, 20);  // source lane 20 is not in the mask
+  if (threadIdx.x < 16)
+    out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1, 20);  // source lane 20 is not in the mask
 }
 
 TEST_CASE("reading a lane outside the mask is reported") {
@@ -375,8 +390,10 @@ TEST_CASE("reading a lane outside the mask is reported") {
 
 __global__ void mismatched_collectives(int* out) {
   int v = static_cast<int>(threadIdx.x);
-  if (threadIdx.x == 3) v = __shfl_down_sync(0xffffffffu, v, 1);  // lane 3 alone uses a different intrinsic
-  else v = __shfl_xor_sync(0xffffffffu, v, 1);
+  if (threadIdx.x == 3)
+    v = __shfl_down_sync(0xffffffffu, v, 1);  // lane 3 alone uses a different intrinsic
+  else
+    v = __shfl_xor_sync(0xffffffffu, v, 1);
   out[threadIdx.x] = v;
 }
 
@@ -416,7 +433,9 @@ TEST_CASE("a full mask in a partial warp names lanes that do not exist") {
   CHECK(contains(s.message(), "warp 1"));
 }
 
-__global__ void cp_async_to_global(float* dst, const float* src) { llmk::arch::cp_async_cg16(dst, src); }
+__global__ void cp_async_to_global(float* dst, const float* src) {
+  llmk::arch::cp_async_cg16(dst, src);
+}
 
 TEST_CASE("cp.async to a non-shared destination is rejected") {
   llmk::DeviceBuffer<float> a(8), b(8);
@@ -434,7 +453,8 @@ TEST_CASE("launch configurations are validated") {
   CHECK(llmk::launch(noop, dim3(2, 3, 4), dim3(8, 4, 2), 0, nullptr).ok());
 }
 
-// ---- seeded order ------------------------------------------------------------------------------------------
+// ---- seeded order
+// ------------------------------------------------------------------------------------------
 
 __global__ void record_order(unsigned* counter, unsigned* order) {
   order[threadIdx.x] = atomicAdd(counter, 1u);

@@ -1,14 +1,14 @@
 // llmk/arch/convert.cuh: packed conversions between float and the 16-/8-bit formats, as kernels need them.
 //
-// Packing convention everywhere in llmk: the FIRST element lives in the LOW bits ("lo"), the second in the high
-// bits ("hi"), matching the mma fragment layouts (element 2t in the low half, 2t+1 in the high half).
-// Note the PTX operand order of cvt.rn.f16x2.f32 d, a, b: a goes to the UPPER half of d, b to the lower; these
-// functions pass (hi, lo) to the instruction so that callers never see that order.
+// Packing convention everywhere in llmk: the FIRST element lives in the LOW bits ("lo"), the second in the
+// high bits ("hi"), matching the mma fragment layouts (element 2t in the low half, 2t+1 in the high half).
+// Note the PTX operand order of cvt.rn.f16x2.f32 d, a, b: a goes to the UPPER half of d, b to the lower;
+// these functions pass (hi, lo) to the instruction so that callers never see that order.
 //
-//   std::uint32_t cvt_f32x2_to_f16x2(float lo, float hi)      cvt.rn.f16x2.f32   (RN, overflow -> inf, NaN -> 0x7FFF)
-//   std::uint32_t cvt_f32x2_to_bf16x2(float lo, float hi)     cvt.rn.bf16x2.f32  (RN, overflow -> inf, NaN -> 0x7FFF)
-//   void cvt_f16x2_to_f32x2(std::uint32_t, float& lo, float& hi)    exact
-//   void cvt_bf16x2_to_f32x2(std::uint32_t, float& lo, float& hi)   exact (a shift; NaN payloads kept)
+//   std::uint32_t cvt_f32x2_to_f16x2(float lo, float hi)      cvt.rn.f16x2.f32   (RN, overflow -> inf, NaN ->
+//   0x7FFF) std::uint32_t cvt_f32x2_to_bf16x2(float lo, float hi)     cvt.rn.bf16x2.f32  (RN, overflow ->
+//   inf, NaN -> 0x7FFF) void cvt_f16x2_to_f32x2(std::uint32_t, float& lo, float& hi)    exact void
+//   cvt_bf16x2_to_f32x2(std::uint32_t, float& lo, float& hi)   exact (a shift; NaN payloads kept)
 //   std::uint16_t cvt_f32x2_to_e4m3x2(float lo, float hi)     cvt.rn.satfinite.e4m3x2.f32
 //   std::uint16_t cvt_f32x2_to_e5m2x2(float lo, float hi)     cvt.rn.satfinite.e5m2x2.f32
 //   std::uint16_t cvt_f16x2_to_e4m3x2(std::uint32_t)          cvt.rn.satfinite.e4m3x2.f16x2

@@ -2,7 +2,8 @@
 //
 //   cp_async_ca<N>(smem_dst, gmem_src)                 cp.async.ca.shared.global, N = 4, 8 or 16 bytes
 //   cp_async_cg16(smem_dst, gmem_src)                  cp.async.cg.shared.global, 16 bytes (bypasses L1)
-//   cp_async_zfill<N>(smem_dst, gmem_src, src_bytes)   .ca with src-size: copies src_bytes in [0, N] bytes and
+//   cp_async_zfill<N>(smem_dst, gmem_src, src_bytes)   .ca with src-size: copies src_bytes in [0, N] bytes
+//   and
 //                                                      zero-fills the rest of the N destination bytes
 //   cp_async_cg16_zfill(smem_dst, gmem_src, src_bytes) the same with .cg, N = 16
 //   cp_async_commit()                                  cp.async.commit_group (an empty group is fine)
@@ -10,11 +11,11 @@
 //                                                      groups of THIS thread are complete
 //   cp_async_wait_all()                                cp.async.wait_all (= commit + wait_group 0)
 //
-// Rules (checked by the simulator, which fails the launch naming the caller's line): dst in the block's shared
-// memory, dst and src aligned to N, src not in shared memory, 0 <= src_bytes <= N. With src_bytes == 0 nothing
-// is read from src (its value must still be aligned). Completed copies are visible to the issuing thread only:
-// other threads need a barrier after the wait. The issue and wait asm carry a "memory" clobber so the compiler
-// neither sinks earlier shared stores past an issue nor hoists shared loads above a wait.
+// Rules (checked by the simulator, which fails the launch naming the caller's line): dst in the block's
+// shared memory, dst and src aligned to N, src not in shared memory, 0 <= src_bytes <= N. With src_bytes == 0
+// nothing is read from src (its value must still be aligned). Completed copies are visible to the issuing
+// thread only: other threads need a barrier after the wait. The issue and wait asm carry a "memory" clobber
+// so the compiler neither sinks earlier shared stores past an issue nor hoists shared loads above a wait.
 #pragma once
 
 #include "llmk/config.cuh"

@@ -4,9 +4,9 @@
 //   float rcp_approx(float x)   rcp.approx.ftz.f32: 1/x
 //
 // These are APPROXIMATIONS on the GPU: the PTX ISA gives ex2.approx.f32 a maximum relative error of about
-// 2^-22 (about 2 ulp) and rcp.approx.f32 about 1 ulp. Kernels must not rely on exact results, and GPU tests use
-// a relative tolerance. .ftz: subnormal inputs are read as zero (of the same sign) and subnormal results are
-// flushed to zero (of the same sign).
+// 2^-22 (about 2 ulp) and rcp.approx.f32 about 1 ulp. Kernels must not rely on exact results, and GPU tests
+// use a relative tolerance. .ftz: subnormal inputs are read as zero (of the same sign) and subnormal results
+// are flushed to zero (of the same sign).
 //
 // Simulator and host: deterministic, accurate stand-ins with the same special cases: inputs are flushed, the
 // function is computed in double and rounded once to float, and subnormal results are flushed.

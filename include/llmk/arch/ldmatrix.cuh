@@ -12,8 +12,8 @@
 //   non-trans: lane l gets row[l/4][2(l%4)] (low 16 bits) and row[l/4][2(l%4)+1] (high 16 bits);
 //   .trans   : lane l gets row[2(l%4)][l/4]  (low 16 bits) and row[2(l%4)+1][l/4] (high 16 bits).
 // With lane l addressing row l%16, 16-byte chunk l/16 of a row-major 16x16 tile, LDSM_x4 yields exactly the
-// four A registers of MMA_16x8x16; with lane l addressing row l%16 of a row-major 16(k) x 8(n) tile, LDSM_x2_T
-// yields the two B registers.
+// four A registers of MMA_16x8x16; with lane l addressing row l%16 of a row-major 16(k) x 8(n) tile,
+// LDSM_x2_T yields the two B registers.
 //
 // Simulator: the rows are read when the last lane arrives (all lanes have synchronised, as on the GPU);
 // a used address that is misaligned or outside the block's shared-memory arena fails the launch, naming the
@@ -58,8 +58,9 @@ struct LdsmEmulation {
 
   static const char* name() {
     if constexpr (kTrans)
-      return kNum == 1 ? "ldmatrix.m8n8.x1.trans.b16" : kNum == 2 ? "ldmatrix.m8n8.x2.trans.b16"
-                                                                  : "ldmatrix.m8n8.x4.trans.b16";
+      return kNum == 1   ? "ldmatrix.m8n8.x1.trans.b16"
+             : kNum == 2 ? "ldmatrix.m8n8.x2.trans.b16"
+                         : "ldmatrix.m8n8.x4.trans.b16";
     else
       return kNum == 1 ? "ldmatrix.m8n8.x1.b16" : kNum == 2 ? "ldmatrix.m8n8.x2.b16" : "ldmatrix.m8n8.x4.b16";
   }
@@ -135,27 +136,30 @@ struct LdsmEmulation {
 struct LDSM_x1 {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t* d = &d0;
-    LLMK_ARCH_LDSM_BODY(1, false, asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
-                                               : "=r"(d0)
-                                               : "r"(detail::smem_u32(smem_row_addr))));
+    LLMK_ARCH_LDSM_BODY(1, false,
+                        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+                                     : "=r"(d0)
+                                     : "r"(detail::smem_u32(smem_row_addr))));
   }
 };
 
 struct LDSM_x2 {
-  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1 LLMK_LOC_TAIL) {
+  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0,
+                               std::uint32_t& d1 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t tmp[2];
     [[maybe_unused]] std::uint32_t* d = tmp;
-    LLMK_ARCH_LDSM_BODY(2, false, asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-                                               : "=r"(tmp[0]), "=r"(tmp[1])
-                                               : "r"(detail::smem_u32(smem_row_addr))));
+    LLMK_ARCH_LDSM_BODY(2, false,
+                        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                                     : "=r"(tmp[0]), "=r"(tmp[1])
+                                     : "r"(detail::smem_u32(smem_row_addr))));
     d0 = tmp[0];
     d1 = tmp[1];
   }
 };
 
 struct LDSM_x4 {
-  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1, std::uint32_t& d2,
-                               std::uint32_t& d3 LLMK_LOC_TAIL) {
+  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1,
+                               std::uint32_t& d2, std::uint32_t& d3 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t tmp[4];
     [[maybe_unused]] std::uint32_t* d = tmp;
     LLMK_ARCH_LDSM_BODY(4, false,
@@ -172,27 +176,30 @@ struct LDSM_x4 {
 struct LDSM_x1_T {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t* d = &d0;
-    LLMK_ARCH_LDSM_BODY(1, true, asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n"
-                                              : "=r"(d0)
-                                              : "r"(detail::smem_u32(smem_row_addr))));
+    LLMK_ARCH_LDSM_BODY(1, true,
+                        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n"
+                                     : "=r"(d0)
+                                     : "r"(detail::smem_u32(smem_row_addr))));
   }
 };
 
 struct LDSM_x2_T {
-  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1 LLMK_LOC_TAIL) {
+  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0,
+                               std::uint32_t& d1 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t tmp[2];
     [[maybe_unused]] std::uint32_t* d = tmp;
-    LLMK_ARCH_LDSM_BODY(2, true, asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                                              : "=r"(tmp[0]), "=r"(tmp[1])
-                                              : "r"(detail::smem_u32(smem_row_addr))));
+    LLMK_ARCH_LDSM_BODY(2, true,
+                        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                                     : "=r"(tmp[0]), "=r"(tmp[1])
+                                     : "r"(detail::smem_u32(smem_row_addr))));
     d0 = tmp[0];
     d1 = tmp[1];
   }
 };
 
 struct LDSM_x4_T {
-  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1, std::uint32_t& d2,
-                               std::uint32_t& d3 LLMK_LOC_TAIL) {
+  LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1,
+                               std::uint32_t& d2, std::uint32_t& d3 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t tmp[4];
     [[maybe_unused]] std::uint32_t* d = tmp;
     LLMK_ARCH_LDSM_BODY(4, true,

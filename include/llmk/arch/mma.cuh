@@ -54,21 +54,31 @@ inline constexpr bool dependent_false = false;
 
 inline std::int64_t decode_int(std::uint32_t code, Elem e) {
   switch (e) {
-    case Elem::s8: return static_cast<std::int8_t>(static_cast<std::uint8_t>(code));
-    case Elem::u8: return code & 0xFFu;
-    case Elem::s4: return (code & 8u) ? static_cast<std::int64_t>(code & 0xFu) - 16 : (code & 0xFu);
-    case Elem::u4: return code & 0xFu;
-    default: std::abort();
+    case Elem::s8:
+      return static_cast<std::int8_t>(static_cast<std::uint8_t>(code));
+    case Elem::u8:
+      return code & 0xFFu;
+    case Elem::s4:
+      return (code & 8u) ? static_cast<std::int64_t>(code & 0xFu) - 16 : (code & 0xFu);
+    case Elem::u4:
+      return code & 0xFu;
+    default:
+      std::abort();
   }
 }
 
 inline FpParts decode_float(std::uint32_t code, Elem e) {
   switch (e) {
-    case Elem::f16: return decode_fp(code, kF16);
-    case Elem::bf16: return decode_fp(code, kBF16);
-    case Elem::e4m3: return decode_fp(code, kE4M3);
-    case Elem::e5m2: return decode_fp(code, kE5M2);
-    default: std::abort();
+    case Elem::f16:
+      return decode_fp(code, kF16);
+    case Elem::bf16:
+      return decode_fp(code, kBF16);
+    case Elem::e4m3:
+      return decode_fp(code, kE4M3);
+    case Elem::e5m2:
+      return decode_fp(code, kE5M2);
+    default:
+      std::abort();
   }
 }
 
@@ -151,19 +161,19 @@ struct MmaEmulation {
 }  // namespace detail
 
 // The one place each accumulator type's inline asm is written.
-#define LLMK_ARCH_MMA_ASM_F32(PTX)                                                                  \
-  asm volatile(PTX " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                   \
-               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                    \
+#define LLMK_ARCH_MMA_ASM_F32(PTX)                                                                       \
+  asm volatile(PTX " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                        \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), \
                  "f"(c[2]), "f"(c[3]))
-#define LLMK_ARCH_MMA_ASM_S32(PTX)                                                                  \
-  asm volatile(PTX " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                   \
-               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                    \
+#define LLMK_ARCH_MMA_ASM_S32(PTX)                                                                       \
+  asm volatile(PTX " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                        \
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), \
                  "r"(c[2]), "r"(c[3]))
 
 #if defined(LLMK_SIM)
-#define LLMK_ARCH_MMA_EMULATE(K, EA, EB, ACC, SAT, PTX)                                                     \
+#define LLMK_ARCH_MMA_EMULATE(K, EA, EB, ACC, SAT, PTX)                                                      \
   ::llmk::arch::detail::MmaEmulation<K, ::llmk::arch::detail::Elem::EA, ::llmk::arch::detail::Elem::EB, ACC, \
                                      SAT>::run(d, a, b, c, PTX, LLMK_LOC_FWD)
 #endif
@@ -180,19 +190,19 @@ struct MmaEmulation {
 #define LLMK_ARCH_MMA_BODY_SM80(K, EA, EB, ACC, SAT, PTX, ASM) (void)0
 #endif
 
-#define LLMK_ARCH_DEFINE_MMA(NAME, K, EA, EB, ACC, SAT, PTX, ASM)                                         \
-  struct NAME {                                                                                           \
-    using DRegisters = ACC[4];                                                                            \
-    using ARegisters = std::uint32_t[4];                                                                  \
-    using BRegisters = std::uint32_t[2];                                                                  \
-    using CRegisters = ACC[4];                                                                            \
-    static constexpr int kM = 16, kN = 8, kK = K;                                                         \
-    static constexpr int kMinArch = 800; /* __CUDA_ARCH__ needed */                                       \
-    static constexpr const char* kPtx = PTX;                                                              \
-    LLMK_DEVICE static void fma(ACC (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],   \
-                                const ACC (&c)[4] LLMK_LOC_TAIL) {                                        \
-      LLMK_ARCH_MMA_BODY_SM80(K, EA, EB, ACC, SAT, PTX, ASM);                                             \
-    }                                                                                                     \
+#define LLMK_ARCH_DEFINE_MMA(NAME, K, EA, EB, ACC, SAT, PTX, ASM)                                      \
+  struct NAME {                                                                                        \
+    using DRegisters = ACC[4];                                                                         \
+    using ARegisters = std::uint32_t[4];                                                               \
+    using BRegisters = std::uint32_t[2];                                                               \
+    using CRegisters = ACC[4];                                                                         \
+    static constexpr int kM = 16, kN = 8, kK = K;                                                      \
+    static constexpr int kMinArch = 800; /* __CUDA_ARCH__ needed */                                    \
+    static constexpr const char* kPtx = PTX;                                                           \
+    LLMK_DEVICE static void fma(ACC (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], \
+                                const ACC (&c)[4] LLMK_LOC_TAIL) {                                     \
+      LLMK_ARCH_MMA_BODY_SM80(K, EA, EB, ACC, SAT, PTX, ASM);                                          \
+    }                                                                                                  \
   }
 
 // ---- m16n8k16, f16 / bf16 inputs, f32 accumulate (sm_80) --------------------------------------------------
@@ -201,7 +211,8 @@ LLMK_ARCH_DEFINE_MMA(MMA_16x8x16_F32F16F16F32, 16, f16, f16, float, false,
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x16_F32BF16BF16F32, 16, bf16, bf16, float, false,
                      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", LLMK_ARCH_MMA_ASM_F32);
 
-// ---- m16n8k32, 8-bit integers, s32 accumulate (sm_80) -------------------------------------------------------
+// ---- m16n8k32, 8-bit integers, s32 accumulate (sm_80)
+// -------------------------------------------------------
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x32_S32S8S8S32, 32, s8, s8, std::int32_t, false,
                      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", LLMK_ARCH_MMA_ASM_S32);
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x32_S32U8U8S32, 32, u8, u8, std::int32_t, false,
@@ -219,7 +230,8 @@ LLMK_ARCH_DEFINE_MMA(MMA_16x8x32_S32S8U8S32_SATFINITE, 32, s8, u8, std::int32_t,
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x32_S32U8S8S32_SATFINITE, 32, u8, s8, std::int32_t, true,
                      "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u8.s8.s32", LLMK_ARCH_MMA_ASM_S32);
 
-// ---- m16n8k64, 4-bit integers, s32 accumulate (sm_80; on sm_90 it is legal PTX, its speed is unmeasured) ---
+// ---- m16n8k64, 4-bit integers, s32 accumulate (sm_80; on sm_90 it is legal PTX, its speed is unmeasured)
+// ---
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32S4S4S32, 64, s4, s4, std::int32_t, false,
                      "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", LLMK_ARCH_MMA_ASM_S32);
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32U4U4S32, 64, u4, u4, std::int32_t, false,
@@ -237,13 +249,14 @@ LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32S4U4S32_SATFINITE, 64, s4, u4, std::int32_t,
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32U4S4S32_SATFINITE, 64, u4, s4, std::int32_t, true,
                      "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.u4.s4.s32", LLMK_ARCH_MMA_ASM_S32);
 
-// ---- m16n8k32, fp8 inputs, f32 accumulate (sm_89+) ----------------------------------------------------------
-// fma() is a template so that an sm_80 device pass only fails when a kernel actually instantiates it.
+// ---- m16n8k32, fp8 inputs, f32 accumulate (sm_89+)
+// ---------------------------------------------------------- fma() is a template so that an sm_80 device pass
+// only fails when a kernel actually instantiates it.
 #if LLMK_DEVICE_PASS
 #if LLMK_ARCH >= 890
 #define LLMK_ARCH_MMA_BODY_SM89(NAME, K, EA, EB, PTX) LLMK_ARCH_MMA_ASM_F32(PTX)
 #else
-#define LLMK_ARCH_MMA_BODY_SM89(NAME, K, EA, EB, PTX)                                                       \
+#define LLMK_ARCH_MMA_BODY_SM89(NAME, K, EA, EB, PTX) \
   static_assert(::llmk::arch::detail::dependent_false<Tag>,                                                 \
                 #NAME " (" PTX ") needs sm_89 or newer, but this device pass has __CUDA_ARCH__ == "     \
                     LLMK_STRINGIFY(LLMK_ARCH) ". Guard the call with 'if constexpr (llmk::arch::kHasFp8Mma)' " \
@@ -257,26 +270,30 @@ LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32U4S4S32_SATFINITE, 64, u4, s4, std::int32_t,
 #define LLMK_ARCH_MMA_BODY_SM89(NAME, K, EA, EB, PTX) (void)0
 #endif
 
-#define LLMK_ARCH_DEFINE_MMA_FP8(NAME, EA, EB, PTX)                                                       \
-  struct NAME {                                                                                           \
-    using DRegisters = float[4];                                                                          \
-    using ARegisters = std::uint32_t[4];                                                                  \
-    using BRegisters = std::uint32_t[2];                                                                  \
-    using CRegisters = float[4];                                                                          \
-    static constexpr int kM = 16, kN = 8, kK = 32;                                                        \
-    static constexpr int kMinArch = 890; /* __CUDA_ARCH__ needed */                                       \
-    static constexpr const char* kPtx = PTX;                                                              \
-    template <class Tag = void>                                                                           \
-    LLMK_DEVICE static void fma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],  \
-                                const float (&c)[4] LLMK_LOC_TAIL) {                                      \
-      LLMK_ARCH_MMA_BODY_SM89(NAME, 32, EA, EB, PTX);                                                     \
-    }                                                                                                     \
+#define LLMK_ARCH_DEFINE_MMA_FP8(NAME, EA, EB, PTX)                                                      \
+  struct NAME {                                                                                          \
+    using DRegisters = float[4];                                                                         \
+    using ARegisters = std::uint32_t[4];                                                                 \
+    using BRegisters = std::uint32_t[2];                                                                 \
+    using CRegisters = float[4];                                                                         \
+    static constexpr int kM = 16, kN = 8, kK = 32;                                                       \
+    static constexpr int kMinArch = 890; /* __CUDA_ARCH__ needed */                                      \
+    static constexpr const char* kPtx = PTX;                                                             \
+    template <class Tag = void>                                                                          \
+    LLMK_DEVICE static void fma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], \
+                                const float (&c)[4] LLMK_LOC_TAIL) {                                     \
+      LLMK_ARCH_MMA_BODY_SM89(NAME, 32, EA, EB, PTX);                                                    \
+    }                                                                                                    \
   }
 
-LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E4M3E4M3F32, e4m3, e4m3, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32");
-LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E5M2E5M2F32, e5m2, e5m2, "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32");
-LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E4M3E5M2F32, e4m3, e5m2, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32");
-LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E5M2E4M3F32, e5m2, e4m3, "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32");
+LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E4M3E4M3F32, e4m3, e4m3,
+                         "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32");
+LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E5M2E5M2F32, e5m2, e5m2,
+                         "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32");
+LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E4M3E5M2F32, e4m3, e5m2,
+                         "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32");
+LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E5M2E4M3F32, e5m2, e4m3,
+                         "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32");
 
 #undef LLMK_ARCH_DEFINE_MMA_FP8
 #undef LLMK_ARCH_MMA_BODY_SM89

@@ -128,7 +128,9 @@ LLMK_HOST_DEVICE constexpr uint32_t pack_uint4x8_saturate(const int* values) {
   return word;
 }
 /// Element j (0..7) of a packed u4 word.
-LLMK_HOST_DEVICE constexpr int uint4x8_get(uint32_t word, int j) { return int((word >> (4 * j)) & 0xFu); }
+LLMK_HOST_DEVICE constexpr int uint4x8_get(uint32_t word, int j) {
+  return int((word >> (4 * j)) & 0xFu);
+}
 /// Unpacks 8 unsigned values (inverse of pack_uint4x8 for in-range values).
 LLMK_HOST_DEVICE constexpr void unpack_uint4x8(uint32_t word, uint8_t* values) {
   for (int j = 0; j < 8; ++j) values[j] = uint8_t(uint4x8_get(word, j));

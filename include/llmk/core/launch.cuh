@@ -32,7 +32,8 @@ inline Status check_launch_config(bool kernel_null, dim3 grid, dim3 block, std::
   const unsigned long long threads = 1ull * block.x * block.y * block.z;
   if (kernel_null) return Status::invalid_argument("kernel", "must not be null");
   if (threads == 0 || threads > 1024)
-    return Status::invalid_argument("block", str_cat("threads per block must be in [1, 1024], got ", threads));
+    return Status::invalid_argument("block",
+                                    str_cat("threads per block must be in [1, 1024], got ", threads));
   if (block.z > 64) return Status::invalid_argument("block", str_cat("block.z must be <= 64, got ", block.z));
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return Status::invalid_argument("grid", "every dimension must be >= 1");
@@ -73,27 +74,34 @@ inline std::string kernel_symbol_name(const void* fn) {
 template <class... Params, class... Args>
 Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
               Args&&... args) {
-  static_assert(sizeof...(Params) == sizeof...(Args), "llmk::launch: argument count differs from the kernel's");
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "llmk::launch: argument count differs from the kernel's");
   LLMK_RETURN_IF_ERROR(detail::check_launch_config(kernel == nullptr, grid, block, smem_bytes));
 #if defined(LLMK_SIM)
   (void)stream;
   const std::string name = detail::kernel_symbol_name(reinterpret_cast<const void*>(kernel));
-  sim::LaunchResult r = sim::launch_kernel(kernel, grid, block, smem_bytes, name.c_str(), std::forward<Args>(args)...);
+  sim::LaunchResult r =
+      sim::launch_kernel(kernel, grid, block, smem_bytes, name.c_str(), std::forward<Args>(args)...);
   if (!r.ok()) return Status(Status::Code::kSimulatorError, r.error);
   return {};
 #elif defined(LLMK_CUDA)
   if (smem_bytes > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
-    if (e != cudaSuccess) return Status::cuda_error("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", cudaGetErrorString(e));
+    cudaError_t e =
+        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    if (e != cudaSuccess)
+      return Status::cuda_error("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", cudaGetErrorString(e));
   }
   std::tuple<std::decay_t<Params>...> packed(std::forward<Args>(args)...);
   void* arg_ptrs[sizeof...(Params) + 1] = {};
-  std::apply([&arg_ptrs](auto&... p) {
-    int i = 0;
-    ((arg_ptrs[i++] = static_cast<void*>(&p)), ...);
-  }, packed);
-  cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, arg_ptrs, smem_bytes, stream);
+  std::apply(
+      [&arg_ptrs](auto&... p) {
+        int i = 0;
+        ((arg_ptrs[i++] = static_cast<void*>(&p)), ...);
+      },
+      packed);
+  cudaError_t e =
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, arg_ptrs, smem_bytes, stream);
   if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernel", cudaGetErrorString(e));
   return {};
 #else

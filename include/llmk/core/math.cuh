@@ -55,7 +55,9 @@ LLMK_HOST_DEVICE constexpr int log2_pow2(T value) {
 
 /// 2^x in float (the library exp2f; callers wanting the approximate hardware instruction use the
 /// arch/ atom):  float p = llmk::exp2(x * llmk::kLog2e);   // e^x
-LLMK_HOST_DEVICE float exp2(float x) { return ::exp2f(x); }
+LLMK_HOST_DEVICE float exp2(float x) {
+  return ::exp2f(x);
+}
 
 /// High 32 bits of the 64-bit product of two 32-bit values.
 LLMK_HOST_DEVICE uint32_t mul_high(uint32_t a, uint32_t b) {
@@ -93,8 +95,7 @@ struct FastDivisor {
   LLMK_HOST_DEVICE explicit FastDivisor(uint32_t d) : divisor(d) {
     uint32_t ceil_log2 = 0;
     while ((uint64_t(1) << ceil_log2) < d) ++ceil_log2;
-    multiplier =
-        uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << ceil_log2) - d)) / d + 1);
+    multiplier = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << ceil_log2) - d)) / d + 1);
     pre_shift = ceil_log2 < 1 ? ceil_log2 : 1;
     post_shift = ceil_log2 > 0 ? ceil_log2 - 1 : 0;
   }

@@ -3,7 +3,8 @@
 // On the GPU these wrap cudaMalloc/cudaMemcpy; in the simulator "device" memory is host memory (exact-size
 // heap blocks, so AddressSanitizer catches kernel overruns). Fresh allocations are poisoned with 0xFF bytes
 // (NaN in every float type) in both backends, so an output a kernel forgot to write never looks right.
-// llmk's kernels never allocate: these helpers are for tests, examples, benchmarks and engines that want them.
+// llmk's kernels never allocate: these helpers are for tests, examples, benchmarks and engines that want
+// them.
 #pragma once
 
 #include <cstddef>
@@ -37,11 +38,12 @@ inline Status device_malloc(void** ptr, std::size_t bytes) {
   if (bytes == 0) return {};
 #if defined(LLMK_CUDA)
   cudaError_t e = cudaMalloc(ptr, bytes);
-  if (e != cudaSuccess) return Status::out_of_memory(str_cat("cudaMalloc(", bytes, "): ", cudaGetErrorString(e)));
+  if (e != cudaSuccess)
+    return Status::out_of_memory(str_cat("cudaMalloc(", bytes, "): ", cudaGetErrorString(e)));
   e = cudaMemset(*ptr, kPoisonByte, bytes);
   if (e != cudaSuccess) return Status::cuda_error("cudaMemset", cudaGetErrorString(e));
 #else
-  *ptr = ::operator new(bytes, std::align_val_t{256}, std::nothrow);
+  *ptr = ::operator new (bytes, std::align_val_t{256}, std::nothrow);
   if (*ptr == nullptr) return Status::out_of_memory(str_cat("host allocation of ", bytes, " bytes"));
   std::memset(*ptr, kPoisonByte, bytes);
 #endif
@@ -53,7 +55,7 @@ inline void device_free(void* ptr) {
 #if defined(LLMK_CUDA)
   cudaFree(ptr);
 #else
-  ::operator delete(ptr, std::align_val_t{256});
+  ::operator delete (ptr, std::align_val_t{256});
 #endif
 }
 
@@ -118,7 +120,8 @@ class DeviceBuffer {
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), count_(std::exchange(o.count_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       device_free(data_);

@@ -163,8 +163,7 @@ struct E5M2Format {
 
 template <class Format>
 LLMK_HOST_DEVICE uint8_t float_to_fp8_bits(float value, bool saturate) {
-  const RoundedCode code =
-      round_float_to_code<Format::kMantissaBits, Format::kMinExponent>(value);
+  const RoundedCode code = round_float_to_code<Format::kMantissaBits, Format::kMinExponent>(value);
   if (code.is_nan) return Format::kNaNCode;
   const uint32_t sign = code.sign << 7;
   if (code.is_inf || code.magnitude > Format::kMaxFiniteCode) {
@@ -314,8 +313,7 @@ struct FloatPair {
 };
 
 LLMK_HOST_DEVICE uint32_t pack_half_x2(float first, float second) {
-  return uint32_t(detail::float_to_half_bits(first)) |
-         (uint32_t(detail::float_to_half_bits(second)) << 16);
+  return uint32_t(detail::float_to_half_bits(first)) | (uint32_t(detail::float_to_half_bits(second)) << 16);
 }
 /// Inverse of pack_half_x2:  auto [a, b] = llmk::unpack_half_x2(word);
 LLMK_HOST_DEVICE FloatPair unpack_half_x2(uint32_t packed) {

@@ -24,13 +24,22 @@ std::string str_cat(const Parts&... parts) {
 /// The outcome of a host call: ok, or a code plus a message that names what was wrong.
 ///   llmk::Status check_lda(int64_t lda, int64_t k) {
 ///     if (lda < k)
-///       return llmk::Status::invalid_argument("lda", llmk::str_cat("must be >= K (K=", k, ", lda=", lda, ")"));
+///       return llmk::Status::invalid_argument("lda", llmk::str_cat("must be >= K (K=", k, ", lda=", lda,
+///       ")"));
 ///     return {};                                      // ok
 ///   }
 ///   // message(): "invalid argument 'lda': must be >= K (K=200, lda=100)"
 class [[nodiscard]] Status {
  public:
-  enum class Code { kOk, kInvalidArgument, kUnsupported, kOutOfMemory, kCudaError, kSimulatorError, kInternal };
+  enum class Code {
+    kOk,
+    kInvalidArgument,
+    kUnsupported,
+    kOutOfMemory,
+    kCudaError,
+    kSimulatorError,
+    kInternal
+  };
 
   /// An ok status.
   Status() = default;
@@ -75,13 +84,20 @@ class [[nodiscard]] Status {
 /// Name of a status code, e.g. "kInvalidArgument".
 inline const char* to_string(Status::Code code) {
   switch (code) {
-    case Status::Code::kOk: return "kOk";
-    case Status::Code::kInvalidArgument: return "kInvalidArgument";
-    case Status::Code::kUnsupported: return "kUnsupported";
-    case Status::Code::kOutOfMemory: return "kOutOfMemory";
-    case Status::Code::kCudaError: return "kCudaError";
-    case Status::Code::kSimulatorError: return "kSimulatorError";
-    case Status::Code::kInternal: return "kInternal";
+    case Status::Code::kOk:
+      return "kOk";
+    case Status::Code::kInvalidArgument:
+      return "kInvalidArgument";
+    case Status::Code::kUnsupported:
+      return "kUnsupported";
+    case Status::Code::kOutOfMemory:
+      return "kOutOfMemory";
+    case Status::Code::kCudaError:
+      return "kCudaError";
+    case Status::Code::kSimulatorError:
+      return "kSimulatorError";
+    case Status::Code::kInternal:
+      return "kInternal";
   }
   return "unknown";
 }
@@ -106,8 +122,8 @@ inline void throw_if_error(const Status& status) {
 
 /// Returns the status of `expr` from the enclosing function when it is not ok.
 ///   LLMK_RETURN_IF_ERROR(a.check_not_null("a"));
-#define LLMK_RETURN_IF_ERROR(expr)                           \
-  do {                                                       \
-    ::llmk::Status llmk_returned_status_ = (expr);           \
+#define LLMK_RETURN_IF_ERROR(expr)                                 \
+  do {                                                             \
+    ::llmk::Status llmk_returned_status_ = (expr);                 \
     if (!llmk_returned_status_.ok()) return llmk_returned_status_; \
   } while (0)

@@ -60,8 +60,9 @@ struct TensorView {
 
   /// Offset in elements of element (indices...):  sum of index[d] * stride[d], in 64 bits.
   template <class... Indices>
-    requires(sizeof...(Indices) == Rank && (std::is_integral_v<Indices> && ...))
-  LLMK_HOST_DEVICE int64_t offset(Indices... indices) const {
+  requires(sizeof...(Indices) == Rank && (std::is_integral_v<Indices> && ...)) LLMK_HOST_DEVICE int64_t
+      offset(Indices... indices)
+  const {
     const int64_t index_values[Rank] = {int64_t(indices)...};
     const int64_t* strides = detail::array_elements(stride);
     int64_t element_offset = 0;
@@ -70,8 +71,8 @@ struct TensorView {
   }
   /// Reference to element (indices...):  view(i, j) = value;
   template <class... Indices>
-    requires(sizeof...(Indices) == Rank && (std::is_integral_v<Indices> && ...))
-  LLMK_HOST_DEVICE T& operator()(Indices... indices) const {
+  requires(sizeof...(Indices) == Rank && (std::is_integral_v<Indices> && ...)) LLMK_HOST_DEVICE T& operator()(
+      Indices... indices) const {
     return data[offset(indices...)];
   }
   /// Extent of dimension `dim`.
@@ -86,8 +87,8 @@ struct TensorView {
   }
   /// A view of the same elements as const.
   template <class ConstT>
-    requires(std::is_same_v<ConstT, const T> && !std::is_const_v<T>)
-  LLMK_HOST_DEVICE operator TensorView<ConstT, Rank>() const {
+  requires(std::is_same_v<ConstT, const T> && !std::is_const_v<T>) LLMK_HOST_DEVICE
+  operator TensorView<ConstT, Rank>() const {
     return {data, shape, stride};
   }
 
@@ -103,8 +104,9 @@ struct TensorView {
   Status check_shape(std::string_view name, const std::array<int64_t, Rank>& expected) const {
     for (int d = 0; d < Rank; ++d) {
       if (expected[d] != kAnyExtent && expected[d] != shape[d]) {
-        return Status::invalid_argument(name, str_cat("shape must be ", detail::format_extents(expected, true),
-                                                      " (got ", detail::format_extents(shape), ")"));
+        return Status::invalid_argument(
+            name, str_cat("shape must be ", detail::format_extents(expected, true), " (got ",
+                          detail::format_extents(shape), ")"));
       }
     }
     return {};
@@ -113,9 +115,9 @@ struct TensorView {
   Status check_non_negative(std::string_view name) const {
     for (int d = 0; d < Rank; ++d) {
       if (shape[d] < 0 || stride[d] < 0) {
-        return Status::invalid_argument(name, str_cat("extents and strides must be >= 0 (shape=",
-                                                      detail::format_extents(shape), ", stride=",
-                                                      detail::format_extents(stride), ")"));
+        return Status::invalid_argument(
+            name, str_cat("extents and strides must be >= 0 (shape=", detail::format_extents(shape),
+                          ", stride=", detail::format_extents(stride), ")"));
       }
     }
     return {};
@@ -123,9 +125,8 @@ struct TensorView {
   /// The last dimension is contiguous (stride 1), which vectorized kernels need.
   Status check_contiguous_last_dim(std::string_view name) const {
     if (stride[Rank - 1] != 1) {
-      return Status::invalid_argument(
-          name, str_cat("last dimension must be contiguous (stride[", Rank - 1, "] must be 1, got ",
-                        stride[Rank - 1], ")"));
+      return Status::invalid_argument(name, str_cat("last dimension must be contiguous (stride[", Rank - 1,
+                                                    "] must be 1, got ", stride[Rank - 1], ")"));
     }
     return {};
   }
@@ -146,16 +147,15 @@ struct TensorView {
   /// "invalid argument 'a': stride[0] (100 elements of 2 bytes) must be a multiple of 16 bytes"
   Status check_aligned(std::string_view name, std::size_t bytes) const {
     if (reinterpret_cast<std::uintptr_t>(data) % bytes != 0) {
-      return Status::invalid_argument(
-          name, str_cat("data pointer must be ", bytes, "-byte aligned (address ",
-                        static_cast<const void*>(data), ")"));
+      return Status::invalid_argument(name, str_cat("data pointer must be ", bytes, "-byte aligned (address ",
+                                                    static_cast<const void*>(data), ")"));
     }
     for (int d = 0; d + 1 < Rank; ++d) {
       const int64_t stride_bytes = stride[d] * int64_t(sizeof(T));
       if (stride_bytes % int64_t(bytes) != 0) {
-        return Status::invalid_argument(
-            name, str_cat("stride[", d, "] (", stride[d], " elements of ", sizeof(T),
-                          " bytes) must be a multiple of ", bytes, " bytes"));
+        return Status::invalid_argument(name,
+                                        str_cat("stride[", d, "] (", stride[d], " elements of ", sizeof(T),
+                                                " bytes) must be a multiple of ", bytes, " bytes"));
       }
     }
     return {};
@@ -165,8 +165,8 @@ struct TensorView {
 /// A packed row-major view over `data` with the given extents.
 ///   auto a = llmk::make_row_major(ptr, m, k);     // TensorView<T, 2>{ptr, {m, k}, {k, 1}}
 template <class T, class... Extents>
-  requires(sizeof...(Extents) >= 1 && (std::is_integral_v<Extents> && ...))
-LLMK_HOST_DEVICE TensorView<T, int(sizeof...(Extents))> make_row_major(T* data, Extents... extents) {
+requires(sizeof...(Extents) >= 1 && (std::is_integral_v<Extents> && ...))
+    LLMK_HOST_DEVICE TensorView<T, int(sizeof...(Extents))> make_row_major(T* data, Extents... extents) {
   constexpr int kRank = int(sizeof...(Extents));
   TensorView<T, kRank> view;
   view.data = data;

@@ -76,7 +76,8 @@ template <int kBytes>
 LLMK_HOST_DEVICE void check_vector_alignment(const void* pointer, const char* operation LLMK_LOC_TAIL) {
 #if defined(LLMK_VECTOR_SIM_CHECK)
   if (!is_aligned(pointer, kBytes)) {
-    ::llmk::sim::fail(std::string(operation) + std::to_string(kBytes) + ": pointer is not " + std::to_string(kBytes) +
+    ::llmk::sim::fail(std::string(operation) + std::to_string(kBytes) + ": pointer is not " +
+                          std::to_string(kBytes) +
                           "-byte aligned (a misaligned vector access faults on the GPU)",
                       LLMK_LOC_FWD);
   }

@@ -3,8 +3,8 @@
 //   D[M, N] = alpha * A[M, K] * B[N, K]^T + beta * C[M, N]        (D and C may alias)
 //
 // Both operands are K-major ("TN"): A row-major [M, K], B row-major [N, K], the layout of a linear layer's
-// activations and weights. Each block owns a BM x BN tile of D and streams BK-wide slices of A and B through a
-// Stages-deep cp.async ring in shared memory; each warp owns a WM x WN sub-tile and feeds mma.m16n8k16 from
+// activations and weights. Each block owns a BM x BN tile of D and streams BK-wide slices of A and B through
+// a Stages-deep cp.async ring in shared memory; each warp owns a WM x WN sub-tile and feeds mma.m16n8k16 from
 // ldmatrix. M and N are arbitrary (out-of-range rows are zero-filled by cp.async); K must be a multiple of 8
 // (16-byte rows), and the tail of the last K slice is zero-filled.
 #pragma once
@@ -23,7 +23,8 @@
 
 namespace llmk::gemm {
 
-/// Tile shape of tile_gemm_f16: block tile BM x BN x BK, warps arranged WarpsM x WarpsN, Stages-deep pipeline.
+/// Tile shape of tile_gemm_f16: block tile BM x BN x BK, warps arranged WarpsM x WarpsN, Stages-deep
+/// pipeline.
 template <int BM_, int BN_, int BK_, int WarpsM_, int WarpsN_, int Stages_>
 struct TileGemmConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WarpsM = WarpsM_, WarpsN = WarpsN_, Stages = Stages_;
@@ -31,7 +32,7 @@ struct TileGemmConfig {
   static constexpr int WM = BM / WarpsM, WN = BN / WarpsN;  // warp tile
   static constexpr int kMmaM = WM / 16, kMmaN = WN / 8;     // mma tiles per warp
   // Rows are padded by 16 bytes so the 8 rows an ldmatrix reads fall in different bank groups.
-  static constexpr int kSmemRow = BK + 8;  // halves
+  static constexpr int kSmemRow = BK + 8;       // halves
   static constexpr int kChunksPerRow = BK / 8;  // 16-byte chunks
 
   static_assert(BK % 16 == 0, "BK must be a multiple of the mma K (16)");
@@ -65,8 +66,8 @@ namespace detail {
 
 // Issues the cp.async copies of K slice `k_tile` of the A and B tiles into ring slot `stage`.
 template <class Cfg>
-LLMK_DEVICE void load_tile_async(const TileGemmParams& p, typename Cfg::SharedStorage& smem, int stage, int k_tile,
-                                 int block_m, int block_n) {
+LLMK_DEVICE void load_tile_async(const TileGemmParams& p, typename Cfg::SharedStorage& smem, int stage,
+                                 int k_tile, int block_m, int block_n) {
   const int tid = static_cast<int>(threadIdx.x);
   const int k0 = k_tile * Cfg::BK;
 #pragma unroll
@@ -91,8 +92,8 @@ LLMK_DEVICE void load_tile_async(const TileGemmParams& p, typename Cfg::SharedSt
 
 // acc += A_slice * B_slice^T for this warp's sub-tile, reading ring slot `stage`.
 template <class Cfg>
-LLMK_DEVICE void mma_tile(const typename Cfg::SharedStorage& smem, int stage, int warp_m, int warp_n, int lane,
-                          float (&acc)[Cfg::kMmaM][Cfg::kMmaN][4]) {
+LLMK_DEVICE void mma_tile(const typename Cfg::SharedStorage& smem, int stage, int warp_m, int warp_n,
+                          int lane, float (&acc)[Cfg::kMmaM][Cfg::kMmaN][4]) {
 #pragma unroll
   for (int kk = 0; kk < Cfg::BK; kk += 16) {
     // A fragments: lane l addresses row l % 16 and 8-column half l / 16 of each 16 x 16 tile.
@@ -123,8 +124,8 @@ LLMK_DEVICE void mma_tile(const typename Cfg::SharedStorage& smem, int stage, in
 
 // D = alpha * acc + beta * C for the accumulator fragment layout (row g / g + 8, columns 2t, 2t + 1).
 template <class Cfg>
-LLMK_DEVICE void store_tile(const TileGemmParams& p, int block_m, int block_n, int warp_m, int warp_n, int lane,
-                            const float (&acc)[Cfg::kMmaM][Cfg::kMmaN][4]) {
+LLMK_DEVICE void store_tile(const TileGemmParams& p, int block_m, int block_n, int warp_m, int warp_n,
+                            int lane, const float (&acc)[Cfg::kMmaM][Cfg::kMmaN][4]) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int mi = 0; mi < Cfg::kMmaM; ++mi)
@@ -153,7 +154,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tile_gemm_f16_kernel(TileGemmPa
   auto& smem = shared_storage<typename Cfg::SharedStorage>();
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int warp_m = warp / Cfg::WarpsN, warp_n = warp % Cfg::WarpsN;
-  const int block_m = static_cast<int>(blockIdx.y) * Cfg::BM, block_n = static_cast<int>(blockIdx.x) * Cfg::BN;
+  const int block_m = static_cast<int>(blockIdx.y) * Cfg::BM,
+            block_n = static_cast<int>(blockIdx.x) * Cfg::BN;
   const int k_tiles = ceil_div(p.k, Cfg::BK);
 
   float acc[Cfg::kMmaM][Cfg::kMmaN][4];
@@ -164,7 +166,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tile_gemm_f16_kernel(TileGemmPa
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
 
-  // Prologue: put Stages - 1 slices in flight (one commit group per slice, empty past the end).
+        // Prologue: put Stages - 1 slices in flight (one commit group per slice, empty past the end).
 #pragma unroll
   for (int s = 0; s < Cfg::Stages - 1; ++s) {
     if (s < k_tiles) detail::load_tile_async<Cfg>(p, smem, s, s, block_m, block_n);
@@ -186,8 +188,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tile_gemm_f16_kernel(TileGemmPa
 /// D = alpha * A * B^T + beta * C with fp16 A [M, K] and B [N, K] (row-major, K contiguous), fp32 C and D.
 ///
 /// Requirements (each violation returns Status::invalid_argument naming the argument):
-///   a, b, d non-null (c non-null when beta != 0); M, N, K >= 1; K % 8 == 0; lda, ldb >= K and multiples of 8;
-///   ldc, ldd >= N; a and b 16-byte aligned; M <= 65535 * BM.
+///   a, b, d non-null (c non-null when beta != 0); M, N, K >= 1; K % 8 == 0; lda, ldb >= K and multiples of
+///   8; ldc, ldd >= N; a and b 16-byte aligned; M <= 65535 * BM.
 ///
 ///   std::vector<llmk::half> a(M * K), b(N * K);  // fill
 ///   llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
@@ -196,8 +198,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tile_gemm_f16_kernel(TileGemmPa
 ///                                              M, N, K, 1.0f, 0.0f, stream);
 template <class Cfg = TileGemmDefault>
 Status tile_gemm_f16(const half* a, std::int64_t lda, const half* b, std::int64_t ldb, const float* c,
-                     std::int64_t ldc, float* d, std::int64_t ldd, int m, int n, int k, float alpha, float beta,
-                     cudaStream_t stream) {
+                     std::int64_t ldc, float* d, std::int64_t ldd, int m, int n, int k, float alpha,
+                     float beta, cudaStream_t stream) {
   if (a == nullptr) return Status::invalid_argument("a", "must not be null");
   if (b == nullptr) return Status::invalid_argument("b", "must not be null");
   if (d == nullptr) return Status::invalid_argument("d", "must not be null");
@@ -207,11 +209,14 @@ Status tile_gemm_f16(const half* a, std::int64_t lda, const half* b, std::int64_
   if (k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", k));
   if (k % 8 != 0)
     return Status::invalid_argument(
-        "k", str_cat("must be a multiple of 8 (rows are copied in 16-byte vectors); pad K with zeros, got ", k));
+        "k",
+        str_cat("must be a multiple of 8 (rows are copied in 16-byte vectors); pad K with zeros, got ", k));
   if (lda < k || lda % 8 != 0)
-    return Status::invalid_argument("lda", str_cat("must be >= K and a multiple of 8 (K=", k, ", lda=", lda, ")"));
+    return Status::invalid_argument("lda",
+                                    str_cat("must be >= K and a multiple of 8 (K=", k, ", lda=", lda, ")"));
   if (ldb < k || ldb % 8 != 0)
-    return Status::invalid_argument("ldb", str_cat("must be >= K and a multiple of 8 (K=", k, ", ldb=", ldb, ")"));
+    return Status::invalid_argument("ldb",
+                                    str_cat("must be >= K and a multiple of 8 (K=", k, ", ldb=", ldb, ")"));
   if (beta != 0.0f && ldc < n)
     return Status::invalid_argument("ldc", str_cat("must be >= N (N=", n, ", ldc=", ldc, ")"));
   if (ldd < n) return Status::invalid_argument("ldd", str_cat("must be >= N (N=", n, ", ldd=", ldd, ")"));
@@ -221,10 +226,12 @@ Status tile_gemm_f16(const half* a, std::int64_t lda, const half* b, std::int64_
     return Status::invalid_argument("b", "must be 16-byte aligned");
   const long long m_tiles = ceil_div<long long>(m, Cfg::BM), n_tiles = ceil_div<long long>(n, Cfg::BN);
   if (m_tiles > 65535)
-    return Status::invalid_argument("m", str_cat("must be <= ", 65535LL * Cfg::BM, " for this tile (BM=", Cfg::BM, ")"));
+    return Status::invalid_argument(
+        "m", str_cat("must be <= ", 65535LL * Cfg::BM, " for this tile (BM=", Cfg::BM, ")"));
   TileGemmParams p{a, b, c, d, m, n, k, lda, ldb, ldc, ldd, alpha, beta};
-  return launch(tile_gemm_f16_kernel<Cfg>, dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(m_tiles)),
-                dim3(Cfg::kThreads), sizeof(typename Cfg::SharedStorage), stream, p);
+  return launch(tile_gemm_f16_kernel<Cfg>,
+                dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(m_tiles)), dim3(Cfg::kThreads),
+                sizeof(typename Cfg::SharedStorage), stream, p);
 }
 
 }  // namespace llmk::gemm

@@ -9,11 +9,11 @@
 
 namespace llmk::reference {
 
-/// D = alpha * A * B^T + beta * C with A [M, K], B [N, K] (row-major), accumulated in fp64, rounded once to fp32.
-/// C is read only when beta != 0 (it may alias D).
+/// D = alpha * A * B^T + beta * C with A [M, K], B [N, K] (row-major), accumulated in fp64, rounded once to
+/// fp32. C is read only when beta != 0 (it may alias D).
 template <class T>
-void gemm_tn(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const float* c, std::int64_t ldc, float* d,
-             std::int64_t ldd, int m, int n, int k, float alpha, float beta) {
+void gemm_tn(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const float* c, std::int64_t ldc,
+             float* d, std::int64_t ldd, int m, int n, int k, float alpha, float beta) {
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       double sum = 0.0;
@@ -27,9 +27,11 @@ void gemm_tn(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const f
   }
 }
 
-/// Sum over k of |A[i,k] * B[j,k]| for every (i, j): the scale that floating-point error bounds are relative to.
+/// Sum over k of |A[i,k] * B[j,k]| for every (i, j): the scale that floating-point error bounds are relative
+/// to.
 template <class T>
-void gemm_tn_abs(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, double* out, int m, int n, int k) {
+void gemm_tn_abs(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, double* out, int m, int n,
+                 int k) {
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double sum = 0.0;

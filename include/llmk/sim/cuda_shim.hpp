@@ -34,8 +34,12 @@
 #define __constant__ LLMK_SIM_constant_memory_is_not_supported_pass_kernel_parameters
 
 namespace llmk::sim::detail {
-inline const dim3& block_dim() { return current_thread().block->launch->block; }
-inline const dim3& grid_dim() { return current_thread().block->launch->grid; }
+inline const dim3& block_dim() {
+  return current_thread().block->launch->block;
+}
+inline const dim3& grid_dim() {
+  return current_thread().block->launch->grid;
+}
 }  // namespace llmk::sim::detail
 
 #define threadIdx (static_cast<const uint3&>(::llmk::sim::detail::current_thread().thread_idx))
@@ -63,7 +67,8 @@ inline int __syncthreads_or(int predicate, std::source_location loc = std::sourc
 
 // ---- warp synchronisation and votes -----------------------------------------------------------------------
 
-inline void __syncwarp(unsigned mask = 0xffffffffu, std::source_location loc = std::source_location::current()) {
+inline void __syncwarp(unsigned mask = 0xffffffffu,
+                       std::source_location loc = std::source_location::current()) {
   ::llmk::sim::warp_collective<int>(
       "__syncwarp", mask, 0, [](const int* const*, int* const*) {}, loc);
 }
@@ -81,7 +86,8 @@ inline unsigned __ballot_sync(unsigned mask, int predicate,
       },
       loc);
 }
-inline int __any_sync(unsigned mask, int predicate, std::source_location loc = std::source_location::current()) {
+inline int __any_sync(unsigned mask, int predicate,
+                      std::source_location loc = std::source_location::current()) {
   return ::llmk::sim::warp_collective<int>(
       "__any_sync", mask, predicate != 0,
       [](const bool* const* in, int* const* out) {
@@ -92,7 +98,8 @@ inline int __any_sync(unsigned mask, int predicate, std::source_location loc = s
       },
       loc);
 }
-inline int __all_sync(unsigned mask, int predicate, std::source_location loc = std::source_location::current()) {
+inline int __all_sync(unsigned mask, int predicate,
+                      std::source_location loc = std::source_location::current()) {
   return ::llmk::sim::warp_collective<int>(
       "__all_sync", mask, predicate != 0,
       [](const bool* const* in, int* const* out) {
@@ -111,7 +118,9 @@ LLMK_SIM_BOOKKEEPING void active_mask_arrive(Thread& t, const std::source_locati
   t.where = loc;
   t.state = WaitState::kActiveMask;
 }
-LLMK_SIM_BOOKKEEPING unsigned active_mask_result(const Thread& t) { return t.active_mask_result; }
+LLMK_SIM_BOOKKEEPING unsigned active_mask_result(const Thread& t) {
+  return t.active_mask_result;
+}
 
 }  // namespace llmk::sim::detail
 
@@ -126,9 +135,10 @@ inline unsigned __activemask(std::source_location loc = std::source_location::cu
   return ::llmk::sim::detail::active_mask_result(t);
 }
 
-// ---- shuffles -----------------------------------------------------------------------------------------------
-// Implemented from the PTX shfl.sync definition (mode, b = lane or offset, c = clamp | segment mask << 8),
-// with c computed from `width` the way CUDA C++ does.
+// ---- shuffles
+// ----------------------------------------------------------------------------------------------- Implemented
+// from the PTX shfl.sync definition (mode, b = lane or offset, c = clamp | segment mask << 8), with c
+// computed from `width` the way CUDA C++ does.
 
 namespace llmk::sim::detail {
 
@@ -148,8 +158,8 @@ struct ShuffleOut {
 inline std::uint64_t shuffle(const char* op, ShuffleMode mode, unsigned mask, std::uint64_t bits, unsigned b,
                              int width, const std::source_location& loc) {
   if (width < 1 || width > 32 || (width & (width - 1)) != 0)
-    ::llmk::sim::fail(std::string(op) + ": width must be a power of two in [1, 32], got " + std::to_string(width),
-                      loc);
+    ::llmk::sim::fail(
+        std::string(op) + ": width must be a power of two in [1, 32], got " + std::to_string(width), loc);
   const unsigned seg = static_cast<unsigned>(32 - width) << 8;
   const unsigned c = mode == ShuffleMode::kUp ? seg : (seg | 0x1fu);
   ShuffleOut out = ::llmk::sim::warp_collective<ShuffleOut>(
@@ -165,10 +175,22 @@ inline std::uint64_t shuffle(const char* op, ShuffleMode mode, unsigned mask, st
           int j = lane;
           bool pval = false;
           switch (mode) {
-            case ShuffleMode::kUp: j = lane - bval; pval = j >= max_lane; break;
-            case ShuffleMode::kDown: j = lane + bval; pval = j <= max_lane; break;
-            case ShuffleMode::kBfly: j = lane ^ bval; pval = j <= max_lane; break;
-            case ShuffleMode::kIdx: j = min_lane | (bval & ~segmask); pval = j <= max_lane; break;
+            case ShuffleMode::kUp:
+              j = lane - bval;
+              pval = j >= max_lane;
+              break;
+            case ShuffleMode::kDown:
+              j = lane + bval;
+              pval = j <= max_lane;
+              break;
+            case ShuffleMode::kBfly:
+              j = lane ^ bval;
+              pval = j <= max_lane;
+              break;
+            case ShuffleMode::kIdx:
+              j = min_lane | (bval & ~segmask);
+              pval = j <= max_lane;
+              break;
           }
           if (!pval) j = lane;
           ShuffleOut& o = *outs[lane];
@@ -193,7 +215,8 @@ inline std::uint64_t shuffle(const char* op, ShuffleMode mode, unsigned mask, st
 
 template <class T>
 inline std::uint64_t to_bits64(const T& v) {
-  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffles move trivially copyable values of at most 8 bytes");
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8,
+                "shuffles move trivially copyable values of at most 8 bytes");
   std::uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   return bits;
@@ -224,7 +247,8 @@ template <class T>
 inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
                           std::source_location loc = std::source_location::current()) {
   using namespace ::llmk::sim::detail;
-  return from_bits64<T>(shuffle("__shfl_down_sync", ShuffleMode::kDown, mask, to_bits64(var), delta, width, loc));
+  return from_bits64<T>(
+      shuffle("__shfl_down_sync", ShuffleMode::kDown, mask, to_bits64(var), delta, width, loc));
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
@@ -234,7 +258,8 @@ inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSi
                                 static_cast<unsigned>(lane_mask), width, loc));
 }
 
-// ---- warp reductions (sm_80 redux.sync) ---------------------------------------------------------------------
+// ---- warp reductions (sm_80 redux.sync)
+// ---------------------------------------------------------------------
 
 namespace llmk::sim::detail {
 template <class T, class Op>
@@ -256,37 +281,55 @@ inline T warp_reduce(const char* name, unsigned mask, T value, Op op, const std:
 }
 }  // namespace llmk::sim::detail
 
-inline unsigned __reduce_add_sync(unsigned mask, unsigned v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_add_sync", mask, v, [](unsigned a, unsigned b) { return a + b; }, loc);
+inline unsigned __reduce_add_sync(unsigned mask, unsigned v,
+                                  std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_add_sync", mask, v, [](unsigned a, unsigned b) { return a + b; }, loc);
 }
-inline int __reduce_add_sync(unsigned mask, int v, std::source_location loc = std::source_location::current()) {
+inline int __reduce_add_sync(unsigned mask, int v,
+                             std::source_location loc = std::source_location::current()) {
   return static_cast<int>(__reduce_add_sync(mask, static_cast<unsigned>(v), loc));
 }
-inline unsigned __reduce_min_sync(unsigned mask, unsigned v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_min_sync", mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; }, loc);
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v,
+                                  std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_min_sync", mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; }, loc);
 }
-inline int __reduce_min_sync(unsigned mask, int v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_min_sync.s32", mask, v, [](int a, int b) { return a < b ? a : b; }, loc);
+inline int __reduce_min_sync(unsigned mask, int v,
+                             std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_min_sync.s32", mask, v, [](int a, int b) { return a < b ? a : b; }, loc);
 }
-inline unsigned __reduce_max_sync(unsigned mask, unsigned v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_max_sync", mask, v, [](unsigned a, unsigned b) { return a > b ? a : b; }, loc);
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v,
+                                  std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_max_sync", mask, v, [](unsigned a, unsigned b) { return a > b ? a : b; }, loc);
 }
-inline int __reduce_max_sync(unsigned mask, int v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_max_sync.s32", mask, v, [](int a, int b) { return a > b ? a : b; }, loc);
+inline int __reduce_max_sync(unsigned mask, int v,
+                             std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_max_sync.s32", mask, v, [](int a, int b) { return a > b ? a : b; }, loc);
 }
-inline unsigned __reduce_and_sync(unsigned mask, unsigned v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_and_sync", mask, v, [](unsigned a, unsigned b) { return a & b; }, loc);
+inline unsigned __reduce_and_sync(unsigned mask, unsigned v,
+                                  std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_and_sync", mask, v, [](unsigned a, unsigned b) { return a & b; }, loc);
 }
-inline unsigned __reduce_or_sync(unsigned mask, unsigned v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_or_sync", mask, v, [](unsigned a, unsigned b) { return a | b; }, loc);
+inline unsigned __reduce_or_sync(unsigned mask, unsigned v,
+                                 std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_or_sync", mask, v, [](unsigned a, unsigned b) { return a | b; }, loc);
 }
-inline unsigned __reduce_xor_sync(unsigned mask, unsigned v, std::source_location loc = std::source_location::current()) {
-  return ::llmk::sim::detail::warp_reduce("__reduce_xor_sync", mask, v, [](unsigned a, unsigned b) { return a ^ b; }, loc);
+inline unsigned __reduce_xor_sync(unsigned mask, unsigned v,
+                                  std::source_location loc = std::source_location::current()) {
+  return ::llmk::sim::detail::warp_reduce(
+      "__reduce_xor_sync", mask, v, [](unsigned a, unsigned b) { return a ^ b; }, loc);
 }
 
-// ---- atomics and fences -------------------------------------------------------------------------------------
-// Real atomics across the OS threads that run blocks. They are acq_rel, stronger than CUDA's relaxed device
-// atomics, so the usual "write, __threadfence, atomic flag" patterns are race-free under TSan too.
+// ---- atomics and fences
+// ------------------------------------------------------------------------------------- Real atomics across
+// the OS threads that run blocks. They are acq_rel, stronger than CUDA's relaxed device atomics, so the usual
+// "write, __threadfence, atomic flag" patterns are race-free under TSan too.
 
 namespace llmk::sim::detail {
 template <class T, class F>
@@ -339,29 +382,49 @@ inline T atomicCAS(T* address, T compare, T val) {
   return compare;  // the old value, whether or not the swap happened
 }
 inline unsigned atomicInc(unsigned* address, unsigned val) {
-  return ::llmk::sim::detail::atomic_update(address, [val](unsigned old) { return old >= val ? 0u : old + 1; });
+  return ::llmk::sim::detail::atomic_update(address,
+                                            [val](unsigned old) { return old >= val ? 0u : old + 1; });
 }
 inline unsigned atomicDec(unsigned* address, unsigned val) {
   return ::llmk::sim::detail::atomic_update(
       address, [val](unsigned old) { return (old == 0 || old > val) ? val : old - 1; });
 }
 
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void __threadfence_block() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void __threadfence_system() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 [[noreturn]] inline void __trap(std::source_location loc = std::source_location::current()) {
   ::llmk::sim::fail("__trap() executed", loc);
 }
 
-// ---- bit and float intrinsics -------------------------------------------------------------------------------
+// ---- bit and float intrinsics
+// -------------------------------------------------------------------------------
 
-inline int __popc(unsigned x) { return std::popcount(x); }
-inline int __popcll(unsigned long long x) { return std::popcount(x); }
-inline int __clz(int x) { return std::countl_zero(static_cast<unsigned>(x)); }
-inline int __clzll(long long x) { return std::countl_zero(static_cast<unsigned long long>(x)); }
-inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1; }
-inline int __ffsll(long long x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned long long>(x)) + 1; }
+inline int __popc(unsigned x) {
+  return std::popcount(x);
+}
+inline int __popcll(unsigned long long x) {
+  return std::popcount(x);
+}
+inline int __clz(int x) {
+  return std::countl_zero(static_cast<unsigned>(x));
+}
+inline int __clzll(long long x) {
+  return std::countl_zero(static_cast<unsigned long long>(x));
+}
+inline int __ffs(int x) {
+  return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1;
+}
+inline int __ffsll(long long x) {
+  return x == 0 ? 0 : std::countr_zero(static_cast<unsigned long long>(x)) + 1;
+}
 inline unsigned __brev(unsigned x) {
   unsigned r = 0;
   for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
@@ -371,7 +434,8 @@ inline unsigned __brev(unsigned x) {
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const std::uint64_t v = (static_cast<std::uint64_t>(y) << 32) | x;
   unsigned r = 0;
-  for (int i = 0; i < 4; ++i) r |= static_cast<unsigned>((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    r |= static_cast<unsigned>((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
   return r;
 }
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
@@ -382,22 +446,45 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
   const std::uint64_t v = (static_cast<std::uint64_t>(hi) << 32) | lo;
   return static_cast<unsigned>(v >> (shift & 31u));
 }
-inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
-inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
-inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
-inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
-inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
-inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
-inline float __fdividef(float a, float b) { return a / b; }
-inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __uint_as_float(unsigned x) {
+  return std::bit_cast<float>(x);
+}
+inline unsigned __float_as_uint(float x) {
+  return std::bit_cast<unsigned>(x);
+}
+inline float __int_as_float(int x) {
+  return std::bit_cast<float>(x);
+}
+inline int __float_as_int(float x) {
+  return std::bit_cast<int>(x);
+}
+inline double __longlong_as_double(long long x) {
+  return std::bit_cast<double>(x);
+}
+inline long long __double_as_longlong(double x) {
+  return std::bit_cast<long long>(x);
+}
+inline float __fdividef(float a, float b) {
+  return a / b;
+}
+inline float __expf(float x) {
+  return std::exp(x);
+}
+inline float __logf(float x) {
+  return std::log(x);
+}
+inline float __saturatef(float x) {
+  return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x));
+}
+inline float __fmaf_rn(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
 template <class T>
 inline T __ldg(const T* p) {
   return *p;
 }
 inline long long clock64() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }

@@ -122,8 +122,8 @@ class StackPool {
 
 // The execution context of one OS worker thread's scheduler (the "main" side of every switch).
 struct SchedulerContext {
-  bctx::fcontext_t ctx = nullptr;     // where a fiber jumps to yield
-  void* tsan_fiber = nullptr;         // the OS thread's own TSan fiber
+  bctx::fcontext_t ctx = nullptr;  // where a fiber jumps to yield
+  void* tsan_fiber = nullptr;      // the OS thread's own TSan fiber
   const void* asan_stack_bottom = nullptr;
   std::size_t asan_stack_size = 0;
 };
@@ -138,7 +138,8 @@ struct FiberContext {
 };
 
 // Scheduler -> fiber. Returns when the fiber yields or finishes. `data` reaches the fiber.
-LLMK_SIM_BOOKKEEPING void switch_to_fiber([[maybe_unused]] SchedulerContext& sched, FiberContext& fiber, void* data) {
+LLMK_SIM_BOOKKEEPING void switch_to_fiber([[maybe_unused]] SchedulerContext& sched, FiberContext& fiber,
+                                          void* data) {
 #if defined(LLMK_SIM_ASAN)
   void* sched_fake = nullptr;
   __sanitizer_start_switch_fiber(&sched_fake, fiber.stack->bottom(), fiber.stack->size());

@@ -41,7 +41,7 @@ namespace llmk::sim {
 
 inline constexpr unsigned kWarpSize = 32;
 inline constexpr std::size_t kMaxDynamicSharedBytes = 227 * 1024;  // sm_90's opt-in maximum per block
-inline constexpr unsigned char kSharedPoisonByte = 0xFF;            // NaN in fp32, fp16, bf16; -1 in ints
+inline constexpr unsigned char kSharedPoisonByte = 0xFF;           // NaN in fp32, fp16, bf16; -1 in ints
 
 /// Simulator settings, read once from the environment:
 ///   LLMK_SIM_SEED     seed for block/fiber order shuffling (default 1)
@@ -151,8 +151,12 @@ inline thread_local Thread* tls_current_thread = nullptr;
 inline thread_local Block* tls_current_block = nullptr;
 
 // The scheduler sets the current thread right before each switch; fibers read it (bookkeeping).
-LLMK_SIM_BOOKKEEPING void set_current_thread(Thread* t) { tls_current_thread = t; }
-LLMK_SIM_BOOKKEEPING Thread* current_thread_or_null() { return tls_current_thread; }
+LLMK_SIM_BOOKKEEPING void set_current_thread(Thread* t) {
+  tls_current_thread = t;
+}
+LLMK_SIM_BOOKKEEPING Thread* current_thread_or_null() {
+  return tls_current_thread;
+}
 
 inline Thread& current_thread() {
   Thread* t = current_thread_or_null();
@@ -163,8 +167,12 @@ inline Thread& current_thread() {
   return *t;
 }
 
-LLMK_SIM_BOOKKEEPING void set_block_failed(Block& b) { b.failed = true; }
-LLMK_SIM_BOOKKEEPING bool block_failed(const Block& b) { return b.failed; }
+LLMK_SIM_BOOKKEEPING void set_block_failed(Block& b) {
+  b.failed = true;
+}
+LLMK_SIM_BOOKKEEPING bool block_failed(const Block& b) {
+  return b.failed;
+}
 
 inline std::string format_dim(const uint3& d) {
   std::ostringstream os;
@@ -201,20 +209,28 @@ inline void record_block_error(Block& b, const std::string& msg) {
 // ---------------------------------------------------------------------------------------------------------
 // Fiber side.
 
-LLMK_SIM_BOOKKEEPING void set_state(Thread& t, WaitState s) { t.state = s; }
-LLMK_SIM_BOOKKEEPING void set_aborting(Thread& t) { t.aborting = true; }
-LLMK_SIM_BOOKKEEPING WaitState get_state(const Thread& t) { return t.state; }
+LLMK_SIM_BOOKKEEPING void set_state(Thread& t, WaitState s) {
+  t.state = s;
+}
+LLMK_SIM_BOOKKEEPING void set_aborting(Thread& t) {
+  t.aborting = true;
+}
+LLMK_SIM_BOOKKEEPING WaitState get_state(const Thread& t) {
+  return t.state;
+}
 
 // Suspends the calling fiber until the scheduler resumes it.
-// Thrown to unwind a fiber's stack (so the objects its frames own are destroyed) up to its entry: by the thread
-// that fails, and by every suspended thread of a block that is being abandoned.
+// Thrown to unwind a fiber's stack (so the objects its frames own are destroyed) up to its entry: by the
+// thread that fails, and by every suspended thread of a block that is being abandoned.
 struct FiberAbort {};
 
-LLMK_SIM_BOOKKEEPING bool aborting(const Thread& t) { return t.aborting; }
+LLMK_SIM_BOOKKEEPING bool aborting(const Thread& t) {
+  return t.aborting;
+}
 
-// Publishes the caller's writes (TSan release on `sync_object`) and suspends it, touching nothing instrumented
-// in between: a fiber may never run again after this (its block can be abandoned), and anything it touched
-// after its release would look like a race to whoever reuses that memory.
+// Publishes the caller's writes (TSan release on `sync_object`) and suspends it, touching nothing
+// instrumented in between: a fiber may never run again after this (its block can be abandoned), and anything
+// it touched after its release would look like a race to whoever reuses that memory.
 LLMK_SIM_BOOKKEEPING void release_and_yield(Thread& t, void* sync_object) {
   hb_release(sync_object);
   switch_to_scheduler(*t.block->sched, t.fiber);
@@ -224,7 +240,8 @@ LLMK_SIM_BOOKKEEPING void release_and_yield(Thread& t, void* sync_object) {
   }
 }
 
-LLMK_SIM_BOOKKEEPING void record_thread_failure(Thread& t, const std::string& what, const std::source_location& loc) {
+LLMK_SIM_BOOKKEEPING void record_thread_failure(Thread& t, const std::string& what,
+                                                const std::source_location& loc) {
   std::ostringstream os;
   os << "llmk-sim: " << what << "\n  at " << format_loc(loc) << "\n  by " << thread_name(t) << " of grid "
      << format_dim(t.block->launch->grid) << ", block size " << format_dim(t.block->launch->block)
@@ -274,10 +291,18 @@ LLMK_SIM_BOOKKEEPING bool barrier_arrive(Thread& t, int predicate, BarrierReduce
   for (Thread& o : b.threads) count += o.barrier_predicate;
   int result = 0;
   switch (reduce) {
-    case BarrierReduce::kNone: result = 0; break;
-    case BarrierReduce::kCount: result = count; break;
-    case BarrierReduce::kAnd: result = count == static_cast<int>(b.threads.size()); break;
-    case BarrierReduce::kOr: result = count != 0; break;
+    case BarrierReduce::kNone:
+      result = 0;
+      break;
+    case BarrierReduce::kCount:
+      result = count;
+      break;
+    case BarrierReduce::kAnd:
+      result = count == static_cast<int>(b.threads.size());
+      break;
+    case BarrierReduce::kOr:
+      result = count != 0;
+      break;
   }
   for (Thread& o : b.threads) {
     o.barrier_result = result;
@@ -287,14 +312,18 @@ LLMK_SIM_BOOKKEEPING bool barrier_arrive(Thread& t, int predicate, BarrierReduce
   return true;
 }
 
-LLMK_SIM_BOOKKEEPING int barrier_result(const Thread& t) { return t.barrier_result; }
+LLMK_SIM_BOOKKEEPING int barrier_result(const Thread& t) {
+  return t.barrier_result;
+}
 
 inline int block_barrier(int predicate, BarrierReduce reduce, const std::source_location& loc) {
   Thread& t = current_thread();
   // Arrival bookkeeping first, then the release: nothing a fiber reads after its release may be freed by a
   // scheduler that acquires it (an abandoned block's fibers never run again).
-  if (barrier_arrive(t, predicate, reduce, loc)) hb_release(&t.block->barrier_tsan_sync);
-  else release_and_yield(t, &t.block->barrier_tsan_sync);
+  if (barrier_arrive(t, predicate, reduce, loc))
+    hb_release(&t.block->barrier_tsan_sync);
+  else
+    release_and_yield(t, &t.block->barrier_tsan_sync);
   hb_acquire(&t.block->barrier_tsan_sync);
   return barrier_result(t);
 }
@@ -308,13 +337,15 @@ struct CollectiveCheck {
 };
 
 // Registers the caller at a collective and reports whether every lane of `mask` has arrived at the same one.
-LLMK_SIM_BOOKKEEPING void collective_arrive(Thread& t, const char* op, unsigned mask, const void* in, void* out,
-                                            const std::source_location& loc, CollectiveCheck& check) {
+LLMK_SIM_BOOKKEEPING void collective_arrive(Thread& t, const char* op, unsigned mask, const void* in,
+                                            void* out, const std::source_location& loc,
+                                            CollectiveCheck& check) {
   Block& b = *t.block;
   const Warp& w = b.warps[t.warp];
   if ((mask & (1u << t.lane)) == 0) {
     std::ostringstream os;
-    os << op << ": mask 0x" << std::hex << mask << std::dec << " does not include the calling lane " << t.lane;
+    os << op << ": mask 0x" << std::hex << mask << std::dec << " does not include the calling lane "
+       << t.lane;
     fail_current(os.str(), loc);
   }
   if ((mask & ~w.lanes_present) != 0) {
@@ -342,9 +373,9 @@ LLMK_SIM_BOOKKEEPING void collective_arrive(Thread& t, const char* op, unsigned 
     if (o.mask != mask || std::strcmp(o.op, op) != 0) {
       if ((o.mask & (1u << t.lane)) == 0) return;  // o waits for other lanes; it may come back later
       std::ostringstream os;
-      os << "warp collective mismatch: lane " << t.lane << " calls " << op << " with mask 0x" << std::hex << mask
-         << std::dec << " but lane " << l << " waits in " << o.op << " with mask 0x" << std::hex << o.mask
-         << std::dec << " at " << format_loc(o.where);
+      os << "warp collective mismatch: lane " << t.lane << " calls " << op << " with mask 0x" << std::hex
+         << mask << std::dec << " but lane " << l << " waits in " << o.op << " with mask 0x" << std::hex
+         << o.mask << std::dec << " at " << format_loc(o.where);
       fail_current(os.str(), loc);
     }
   }
@@ -365,7 +396,9 @@ LLMK_SIM_BOOKKEEPING void collective_release(Thread& t, unsigned mask) {
 }  // namespace detail
 
 /// Lane index of the calling simulated thread (linear thread index modulo 32).
-inline unsigned lane_id() { return detail::current_thread().lane; }
+inline unsigned lane_id() {
+  return detail::current_thread().lane;
+}
 
 /// Aborts the current launch with a report naming the calling thread and `loc`.
 [[noreturn]] inline void fail(const std::string& what,
@@ -407,13 +440,18 @@ inline bool is_shared(const void* p, std::size_t bytes) {
 }
 
 /// Base of the current block's dynamic shared memory (nullptr when the launch asked for none).
-inline unsigned char* dynamic_shared_base() { return detail::current_thread().block->smem; }
-inline std::size_t dynamic_shared_size() { return detail::current_thread().block->smem_bytes; }
+inline unsigned char* dynamic_shared_base() {
+  return detail::current_thread().block->smem;
+}
+inline std::size_t dynamic_shared_size() {
+  return detail::current_thread().block->smem_bytes;
+}
 
 /// cp.async: captures the source now, poisons the destination now, writes it at the wait of its group.
 inline void cp_async(void* dst, const void* src, int cp_size, int src_size,
                      std::source_location loc = std::source_location::current()) {
-  if (cp_size != 4 && cp_size != 8 && cp_size != 16) fail("cp.async: copy size must be 4, 8 or 16 bytes", loc);
+  if (cp_size != 4 && cp_size != 8 && cp_size != 16)
+    fail("cp.async: copy size must be 4, 8 or 16 bytes", loc);
   if (src_size < 0 || src_size > cp_size) fail("cp.async: src_size must be in [0, copy size]", loc);
   if (!is_shared(dst, static_cast<std::size_t>(cp_size)))
     fail("cp.async: destination is not inside the block's shared-memory arena", loc);
@@ -464,16 +502,16 @@ inline void fiber_entry(bctx::transfer_t t) {
   hb_acquire(&self.block->start_tsan_sync);
   bool failed = aborting(self);  // the block was abandoned before this thread ever ran
   if (!failed) try {
-    self.block->launch->body();
-  } catch (const FiberAbort&) {
-    failed = true;
-  } catch (const std::exception& e) {
-    record_thread_failure(self, std::string("uncaught C++ exception in kernel: ") + e.what(), self.where);
-    failed = true;
-  } catch (...) {
-    record_thread_failure(self, "uncaught C++ exception in kernel", self.where);
-    failed = true;
-  }
+      self.block->launch->body();
+    } catch (const FiberAbort&) {
+      failed = true;
+    } catch (const std::exception& e) {
+      record_thread_failure(self, std::string("uncaught C++ exception in kernel: ") + e.what(), self.where);
+      failed = true;
+    } catch (...) {
+      record_thread_failure(self, "uncaught C++ exception in kernel", self.where);
+      failed = true;
+    }
   if (!failed) {
     // Copies never waited for still land (as on the GPU); reading them without a wait was the bug.
     cp_async_commit();
@@ -489,16 +527,24 @@ struct ThreadSnapshot {
   unsigned mask;
 };
 
-LLMK_SIM_BOOKKEEPING ThreadSnapshot snapshot(const Thread& t) { return {t.state, t.where, t.op, t.mask}; }
+LLMK_SIM_BOOKKEEPING ThreadSnapshot snapshot(const Thread& t) {
+  return {t.state, t.where, t.op, t.mask};
+}
 
 inline const char* state_name(WaitState s) {
   switch (s) {
-    case WaitState::kRunnable: return "runnable";
-    case WaitState::kBarrier: return "waits at __syncthreads";
-    case WaitState::kWarp: return "waits in a warp collective";
-    case WaitState::kActiveMask: return "waits in __activemask";
-    case WaitState::kDone: return "exited";
-    case WaitState::kFailed: return "failed";
+    case WaitState::kRunnable:
+      return "runnable";
+    case WaitState::kBarrier:
+      return "waits at __syncthreads";
+    case WaitState::kWarp:
+      return "waits in a warp collective";
+    case WaitState::kActiveMask:
+      return "waits in __activemask";
+    case WaitState::kDone:
+      return "exited";
+    case WaitState::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -518,8 +564,9 @@ inline std::string describe_block_threads(const Block& b) {
       if (!same) break;
       ++j;
     }
-    os << "\n  threads " << format_dim(b.threads[i].thread_idx) << ".." << format_dim(b.threads[j - 1].thread_idx)
-       << " (linear " << i << ".." << j - 1 << "): " << state_name(s.state);
+    os << "\n  threads " << format_dim(b.threads[i].thread_idx) << ".."
+       << format_dim(b.threads[j - 1].thread_idx) << " (linear " << i << ".." << j - 1
+       << "): " << state_name(s.state);
     if (s.state == WaitState::kWarp)
       os << " " << s.op << " (mask 0x" << std::hex << s.mask << std::dec << ")";
     if (s.state == WaitState::kDone)
@@ -605,15 +652,17 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
   // Shared memory: exact-size heap arena so ASan catches an overrun by a single byte.
   std::unique_ptr<unsigned char[]> smem_owner;
   if (launch.smem_bytes > 0) {
-    b.smem = static_cast<unsigned char*>(::operator new(launch.smem_bytes, std::align_val_t{128}));
+    b.smem = static_cast<unsigned char*>(::operator new (launch.smem_bytes, std::align_val_t{128}));
     std::memset(b.smem, kSharedPoisonByte, launch.smem_bytes);
     b.smem_bytes = launch.smem_bytes;
   }
   for (Thread& t : b.threads) {
     fiber_create(t.fiber, settings.stack_bytes, fiber_entry);
 #if defined(LLMK_SIM_TSAN)
-    // TSan reports then say which simulated thread raced ("Thread T12 'llmk-sim block (0,0,0) thread (5,0,0)'").
-    const std::string name = "llmk-sim block " + format_dim(b.block_idx) + " thread " + format_dim(t.thread_idx);
+    // TSan reports then say which simulated thread raced ("Thread T12 'llmk-sim block (0,0,0) thread
+    // (5,0,0)'").
+    const std::string name =
+        "llmk-sim block " + format_dim(b.block_idx) + " thread " + format_dim(t.thread_idx);
     __tsan_set_fiber_name(t.fiber.tsan_fiber, name.c_str());
 #endif
   }
@@ -665,7 +714,7 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
   }
   tls_current_block = nullptr;
   for (Thread& t : b.threads) fiber_destroy(t.fiber);
-  if (b.smem) ::operator delete(b.smem, std::align_val_t{128});
+  if (b.smem) ::operator delete (b.smem, std::align_val_t{128});
   if (!b.error.empty()) {
     std::lock_guard<std::mutex> lock(launch.error_mutex);
     if (launch.error.empty()) launch.error = b.error;
@@ -677,7 +726,8 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
 inline void report_simulated_thread_on_death() {
   Thread* t = current_thread_or_null();
   if (t == nullptr) return;
-  std::fprintf(stderr, "llmk-sim: the access reported above was made by %s in kernel %s (last sync point: %s)\n",
+  std::fprintf(stderr,
+               "llmk-sim: the access reported above was made by %s in kernel %s (last sync point: %s)\n",
                thread_name(*t).c_str(), t->block->launch->kernel_name.c_str(), format_loc(t->where).c_str());
 }
 #endif
@@ -727,12 +777,19 @@ LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std
   const std::uint64_t nthreads = std::uint64_t(block.x) * block.y * block.z;
   const std::uint64_t nblocks = std::uint64_t(grid.x) * grid.y * grid.z;
   std::ostringstream os;
-  if (kernel == nullptr) os << "invalid argument 'kernel': must not be null";
-  else if (nthreads == 0 || nthreads > 1024) os << "invalid argument 'block': threads per block must be in [1, 1024], got " << nthreads;
-  else if (block.z > 64) os << "invalid argument 'block': block.z must be <= 64";
-  else if (nblocks == 0) os << "invalid argument 'grid': must have at least one block";
-  else if (grid.x >= (1u << 31) || grid.y > 65535 || grid.z > 65535) os << "invalid argument 'grid': exceeds (2^31-1, 65535, 65535)";
-  else if (smem_bytes > kMaxDynamicSharedBytes) os << "invalid argument 'smem_bytes': " << smem_bytes << " exceeds the per-block maximum " << kMaxDynamicSharedBytes;
+  if (kernel == nullptr)
+    os << "invalid argument 'kernel': must not be null";
+  else if (nthreads == 0 || nthreads > 1024)
+    os << "invalid argument 'block': threads per block must be in [1, 1024], got " << nthreads;
+  else if (block.z > 64)
+    os << "invalid argument 'block': block.z must be <= 64";
+  else if (nblocks == 0)
+    os << "invalid argument 'grid': must have at least one block";
+  else if (grid.x >= (1u << 31) || grid.y > 65535 || grid.z > 65535)
+    os << "invalid argument 'grid': exceeds (2^31-1, 65535, 65535)";
+  else if (smem_bytes > kMaxDynamicSharedBytes)
+    os << "invalid argument 'smem_bytes': " << smem_bytes << " exceeds the per-block maximum "
+       << kMaxDynamicSharedBytes;
   if (!os.str().empty()) {
     r.error = "llmk-sim: launch of " + std::string(kernel_name) + " rejected: " + os.str();
     return r;

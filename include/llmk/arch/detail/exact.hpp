@@ -55,8 +55,10 @@ inline FpParts decode_fp(std::uint32_t bits, FpFormat f) {
         return p;
       }
     } else {
-      if (m == 0) p.inf = true;
-      else p.nan = true;
+      if (m == 0)
+        p.inf = true;
+      else
+        p.nan = true;
       return p;
     }
   }
@@ -83,8 +85,10 @@ inline FpParts multiply(const FpParts& a, const FpParts& b) {
   if (a.nan || b.nan) {
     r.nan = true;
   } else if (a.inf || b.inf) {
-    if ((!a.inf && a.mant == 0) || (!b.inf && b.mant == 0)) r.nan = true;
-    else r.inf = true;
+    if ((!a.inf && a.mant == 0) || (!b.inf && b.mant == 0))
+      r.nan = true;
+    else
+      r.inf = true;
   } else {
     r.mant = a.mant * b.mant;  // <= 24 x 24 bits
     r.exp = a.exp + b.exp;
@@ -140,7 +144,8 @@ class ExactSum {
     bool sticky = false;
     for (int i = lsb - 2; i >= 0 && !sticky; --i) sticky = bit(v, i);
     if (round && (sticky || (mant & 1u))) ++mant;
-    // mant <= 2^24 and the value lies on the float grid: exact in double; the cast is exact or overflows to inf.
+    // mant <= 2^24 and the value lies on the float grid: exact in double; the cast is exact or overflows to
+    // inf.
     const double mag = std::ldexp(static_cast<double>(mant), lsb - kOffset);
     const float r = static_cast<float>(mag);
     return negative ? -r : r;
