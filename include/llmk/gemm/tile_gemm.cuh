@@ -64,30 +64,31 @@ struct TileGemmParams {
 
 namespace detail {
 
-// Issues the cp.async copies of K slice `k_tile` of the A and B tiles into ring slot `stage`.
+// Issues the cp.async copies of one operand's K slice: `rows` rows of `Cfg::BK` halves starting at global row
+// `row0` and column `k0`, into a padded shared tile. Rows past `total_rows` and chunks past K are zero-filled
+// (their source pointer stays at the always-valid `src`).
+template <class Cfg, int kRows>
+LLMK_DEVICE void load_operand_async(const half* src, std::int64_t ld, int total_rows, int k, int row0, int k0,
+                                    half* tile) {
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < kRows * Cfg::kChunksPerRow / Cfg::kThreads; ++i) {
+    const int chunk = tid + i * Cfg::kThreads;
+    const int row = chunk / Cfg::kChunksPerRow, col = (chunk % Cfg::kChunksPerRow) * 8;
+    const int g_row = row0 + row, g_k = k0 + col;
+    const bool valid = g_row < total_rows && g_k < k;
+    const half* from = valid ? src + static_cast<std::int64_t>(g_row) * ld + g_k : src;
+    arch::cp_async_cg16_zfill(&tile[row * Cfg::kSmemRow + col], from, valid ? 16 : 0);
+  }
+}
+
+// Issues the copies of K slice `k_tile` of the A and B tiles into ring slot `stage`.
 template <class Cfg>
 LLMK_DEVICE void load_tile_async(const TileGemmParams& p, typename Cfg::SharedStorage& smem, int stage,
                                  int k_tile, int block_m, int block_n) {
-  const int tid = static_cast<int>(threadIdx.x);
   const int k0 = k_tile * Cfg::BK;
-#pragma unroll
-  for (int i = 0; i < Cfg::BM * Cfg::kChunksPerRow / Cfg::kThreads; ++i) {
-    const int chunk = tid + i * Cfg::kThreads;
-    const int row = chunk / Cfg::kChunksPerRow, col = (chunk % Cfg::kChunksPerRow) * 8;
-    const int gm = block_m + row, gk = k0 + col;
-    const bool valid = gm < p.m && gk < p.k;
-    const half* src = valid ? p.a + static_cast<std::int64_t>(gm) * p.lda + gk : p.a;
-    arch::cp_async_cg16_zfill(&smem.a[stage][row * Cfg::kSmemRow + col], src, valid ? 16 : 0);
-  }
-#pragma unroll
-  for (int i = 0; i < Cfg::BN * Cfg::kChunksPerRow / Cfg::kThreads; ++i) {
-    const int chunk = tid + i * Cfg::kThreads;
-    const int row = chunk / Cfg::kChunksPerRow, col = (chunk % Cfg::kChunksPerRow) * 8;
-    const int gn = block_n + row, gk = k0 + col;
-    const bool valid = gn < p.n && gk < p.k;
-    const half* src = valid ? p.b + static_cast<std::int64_t>(gn) * p.ldb + gk : p.b;
-    arch::cp_async_cg16_zfill(&smem.b[stage][row * Cfg::kSmemRow + col], src, valid ? 16 : 0);
-  }
+  load_operand_async<Cfg, Cfg::BM>(p.a, p.lda, p.m, p.k, block_m, k0, smem.a[stage]);
+  load_operand_async<Cfg, Cfg::BN>(p.b, p.ldb, p.n, p.k, block_n, k0, smem.b[stage]);
 }
 
 // acc += A_slice * B_slice^T for this warp's sub-tile, reading ring slot `stage`.
