@@ -1,0 +1,274 @@
+// llmk/quant/scheme.cuh: the quantization arithmetic, in one place, identical on host, in the simulator and on
+// the device. Kernels, host references and calibration all call these functions, so "bit for bit" between a
+// kernel and its reference is a matter of feeding them the same inputs.
+//
+// A quantizer is three choices, each a type:
+//   storage      int8_t, uint8_t, llmk::int4_t, llmk::uint4_t (packed two per byte), float8_e4m3, float8_e5m2
+//   scheme       Symmetric (no zero point) or Asymmetric (zero point)
+//   granularity  PerTensor, PerChannel (one scale per row of a weight [out, in]), PerToken (one scale per row of
+//                an activation [tokens, hidden]), GroupWise<G> (G consecutive elements of a row; G = 0: runtime)
+//
+//   using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::GroupWise<128>>;
+//   llmk::quant::QuantParams p = Q::params_from_range(row_min, row_max);
+//   int code = Q::quantize(x, p);            // in [-8, 7]
+//   float back = Q::dequantize(code, p);     // (code - zero_point) * scale
+//
+// The rules (docs/quantization.md has the derivations and the worked examples):
+//   Symmetric, integer: s = amax / qmax,                          q = clamp(round(x / s), qmin, qmax)
+//   Asymmetric:         lo = min(min, 0), hi = max(max, 0)  (the range always holds 0, so 0 is exact)
+//                       s = (hi - lo) / (qmax - qmin), z = round(-lo / s) + qmin, q = clamp(round(x / s) + z)
+//   fp8 (symmetric):    s = amax / 448 (e4m3) or amax / 57344 (e5m2), q = fp8_satfinite(x / s)
+//   dequantize:         x' = (q - z) * s   (fp8: float(q) * s)
+//   round:              round half to even (IEEE nearest), the same instruction semantics everywhere
+//   arithmetic:         fp32, IEEE division and multiplication (do not build llmk kernels with
+//                       --use_fast_math: approximate division breaks bit-exactness with the reference)
+// Edge cases:
+//   all-zero range      Symmetric: s = 1 (every code 0, dequantizes to exactly 0); Asymmetric: range [-1, 1]
+//                       (as the GPTQ reference does), zero quantizes to z and back to exactly 0.
+//   NaN input           integer storage: the zero point (dequantizes to 0); fp8: NaN.
+//   +-Inf input         integer storage: qmax / qmin; fp8: +-max (saturation).
+//   ranges              the range reductions (amax, min, max) skip NaN and +-Inf, so scales stay finite.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "llmk/config.cuh"
+#include "llmk/core/numeric.cuh"
+
+#if !LLMK_DEVICE_PASS
+#include <cmath>
+#endif
+
+namespace llmk::quant {
+
+// ---- schemes ---------------------------------------------------------------------------------------------------
+
+/// q = clamp(round(x / s)), s = amax / qmax; no zero point.
+struct Symmetric {
+  static constexpr const char* kName = "symmetric";
+};
+/// q = clamp(round(x / s) + z), s = (max - min) / (2^b - 1), z = round(-min / s) + qmin.
+struct Asymmetric {
+  static constexpr const char* kName = "asymmetric";
+};
+
+// ---- granularities -----------------------------------------------------------------------------------------------
+// Tensors are row-major [rows, cols] with a row stride; "along the reduction dimension" = along a row.
+
+/// One scale (and zero point) for the whole tensor.
+struct PerTensor {
+  static constexpr const char* kName = "per-tensor";
+};
+/// One scale per row of a weight [out_channels, in_features]: per output channel.
+struct PerChannel {
+  static constexpr const char* kName = "per-channel";
+};
+/// One scale per row of an activation [tokens, hidden]: per token.
+struct PerToken {
+  static constexpr const char* kName = "per-token";
+};
+/// One scale per G consecutive elements of a row (G must divide the row length). G = 0: the group size is a
+/// runtime argument (any value >= 1 that divides the row length).
+template <int G = 0>
+struct GroupWise {
+  static_assert(G >= 0, "GroupWise<G>: the group size must be >= 1 (or 0 for a runtime group size)");
+  static constexpr int kGroupSize = G;
+  static constexpr const char* kName = "group-wise";
+};
+
+template <class T>
+struct is_group_wise : std::false_type {};
+template <int G>
+struct is_group_wise<GroupWise<G>> : std::true_type {};
+
+template <class G>
+concept Granularity = std::is_same_v<G, PerTensor> || std::is_same_v<G, PerChannel> ||
+                      std::is_same_v<G, PerToken> || is_group_wise<G>::value;
+template <class S>
+concept Scheme = std::is_same_v<S, Symmetric> || std::is_same_v<S, Asymmetric>;
+
+/// True for the granularities with one scale per row (PerChannel and PerToken share the layout).
+template <class G>
+inline constexpr bool kPerRow = std::is_same_v<G, PerChannel> || std::is_same_v<G, PerToken>;
+
+// ---- storage -------------------------------------------------------------------------------------------------------
+
+template <class T>
+struct StorageTraits {
+  static constexpr bool kSupported = false;
+};
+template <>
+struct StorageTraits<int8_t> {
+  static constexpr bool kSupported = true, kIsFloat = false, kSigned = true, kPacked = false;
+  static constexpr int kBits = 8, kQmin = -128, kQmax = 127;
+  static constexpr const char* kName = "int8";
+};
+template <>
+struct StorageTraits<uint8_t> {
+  static constexpr bool kSupported = true, kIsFloat = false, kSigned = false, kPacked = false;
+  static constexpr int kBits = 8, kQmin = 0, kQmax = 255;
+  static constexpr const char* kName = "uint8";
+};
+template <>
+struct StorageTraits<int4_t> {
+  static constexpr bool kSupported = true, kIsFloat = false, kSigned = true, kPacked = true;
+  static constexpr int kBits = 4, kQmin = -8, kQmax = 7;
+  static constexpr const char* kName = "int4";
+};
+template <>
+struct StorageTraits<uint4_t> {
+  static constexpr bool kSupported = true, kIsFloat = false, kSigned = false, kPacked = true;
+  static constexpr int kBits = 4, kQmin = 0, kQmax = 15;
+  static constexpr const char* kName = "uint4";
+};
+template <>
+struct StorageTraits<float8_e4m3> {
+  static constexpr bool kSupported = true, kIsFloat = true, kSigned = true, kPacked = false;
+  static constexpr int kBits = 8;
+  static constexpr float kMaxFinite = 448.0f;
+  static constexpr const char* kName = "fp8_e4m3";
+};
+template <>
+struct StorageTraits<float8_e5m2> {
+  static constexpr bool kSupported = true, kIsFloat = true, kSigned = true, kPacked = false;
+  static constexpr int kBits = 8;
+  static constexpr float kMaxFinite = 57344.0f;
+  static constexpr const char* kName = "fp8_e5m2";
+};
+
+template <class T>
+concept Storage = StorageTraits<T>::kSupported;
+
+/// Bytes one row of `cols` quantized elements occupies (int4: two per byte, the last high nibble of an odd row
+/// is zero padding).
+template <Storage T>
+LLMK_HOST_DEVICE constexpr std::int64_t storage_row_bytes(std::int64_t cols) {
+  return StorageTraits<T>::kPacked ? (cols + 1) / 2 : cols;
+}
+
+// ---- scalar arithmetic ---------------------------------------------------------------------------------------
+
+/// Scale and zero point of one quantization group (zero_point is 0 for symmetric and fp8 schemes).
+struct QuantParams {
+  float scale;
+  std::int32_t zero_point;
+};
+
+/// Round half to even, as the hardware's cvt.rni / rintf do.
+LLMK_HOST_DEVICE float round_half_even(float x) {
+#if LLMK_DEVICE_PASS
+  return rintf(x);
+#else
+  return std::nearbyint(x);  // the default rounding mode is to-nearest-even; llmk never changes it
+#endif
+}
+
+LLMK_HOST_DEVICE bool is_finite(float x) { return x - x == 0.0f; }  // false for NaN and +-Inf
+LLMK_HOST_DEVICE bool is_nan(float x) { return x != x; }
+
+LLMK_HOST_DEVICE float fabs_f(float x) { return x < 0.0f ? -x : x; }
+
+/// The quantization arithmetic of one storage x scheme; the granularity only decides which elements share
+/// QuantParams. Invalid combinations fail to compile with a message that says why.
+template <class StorageT, class SchemeT, class GranularityT>
+struct Quantizer {
+  static_assert(Storage<StorageT>,
+                "llmk::quant::Quantizer: unsupported storage type; use int8_t, uint8_t, llmk::int4_t, "
+                "llmk::uint4_t, llmk::float8_e4m3 or llmk::float8_e5m2");
+  static_assert(Scheme<SchemeT>, "llmk::quant::Quantizer: the scheme must be Symmetric or Asymmetric");
+  static_assert(Granularity<GranularityT>,
+                "llmk::quant::Quantizer: the granularity must be PerTensor, PerChannel, PerToken or GroupWise<G>");
+  static_assert(!(StorageTraits<StorageT>::kIsFloat && std::is_same_v<SchemeT, Asymmetric>),
+                "llmk::quant::Quantizer: fp8 storage supports only the Symmetric scheme (fp8 has no zero point)");
+  static_assert(!(!StorageTraits<StorageT>::kIsFloat && !StorageTraits<StorageT>::kSigned &&
+                  std::is_same_v<SchemeT, Symmetric>),
+                "llmk::quant::Quantizer: unsigned storage (uint8_t, uint4_t) needs the Asymmetric scheme; "
+                "use int8_t or llmk::int4_t for symmetric quantization");
+
+  using storage_type = StorageT;
+  using scheme = SchemeT;
+  using granularity = GranularityT;
+  using traits = StorageTraits<StorageT>;
+  static constexpr bool kIsFloat = traits::kIsFloat;
+  static constexpr bool kAsymmetric = std::is_same_v<SchemeT, Asymmetric>;
+  /// What quantize() returns: the integer code, or the fp8 value.
+  using Code = std::conditional_t<kIsFloat, StorageT, int>;
+
+  /// Scale and zero point for values in [min_value, max_value] (the finite min and max of the group).
+  LLMK_HOST_DEVICE static QuantParams params_from_range(float min_value, float max_value) {
+    if constexpr (kIsFloat) {
+      return params_from_absmax(fabs_f(min_value) > fabs_f(max_value) ? fabs_f(min_value) : fabs_f(max_value));
+    } else if constexpr (!kAsymmetric) {
+      return params_from_absmax(fabs_f(min_value) > fabs_f(max_value) ? fabs_f(min_value) : fabs_f(max_value));
+    } else {
+      float lo = min_value < 0.0f ? min_value : 0.0f;
+      float hi = max_value > 0.0f ? max_value : 0.0f;
+      if (lo == 0.0f && hi == 0.0f) {
+        lo = -1.0f;
+        hi = 1.0f;
+      }
+      float scale = (hi - lo) / static_cast<float>(traits::kQmax - traits::kQmin);
+      if (!(scale > 0.0f)) scale = 1.0f;  // a range so narrow that the division underflowed
+      float z = round_half_even(-lo / scale) + static_cast<float>(traits::kQmin);
+      z = z < traits::kQmin ? traits::kQmin : (z > traits::kQmax ? traits::kQmax : z);
+      return {scale, static_cast<std::int32_t>(z)};
+    }
+  }
+
+  /// Symmetric (and fp8) parameters from the absolute maximum of the group.
+  LLMK_HOST_DEVICE static QuantParams params_from_absmax(float amax) {
+    static_assert(!kAsymmetric, "params_from_absmax: asymmetric quantizers need params_from_range(min, max)");
+    float scale;
+    if constexpr (kIsFloat)
+      scale = amax / traits::kMaxFinite;
+    else
+      scale = amax / static_cast<float>(traits::kQmax);
+    if (!(scale > 0.0f)) scale = 1.0f;  // all-zero group (or underflow): every code is 0
+    return {scale, 0};
+  }
+
+  /// Quantizes one value.
+  LLMK_HOST_DEVICE static Code quantize(float x, QuantParams p) {
+    if constexpr (kIsFloat) {
+      return StorageT::from_float_satfinite(x / p.scale);  // NaN stays NaN, +-Inf saturates to +-max
+    } else {
+      if (is_nan(x)) return p.zero_point;
+      float q = round_half_even(x / p.scale) + static_cast<float>(p.zero_point);
+      // Clamp in float: x / s can exceed the int range (or be +-Inf) long before it is converted.
+      q = q < static_cast<float>(traits::kQmin) ? static_cast<float>(traits::kQmin) : q;
+      q = q > static_cast<float>(traits::kQmax) ? static_cast<float>(traits::kQmax) : q;
+      return static_cast<int>(q);
+    }
+  }
+
+  /// Dequantizes one code to fp32.
+  LLMK_HOST_DEVICE static float dequantize(Code q, QuantParams p) {
+    if constexpr (kIsFloat)
+      return q.to_float() * p.scale;
+    else
+      return static_cast<float>(q - p.zero_point) * p.scale;
+  }
+};
+
+// ---- output conversion ------------------------------------------------------------------------------------------
+
+/// Converts a dequantized fp32 value to an output type (float, half, bfloat16), round to nearest even.
+template <class Out>
+LLMK_HOST_DEVICE Out convert_output(float v) {
+  if constexpr (std::is_same_v<Out, float>)
+    return v;
+  else
+    return Out(v);
+}
+
+/// Reads an input element (float, half, bfloat16) as fp32.
+template <class In>
+LLMK_HOST_DEVICE float load_as_float(In v) {
+  if constexpr (std::is_same_v<In, float>)
+    return v;
+  else
+    return static_cast<float>(v);
+}
+
+}  // namespace llmk::quant
