@@ -186,6 +186,8 @@ struct Quantizer {
                 "llmk::quant::Quantizer: unsigned storage (uint8_t, uint4_t) needs the Asymmetric scheme; "
                 "use int8_t or llmk::int4_t for symmetric quantization");
 
+  static_assert(sizeof(GranularityT) > 0);  // instantiates GroupWise<G>, whose own check rejects G < 0
+
   using storage_type = StorageT;
   using scheme = SchemeT;
   using granularity = GranularityT;
