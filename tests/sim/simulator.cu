@@ -275,6 +275,49 @@ TEST_CASE("atomics are atomic across blocks running on several OS threads") {
   CHECK(wrap.to_host()[0] == total % 10);
 }
 
+// A consumer polls a flag another warp sets: __nanosleep is the yield point that lets the producer run.
+__global__ void flag_handshake(int* out) {
+  volatile int* s = reinterpret_cast<volatile int*>(llmk::dynamic_smem());
+  if (threadIdx.x == 0) s[0] = 0;
+  __syncthreads();
+  if (threadIdx.x == 32) {
+    s[1] = 42;
+    __threadfence_block();
+    atomicExch(const_cast<int*>(s), 1);
+  }
+  if (threadIdx.x == 0) {
+    while (atomicAdd(const_cast<int*>(s), 0) == 0) __nanosleep(100);
+    out[0] = s[1];
+  }
+}
+
+TEST_CASE("__nanosleep yields, so a thread polling another warp's flag makes progress") {
+  for (int seed_round = 0; seed_round < 4; ++seed_round) {
+    llmk::DeviceBuffer<int> out(1);
+    llmk::Status s = llmk::launch(flag_handshake, dim3(1), dim3(64), 2 * sizeof(int), nullptr, out.data());
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    CHECK(out.to_host()[0] == 42);
+  }
+}
+
+// CUDA's atomics take the value as the pointee type: literals of another type convert, as with nvcc.
+__global__ void atomics_with_literals(unsigned* u, float* f, unsigned long long* ull) {
+  atomicAdd(u, 1);
+  atomicAdd(f, 1.0);
+  atomicMax(u, 0);
+  atomicCAS(ull, 0, 5);
+}
+
+TEST_CASE("atomics accept arguments that convert to the pointee type") {
+  llmk::DeviceBuffer<unsigned> u(std::vector<unsigned>{0});
+  llmk::DeviceBuffer<float> f(std::vector<float>{0.0f});
+  llmk::DeviceBuffer<unsigned long long> ull(std::vector<unsigned long long>{0});
+  REQUIRE(llmk::launch(atomics_with_literals, dim3(1), dim3(8), 0, nullptr, u.data(), f.data(), ull.data()).ok());
+  CHECK(u.to_host()[0] == 8u);
+  CHECK(f.to_host()[0] == 8.0f);
+  CHECK(ull.to_host()[0] == 5u);
+}
+
 // ---- shared memory poison and cp.async --------------------------------------------------------------------
 
 __global__ void read_unwritten_shared(float* out) {

@@ -130,8 +130,7 @@ LLMK_SIM_BOOKKEEPING unsigned active_mask_result(const Thread& t) {
 inline unsigned __activemask(std::source_location loc = std::source_location::current()) {
   auto& t = ::llmk::sim::detail::current_thread();
   ::llmk::sim::detail::active_mask_arrive(t, loc);
-  ::llmk::sim::detail::release_and_yield(t, &t.block->warps[t.warp].tsan_sync);
-  ::llmk::sim::detail::hb_acquire(&t.block->warps[t.warp].tsan_sync);
+  ::llmk::sim::detail::yield_without_sync(t);  // not a memory barrier: no happens-before edge
   return ::llmk::sim::detail::active_mask_result(t);
 }
 
@@ -343,40 +342,40 @@ inline T atomic_update(T* address, F next) {
 }  // namespace llmk::sim::detail
 
 template <class T>
-inline T atomicAdd(T* address, T val) {
+inline T atomicAdd(T* address, std::type_identity_t<T> val) {
   static_assert(std::is_arithmetic_v<T>, "atomicAdd: arithmetic types only");
   return std::atomic_ref<T>(*address).fetch_add(val, std::memory_order_acq_rel);
 }
 template <class T>
-inline T atomicSub(T* address, T val) {
+inline T atomicSub(T* address, std::type_identity_t<T> val) {
   return std::atomic_ref<T>(*address).fetch_sub(val, std::memory_order_acq_rel);
 }
 template <class T>
-inline T atomicExch(T* address, T val) {
+inline T atomicExch(T* address, std::type_identity_t<T> val) {
   return std::atomic_ref<T>(*address).exchange(val, std::memory_order_acq_rel);
 }
 template <class T>
-inline T atomicMin(T* address, T val) {
+inline T atomicMin(T* address, std::type_identity_t<T> val) {
   return ::llmk::sim::detail::atomic_update(address, [val](T old) { return val < old ? val : old; });
 }
 template <class T>
-inline T atomicMax(T* address, T val) {
+inline T atomicMax(T* address, std::type_identity_t<T> val) {
   return ::llmk::sim::detail::atomic_update(address, [val](T old) { return val > old ? val : old; });
 }
 template <class T>
-inline T atomicAnd(T* address, T val) {
+inline T atomicAnd(T* address, std::type_identity_t<T> val) {
   return std::atomic_ref<T>(*address).fetch_and(val, std::memory_order_acq_rel);
 }
 template <class T>
-inline T atomicOr(T* address, T val) {
+inline T atomicOr(T* address, std::type_identity_t<T> val) {
   return std::atomic_ref<T>(*address).fetch_or(val, std::memory_order_acq_rel);
 }
 template <class T>
-inline T atomicXor(T* address, T val) {
+inline T atomicXor(T* address, std::type_identity_t<T> val) {
   return std::atomic_ref<T>(*address).fetch_xor(val, std::memory_order_acq_rel);
 }
 template <class T>
-inline T atomicCAS(T* address, T compare, T val) {
+inline T atomicCAS(T* address, std::type_identity_t<T> compare, std::type_identity_t<T> val) {
   std::atomic_ref<T>(*address).compare_exchange_strong(compare, val, std::memory_order_acq_rel,
                                                        std::memory_order_acquire);
   return compare;  // the old value, whether or not the swap happened
@@ -398,6 +397,12 @@ inline void __threadfence_block() {
 }
 inline void __threadfence_system() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// A yield point without any memory ordering: lets a thread that polls a flag written by another thread of its
+// block make progress in the simulator (which otherwise switches threads only at synchronisation points).
+inline void __nanosleep(unsigned /*ns*/) {
+  ::llmk::sim::detail::yield_without_sync(::llmk::sim::detail::current_thread());
 }
 
 [[noreturn]] inline void __trap(std::source_location loc = std::source_location::current()) {

@@ -28,6 +28,9 @@
 #include <source_location>
 #include <sstream>
 #include <string>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -47,10 +50,13 @@ inline constexpr unsigned char kSharedPoisonByte = 0xFF;           // NaN in fp3
 ///   LLMK_SIM_SEED     seed for block/fiber order shuffling (default 1)
 ///   LLMK_SIM_THREADS  OS threads that run blocks (default: hardware concurrency, at most 8)
 ///   LLMK_SIM_STACK_KB fiber stack size in KiB (default 256)
+///   LLMK_SIM_TIMEOUT  seconds a launch may take before the watchdog reports the running threads and aborts
+///                     (default 300; a thread spinning on another thread's write never yields, see docs)
 struct Settings {
   std::uint64_t seed = 1;
   unsigned os_threads = 2;
   std::size_t stack_bytes = 256 * 1024;
+  double timeout_seconds = 300.0;
 
   static const Settings& get() {
     static const Settings s = [] {
@@ -59,6 +65,7 @@ struct Settings {
       unsigned hw = std::thread::hardware_concurrency();
       r.os_threads = std::clamp(hw == 0 ? 2u : hw, 1u, 8u);
       if (const char* v = std::getenv("LLMK_SIM_THREADS")) r.os_threads = std::max(1, std::atoi(v));
+      if (const char* v = std::getenv("LLMK_SIM_TIMEOUT")) r.timeout_seconds = std::max(1.0, std::atof(v));
       if (const char* v = std::getenv("LLMK_SIM_STACK_KB"))
         r.stack_bytes = std::max<std::size_t>(16, std::strtoull(v, nullptr, 0)) * 1024;
       return r;
@@ -101,6 +108,10 @@ struct Thread {
   void* out = nullptr;
   unsigned active_mask_result = 0;
   bool aborting = false;  // set when the block is abandoned: the fiber unwinds at its suspension point
+  // TSan sync objects (their addresses): released by this thread when it arrives at a rendezvous, and by the
+  // thread completing the rendezvous for this thread to acquire when it leaves. See rendezvous_acquire_arrivals.
+  int tsan_arrive = 0;
+  int tsan_leave = 0;
 
   // Private to this fiber.
   std::vector<PendingCopy> copies_uncommitted;
@@ -110,7 +121,6 @@ struct Thread {
 // Per-warp synchronisation object (its address is the TSan sync object for that warp's collectives).
 struct Warp {
   unsigned lanes_present = 0;  // bit l set when lane l exists in this (possibly partial) warp
-  int tsan_sync = 0;
 };
 
 struct Launch;
@@ -122,7 +132,6 @@ struct Block {
   std::vector<Thread> threads;
   std::vector<Warp> warps;
   unsigned barrier_arrived = 0;
-  int barrier_tsan_sync = 0;
   int start_tsan_sync = 0;
   int end_tsan_sync = 0;
   unsigned char* smem = nullptr;
@@ -145,6 +154,8 @@ struct Launch {
   std::string kernel_name;
   std::mutex error_mutex;
   std::string error;
+  // The simulated thread each OS worker is running (for the watchdog's report).
+  std::unique_ptr<std::atomic<const Thread*>[]> running;
 };
 
 inline thread_local Thread* tls_current_thread = nullptr;
@@ -228,17 +239,46 @@ LLMK_SIM_BOOKKEEPING bool aborting(const Thread& t) {
   return t.aborting;
 }
 
-// Publishes the caller's writes (TSan release on `sync_object`) and suspends it, touching nothing
-// instrumented in between: a fiber may never run again after this (its block can be abandoned), and anything
-// it touched after its release would look like a race to whoever reuses that memory.
-LLMK_SIM_BOOKKEEPING void release_and_yield(Thread& t, void* sync_object) {
-  hb_release(sync_object);
+// Publishes the caller's writes (TSan release of its arrival object) and suspends it, touching nothing
+// instrumented in between. When the block is being abandoned the fiber resumes only to unwind.
+LLMK_SIM_BOOKKEEPING void release_and_yield(Thread& t) {
+  hb_release(&t.tsan_arrive);
   switch_to_scheduler(*t.block->sched, t.fiber);
   if (t.aborting) {
-    hb_acquire(sync_object);  // unwinding destroys objects other lanes may have written (collective outputs)
+    hb_acquire(&t.tsan_leave);  // unwinding destroys objects other lanes may have written (collective outputs)
     throw FiberAbort{};
   }
 }
+
+// Suspends the caller without any happens-before edge (__activemask and __nanosleep are not memory barriers).
+LLMK_SIM_BOOKKEEPING void yield_without_sync(Thread& t) {
+  switch_to_scheduler(*t.block->sched, t.fiber);
+  if (t.aborting) throw FiberAbort{};
+}
+
+// Happens-before of one rendezvous (a barrier or a warp collective), exact to the instance: every participant
+// released its own arrival object before suspending; the thread that completes the rendezvous acquires all of
+// them, and after computing releases into every participant's leave object, which each participant acquires
+// as it leaves. One shared object per block or warp would be wrong: TSan's release accumulates, so a thread
+// leaving rendezvous N would also acquire what faster threads released arriving at N + 1, hiding every race
+// in the code between two barriers.
+LLMK_SIM_BOOKKEEPING void rendezvous_acquire_arrivals([[maybe_unused]] Block& b, [[maybe_unused]] unsigned first,
+                                                      [[maybe_unused]] unsigned count,
+                                                      [[maybe_unused]] unsigned lane_mask) {
+#if defined(LLMK_SIM_TSAN)
+  for (unsigned i = 0; i < count; ++i)
+    if (lane_mask & (1u << (i % 32))) hb_acquire(&b.threads[first + i].tsan_arrive);
+#endif
+}
+LLMK_SIM_BOOKKEEPING void rendezvous_release_leaves([[maybe_unused]] Block& b, [[maybe_unused]] unsigned first,
+                                                    [[maybe_unused]] unsigned count,
+                                                    [[maybe_unused]] unsigned lane_mask) {
+#if defined(LLMK_SIM_TSAN)
+  for (unsigned i = 0; i < count; ++i)
+    if (lane_mask & (1u << (i % 32))) hb_release(&b.threads[first + i].tsan_leave);
+#endif
+}
+LLMK_SIM_BOOKKEEPING void rendezvous_leave([[maybe_unused]] Thread& t) { hb_acquire(&t.tsan_leave); }
 
 LLMK_SIM_BOOKKEEPING void record_thread_failure(Thread& t, const std::string& what,
                                                 const std::source_location& loc) {
@@ -318,13 +358,14 @@ LLMK_SIM_BOOKKEEPING int barrier_result(const Thread& t) {
 
 inline int block_barrier(int predicate, BarrierReduce reduce, const std::source_location& loc) {
   Thread& t = current_thread();
-  // Arrival bookkeeping first, then the release: nothing a fiber reads after its release may be freed by a
-  // scheduler that acquires it (an abandoned block's fibers never run again).
-  if (barrier_arrive(t, predicate, reduce, loc))
-    hb_release(&t.block->barrier_tsan_sync);
-  else
-    release_and_yield(t, &t.block->barrier_tsan_sync);
-  hb_acquire(&t.block->barrier_tsan_sync);
+  if (barrier_arrive(t, predicate, reduce, loc)) {
+    const unsigned n = static_cast<unsigned>(t.block->threads.size());
+    rendezvous_acquire_arrivals(*t.block, 0, n, 0xffffffffu);
+    rendezvous_release_leaves(*t.block, 0, n, 0xffffffffu);
+  } else {
+    release_and_yield(t);
+  }
+  rendezvous_leave(t);
   return barrier_result(t);
 }
 
@@ -417,18 +458,18 @@ Out warp_collective(const char* op, unsigned mask, const In& in, Compute&& compu
                     std::source_location loc = std::source_location::current()) {
   detail::Thread& t = detail::current_thread();
   Out result{};
-  detail::Warp& warp = t.block->warps[t.warp];
   detail::CollectiveCheck check;
   detail::collective_arrive(t, op, mask, &in, &result, loc, check);
   if (check.complete) {
-    detail::hb_acquire(&warp.tsan_sync);  // every other lane released its input before yielding
+    const unsigned first = t.warp * kWarpSize;
+    detail::rendezvous_acquire_arrivals(*t.block, first, kWarpSize, mask);  // the other lanes' inputs
     compute(reinterpret_cast<const In* const*>(check.ins), reinterpret_cast<Out* const*>(check.outs));
-    detail::hb_release(&warp.tsan_sync);
+    detail::rendezvous_release_leaves(*t.block, first, kWarpSize, mask);  // their outputs
     detail::collective_release(t, mask);
   } else {
-    detail::release_and_yield(t, &warp.tsan_sync);
+    detail::release_and_yield(t);
   }
-  detail::hb_acquire(&warp.tsan_sync);
+  detail::rendezvous_leave(t);
   return result;
 }
 
@@ -620,14 +661,16 @@ inline std::string deadlock_report(const Block& b) {
        << " threads wait at __syncthreads, " << exited << " exited, " << in_warp
        << " wait in warp collectives";
   else
-    os << "warp collective never completes (a lane named in a mask never arrives): " << in_warp
+    os << "warp collective never completes: a lane named in its mask never arrives (llmk requires every lane "
+          "named in a mask to reach the collective; a lane that exited does not count as arrived): "
+       << in_warp
        << " threads wait in warp collectives, " << exited << " exited";
   os << describe_block_threads(b);
   return os.str();
 }
 
 // Runs one block to completion (or failure) on the calling OS thread.
-inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& sched) {
+inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& sched, unsigned worker) {
   const Settings& settings = Settings::get();
   Block b;
   b.launch = &launch;
@@ -671,17 +714,35 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
   hb_release(&b.start_tsan_sync);
   std::vector<Thread*> runnable;
   runnable.reserve(nthreads);
+  // Warps of a real block do not advance in lockstep. Now and then one warp is held back for a few rounds
+  // while the others run ahead of it (as far as the next barrier lets them), so that reusing a shared buffer
+  // another warp may still be reading, without a barrier in between, reads poison here instead of passing.
+  const unsigned nwarps = static_cast<unsigned>(b.warps.size());
+  unsigned held_warp = ~0u, hold_rounds = 0;
   for (;;) {
     if (block_failed(b)) break;
     if (launch.failed.load(std::memory_order_relaxed)) break;  // another block failed: stop early
+    if (nwarps > 1 && hold_rounds-- == 0) {
+      const bool hold = (b.rng() & 1u) != 0;
+      held_warp = hold ? static_cast<unsigned>(b.rng() % nwarps) : ~0u;
+      hold_rounds = static_cast<unsigned>(b.rng() % (hold ? 16u : 4u));
+    }
     runnable.clear();
-    unsigned live = 0;
+    unsigned live = 0, held_runnable = 0;
     for (Thread& t : b.threads) {
       WaitState s = get_state(t);
-      if (s == WaitState::kRunnable) runnable.push_back(&t);
+      if (s == WaitState::kRunnable) {
+        if (t.warp == held_warp) ++held_runnable;
+        else runnable.push_back(&t);
+      }
       if (s != WaitState::kDone) ++live;
     }
     if (live == 0) break;
+    if (runnable.empty() && held_runnable > 0) {  // only the held warp can move: let it
+      held_warp = ~0u;
+      hold_rounds = 0;
+      continue;
+    }
     if (runnable.empty()) {
       if (resolve_quiescence(b)) continue;
       record_block_error(b, deadlock_report(b));
@@ -691,6 +752,7 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
     for (Thread* t : runnable) {
       if (get_state(*t) != WaitState::kRunnable) continue;
       set_current_thread(t);
+      launch.running[worker].store(t, std::memory_order_relaxed);
       switch_to_fiber(sched, t->fiber, t);
       set_current_thread(nullptr);
       if (block_failed(b)) break;
@@ -706,12 +768,7 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
     switch_to_fiber(sched, t.fiber, &t);
     set_current_thread(nullptr);
   }
-  hb_acquire(&b.end_tsan_sync);
-  if (block_failed(b)) {
-    // Abandoned fibers released at their last synchronisation point and never finished: acquire those too.
-    hb_acquire(&b.barrier_tsan_sync);
-    for (Warp& w : b.warps) hb_acquire(&w.tsan_sync);
-  }
+  hb_acquire(&b.end_tsan_sync);  // every fiber, finished or unwound, released it last
   tls_current_block = nullptr;
   for (Thread& t : b.threads) fiber_destroy(t.fiber);
   if (b.smem) ::operator delete (b.smem, std::align_val_t{128});
@@ -742,17 +799,55 @@ inline void install_sanitizer_hooks() {
 #endif
 }
 
-inline void worker_loop(Launch& launch) {
+inline void worker_loop(Launch& launch, unsigned worker) {
   SchedulerContext sched;
   scheduler_init(sched);
   const std::uint64_t nblocks = launch.block_order.size();
   for (;;) {
-    if (launch.failed.load(std::memory_order_relaxed)) return;
+    if (launch.failed.load(std::memory_order_relaxed)) break;
     std::uint64_t i = launch.next_block.fetch_add(1, std::memory_order_relaxed);
-    if (i >= nblocks) return;
-    run_block(launch, launch.block_order[i], sched);
+    if (i >= nblocks) break;
+    run_block(launch, launch.block_order[i], sched, worker);
   }
+  launch.running[worker].store(nullptr, std::memory_order_relaxed);
 }
+
+// The simulator switches threads only at synchronisation points, so a thread spinning on a value another thread
+// of its block has yet to write never lets that thread run. Rather than hang, the watchdog reports which
+// simulated threads were running when the launch exceeded LLMK_SIM_TIMEOUT, and aborts the process.
+class Watchdog {
+ public:
+  Watchdog(Launch& launch, unsigned workers, double seconds) {
+    thread_ = std::thread([this, &launch, workers, seconds] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) return;
+      std::fprintf(stderr,
+                   "llmk-sim: launch of %s still running after %.0f s (LLMK_SIM_TIMEOUT). The simulator switches "
+                   "threads only at synchronisation points: a thread spinning on another thread's write without "
+                   "__syncthreads, __syncwarp or __nanosleep never yields. Running now:\n",
+                   launch.kernel_name.c_str(), seconds);
+      for (unsigned w = 0; w < workers; ++w)
+        if (const Thread* t = launch.running[w].load(std::memory_order_relaxed))
+          std::fprintf(stderr, "  %s, last synchronisation point %s\n", thread_name(*t).c_str(),
+                       format_loc(t->where).c_str());
+      std::abort();
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 inline std::atomic<std::uint64_t>& launch_counter() {
   static std::atomic<std::uint64_t> counter{0};
@@ -812,13 +907,18 @@ LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std
   std::shuffle(launch.block_order.begin(), launch.block_order.end(), rng);
 
   const unsigned workers = static_cast<unsigned>(std::min<std::uint64_t>(settings.os_threads, nblocks));
-  if (workers <= 1) {
-    detail::worker_loop(launch);
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(workers);
-    for (unsigned i = 0; i < workers; ++i) pool.emplace_back([&launch] { detail::worker_loop(launch); });
-    for (std::thread& th : pool) th.join();
+  launch.running = std::make_unique<std::atomic<const detail::Thread*>[]>(workers);
+  for (unsigned i = 0; i < workers; ++i) launch.running[i].store(nullptr);
+  {
+    detail::Watchdog watchdog(launch, workers, settings.timeout_seconds);
+    if (workers <= 1) {
+      detail::worker_loop(launch, 0);
+    } else {
+      std::vector<std::thread> pool;
+      pool.reserve(workers);
+      for (unsigned i = 0; i < workers; ++i) pool.emplace_back([&launch, i] { detail::worker_loop(launch, i); });
+      for (std::thread& th : pool) th.join();
+    }
   }
   r.error = launch.error;
   if (r.error.empty() && launch.failed.load()) r.error = "llmk-sim: launch failed";
