@@ -1,5 +1,6 @@
-// Planted bug (TSan build): a write-after-read hazard between two barriers. Thread t reads its neighbour's slot,
-// then overwrites its own slot, which its other neighbour is reading: a __syncthreads is missing in between.
+// Planted bug (TSan build): a write-after-read hazard between two barriers. Thread t reads its neighbour's
+// slot, then overwrites its own slot, which its other neighbour is reading: a __syncthreads is missing in
+// between.
 #include <cstdio>
 
 #include "llmk/core/launch.cuh"
@@ -19,8 +20,8 @@ __global__ void shift_twice_missing_barrier(int* out) {
 
 int main() {
   llmk::DeviceBuffer<int> out(64);
-  llmk::Status s = llmk::launch(shift_twice_missing_barrier, dim3(1), dim3(64), 64 * sizeof(int), nullptr,
-                                out.data());
+  llmk::Status s =
+      llmk::launch(shift_twice_missing_barrier, dim3(1), dim3(64), 64 * sizeof(int), nullptr, out.data());
   std::printf("launch: %s\n", s.ok() ? "ok" : s.message().c_str());
   return 0;  // TSan's exit code (66) reports the race
 }

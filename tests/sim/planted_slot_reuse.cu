@@ -1,6 +1,7 @@
-// Planted bug (plain build): a double-buffered cp.async pipeline issues the copy into the next slot BEFORE the
-// barrier that tells it the other warp has finished reading that slot. The simulator lets warps run ahead of
-// each other, so the slower warp reads the slot after the faster warp's cp.async poisoned it: NaN in the result.
+// Planted bug (plain build): a double-buffered cp.async pipeline issues the copy into the next slot BEFORE
+// the barrier that tells it the other warp has finished reading that slot. The simulator lets warps run ahead
+// of each other, so the slower warp reads the slot after the faster warp's cp.async poisoned it: NaN in the
+// result.
 #include <cmath>
 #include <cstdio>
 #include <vector>

@@ -19,8 +19,8 @@ __global__ void warp_exchange_missing_syncwarp(int* out) {
 
 int main() {
   llmk::DeviceBuffer<int> out(32);
-  llmk::Status s = llmk::launch(warp_exchange_missing_syncwarp, dim3(1), dim3(32), 32 * sizeof(int), nullptr,
-                                out.data());
+  llmk::Status s =
+      llmk::launch(warp_exchange_missing_syncwarp, dim3(1), dim3(32), 32 * sizeof(int), nullptr, out.data());
   std::printf("launch: %s\n", s.ok() ? "ok" : s.message().c_str());
   return 0;
 }

@@ -312,7 +312,8 @@ TEST_CASE("atomics accept arguments that convert to the pointee type") {
   llmk::DeviceBuffer<unsigned> u(std::vector<unsigned>{0});
   llmk::DeviceBuffer<float> f(std::vector<float>{0.0f});
   llmk::DeviceBuffer<unsigned long long> ull(std::vector<unsigned long long>{0});
-  REQUIRE(llmk::launch(atomics_with_literals, dim3(1), dim3(8), 0, nullptr, u.data(), f.data(), ull.data()).ok());
+  REQUIRE(
+      llmk::launch(atomics_with_literals, dim3(1), dim3(8), 0, nullptr, u.data(), f.data(), ull.data()).ok());
   CHECK(u.to_host()[0] == 8u);
   CHECK(f.to_host()[0] == 8.0f);
   CHECK(ull.to_host()[0] == 5u);

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,14 +25,12 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <random>
 #include <source_location>
 #include <sstream>
 #include <string>
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -109,7 +109,8 @@ struct Thread {
   unsigned active_mask_result = 0;
   bool aborting = false;  // set when the block is abandoned: the fiber unwinds at its suspension point
   // TSan sync objects (their addresses): released by this thread when it arrives at a rendezvous, and by the
-  // thread completing the rendezvous for this thread to acquire when it leaves. See rendezvous_acquire_arrivals.
+  // thread completing the rendezvous for this thread to acquire when it leaves. See
+  // rendezvous_acquire_arrivals.
   int tsan_arrive = 0;
   int tsan_leave = 0;
 
@@ -245,7 +246,8 @@ LLMK_SIM_BOOKKEEPING void release_and_yield(Thread& t) {
   hb_release(&t.tsan_arrive);
   switch_to_scheduler(*t.block->sched, t.fiber);
   if (t.aborting) {
-    hb_acquire(&t.tsan_leave);  // unwinding destroys objects other lanes may have written (collective outputs)
+    hb_acquire(
+        &t.tsan_leave);  // unwinding destroys objects other lanes may have written (collective outputs)
     throw FiberAbort{};
   }
 }
@@ -262,7 +264,8 @@ LLMK_SIM_BOOKKEEPING void yield_without_sync(Thread& t) {
 // as it leaves. One shared object per block or warp would be wrong: TSan's release accumulates, so a thread
 // leaving rendezvous N would also acquire what faster threads released arriving at N + 1, hiding every race
 // in the code between two barriers.
-LLMK_SIM_BOOKKEEPING void rendezvous_acquire_arrivals([[maybe_unused]] Block& b, [[maybe_unused]] unsigned first,
+LLMK_SIM_BOOKKEEPING void rendezvous_acquire_arrivals([[maybe_unused]] Block& b,
+                                                      [[maybe_unused]] unsigned first,
                                                       [[maybe_unused]] unsigned count,
                                                       [[maybe_unused]] unsigned lane_mask) {
 #if defined(LLMK_SIM_TSAN)
@@ -270,7 +273,8 @@ LLMK_SIM_BOOKKEEPING void rendezvous_acquire_arrivals([[maybe_unused]] Block& b,
     if (lane_mask & (1u << (i % 32))) hb_acquire(&b.threads[first + i].tsan_arrive);
 #endif
 }
-LLMK_SIM_BOOKKEEPING void rendezvous_release_leaves([[maybe_unused]] Block& b, [[maybe_unused]] unsigned first,
+LLMK_SIM_BOOKKEEPING void rendezvous_release_leaves([[maybe_unused]] Block& b,
+                                                    [[maybe_unused]] unsigned first,
                                                     [[maybe_unused]] unsigned count,
                                                     [[maybe_unused]] unsigned lane_mask) {
 #if defined(LLMK_SIM_TSAN)
@@ -278,7 +282,9 @@ LLMK_SIM_BOOKKEEPING void rendezvous_release_leaves([[maybe_unused]] Block& b, [
     if (lane_mask & (1u << (i % 32))) hb_release(&b.threads[first + i].tsan_leave);
 #endif
 }
-LLMK_SIM_BOOKKEEPING void rendezvous_leave([[maybe_unused]] Thread& t) { hb_acquire(&t.tsan_leave); }
+LLMK_SIM_BOOKKEEPING void rendezvous_leave([[maybe_unused]] Thread& t) {
+  hb_acquire(&t.tsan_leave);
+}
 
 LLMK_SIM_BOOKKEEPING void record_thread_failure(Thread& t, const std::string& what,
                                                 const std::source_location& loc) {
@@ -663,8 +669,7 @@ inline std::string deadlock_report(const Block& b) {
   else
     os << "warp collective never completes: a lane named in its mask never arrives (llmk requires every lane "
           "named in a mask to reach the collective; a lane that exited does not count as arrived): "
-       << in_warp
-       << " threads wait in warp collectives, " << exited << " exited";
+       << in_warp << " threads wait in warp collectives, " << exited << " exited";
   os << describe_block_threads(b);
   return os.str();
 }
@@ -732,8 +737,10 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
     for (Thread& t : b.threads) {
       WaitState s = get_state(t);
       if (s == WaitState::kRunnable) {
-        if (t.warp == held_warp) ++held_runnable;
-        else runnable.push_back(&t);
+        if (t.warp == held_warp)
+          ++held_runnable;
+        else
+          runnable.push_back(&t);
       }
       if (s != WaitState::kDone) ++live;
     }
@@ -812,20 +819,21 @@ inline void worker_loop(Launch& launch, unsigned worker) {
   launch.running[worker].store(nullptr, std::memory_order_relaxed);
 }
 
-// The simulator switches threads only at synchronisation points, so a thread spinning on a value another thread
-// of its block has yet to write never lets that thread run. Rather than hang, the watchdog reports which
-// simulated threads were running when the launch exceeded LLMK_SIM_TIMEOUT, and aborts the process.
+// The simulator switches threads only at synchronisation points, so a thread spinning on a value another
+// thread of its block has yet to write never lets that thread run. Rather than hang, the watchdog reports
+// which simulated threads were running when the launch exceeded LLMK_SIM_TIMEOUT, and aborts the process.
 class Watchdog {
  public:
   Watchdog(Launch& launch, unsigned workers, double seconds) {
     thread_ = std::thread([this, &launch, workers, seconds] {
       std::unique_lock<std::mutex> lock(mutex_);
       if (cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) return;
-      std::fprintf(stderr,
-                   "llmk-sim: launch of %s still running after %.0f s (LLMK_SIM_TIMEOUT). The simulator switches "
-                   "threads only at synchronisation points: a thread spinning on another thread's write without "
-                   "__syncthreads, __syncwarp or __nanosleep never yields. Running now:\n",
-                   launch.kernel_name.c_str(), seconds);
+      std::fprintf(
+          stderr,
+          "llmk-sim: launch of %s still running after %.0f s (LLMK_SIM_TIMEOUT). The simulator switches "
+          "threads only at synchronisation points: a thread spinning on another thread's write without "
+          "__syncthreads, __syncwarp or __nanosleep never yields. Running now:\n",
+          launch.kernel_name.c_str(), seconds);
       for (unsigned w = 0; w < workers; ++w)
         if (const Thread* t = launch.running[w].load(std::memory_order_relaxed))
           std::fprintf(stderr, "  %s, last synchronisation point %s\n", thread_name(*t).c_str(),
@@ -916,7 +924,8 @@ LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std
     } else {
       std::vector<std::thread> pool;
       pool.reserve(workers);
-      for (unsigned i = 0; i < workers; ++i) pool.emplace_back([&launch, i] { detail::worker_loop(launch, i); });
+      for (unsigned i = 0; i < workers; ++i)
+        pool.emplace_back([&launch, i] { detail::worker_loop(launch, i); });
       for (std::thread& th : pool) th.join();
     }
   }
