@@ -12,8 +12,8 @@ __global__ void shift_twice_missing_barrier(int* out) {
   const unsigned t = threadIdx.x, n = blockDim.x;
   s[t] = static_cast<int>(t);
   __syncthreads();
-  const int neighbour = s[(t + 1) % n];  // line 14: the read
-  s[t] = 2 * neighbour;                  // line 15: the racing write (a __syncthreads is missing above)
+  const int neighbour = s[(t + 1) % n];  // line 15: the read
+  s[t] = 2 * neighbour;                  // line 16: the racing write (a __syncthreads is missing above)
   __syncthreads();
   out[t] = s[(t + 1) % n];
 }
