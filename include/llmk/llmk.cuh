@@ -18,3 +18,5 @@
 #include "llmk/arch/arch.cuh"
 
 #include "llmk/gemm/tile_gemm.cuh"
+
+#include "llmk/quant/quant.cuh"

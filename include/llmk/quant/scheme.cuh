@@ -1,12 +1,14 @@
-// llmk/quant/scheme.cuh: the quantization arithmetic, in one place, identical on host, in the simulator and on
-// the device. Kernels, host references and calibration all call these functions, so "bit for bit" between a
-// kernel and its reference is a matter of feeding them the same inputs.
+// llmk/quant/scheme.cuh: the quantization arithmetic, in one place, identical on host, in the simulator and
+// on the device. Kernels, host references and calibration all call these functions, so "bit for bit" between
+// a kernel and its reference is a matter of feeding them the same inputs.
 //
 // A quantizer is three choices, each a type:
 //   storage      int8_t, uint8_t, llmk::int4_t, llmk::uint4_t (packed two per byte), float8_e4m3, float8_e5m2
 //   scheme       Symmetric (no zero point) or Asymmetric (zero point)
-//   granularity  PerTensor, PerChannel (one scale per row of a weight [out, in]), PerToken (one scale per row of
-//                an activation [tokens, hidden]), GroupWise<G> (G consecutive elements of a row; G = 0: runtime)
+//   granularity  PerTensor, PerChannel (one scale per row of a weight [out, in]), PerToken (one scale per row
+//   of
+//                an activation [tokens, hidden]), GroupWise<G> (G consecutive elements of a row; G = 0:
+//                runtime)
 //
 //   using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::GroupWise<128>>;
 //   llmk::quant::QuantParams p = Q::params_from_range(row_min, row_max);
@@ -20,8 +22,9 @@
 //   fp8 (symmetric):    s = amax / 448 (e4m3) or amax / 57344 (e5m2), q = fp8_satfinite(x / s)
 //   dequantize:         x' = (q - z) * s   (fp8: float(q) * s)
 //   round:              round half to even (IEEE nearest), the same instruction semantics everywhere
-//   arithmetic:         fp32, IEEE division and multiplication (do not build llmk kernels with
-//                       --use_fast_math: approximate division breaks bit-exactness with the reference)
+//   arithmetic:         fp32, IEEE division and multiplication, and never a multiply feeding an add (nvcc
+//                       would contract it into an FMA and the host would not). Do not build llmk kernels with
+//                       --use_fast_math: approximate division breaks bit-exactness with the reference.
 // Edge cases:
 //   all-zero range      Symmetric: s = 1 (every code 0, dequantizes to exactly 0); Asymmetric: range [-1, 1]
 //                       (as the GPTQ reference does), zero quantizes to z and back to exactly 0.
@@ -42,7 +45,8 @@
 
 namespace llmk::quant {
 
-// ---- schemes ---------------------------------------------------------------------------------------------------
+// ---- schemes
+// ---------------------------------------------------------------------------------------------------
 
 /// q = clamp(round(x / s)), s = amax / qmax; no zero point.
 struct Symmetric {
@@ -53,8 +57,9 @@ struct Asymmetric {
   static constexpr const char* kName = "asymmetric";
 };
 
-// ---- granularities -----------------------------------------------------------------------------------------------
-// Tensors are row-major [rows, cols] with a row stride; "along the reduction dimension" = along a row.
+// ---- granularities
+// ----------------------------------------------------------------------------------------------- Tensors are
+// row-major [rows, cols] with a row stride; "along the reduction dimension" = along a row.
 
 /// One scale (and zero point) for the whole tensor.
 struct PerTensor {
@@ -84,7 +89,7 @@ struct is_group_wise<GroupWise<G>> : std::true_type {};
 
 template <class G>
 concept Granularity = std::is_same_v<G, PerTensor> || std::is_same_v<G, PerChannel> ||
-                      std::is_same_v<G, PerToken> || is_group_wise<G>::value;
+    std::is_same_v<G, PerToken> || is_group_wise<G>::value;
 template <class S>
 concept Scheme = std::is_same_v<S, Symmetric> || std::is_same_v<S, Asymmetric>;
 
@@ -92,7 +97,8 @@ concept Scheme = std::is_same_v<S, Symmetric> || std::is_same_v<S, Asymmetric>;
 template <class G>
 inline constexpr bool kPerRow = std::is_same_v<G, PerChannel> || std::is_same_v<G, PerToken>;
 
-// ---- storage -------------------------------------------------------------------------------------------------------
+// ---- storage
+// -------------------------------------------------------------------------------------------------------
 
 template <class T>
 struct StorageTraits {
@@ -140,14 +146,15 @@ struct StorageTraits<float8_e5m2> {
 template <class T>
 concept Storage = StorageTraits<T>::kSupported;
 
-/// Bytes one row of `cols` quantized elements occupies (int4: two per byte, the last high nibble of an odd row
-/// is zero padding).
+/// Bytes one row of `cols` quantized elements occupies (int4: two per byte, the last high nibble of an odd
+/// row is zero padding).
 template <Storage T>
 LLMK_HOST_DEVICE constexpr std::int64_t storage_row_bytes(std::int64_t cols) {
   return StorageTraits<T>::kPacked ? (cols + 1) / 2 : cols;
 }
 
-// ---- scalar arithmetic ---------------------------------------------------------------------------------------
+// ---- scalar arithmetic
+// ---------------------------------------------------------------------------------------
 
 /// Scale and zero point of one quantization group (zero_point is 0 for symmetric and fp8 schemes).
 struct QuantParams {
@@ -164,10 +171,17 @@ LLMK_HOST_DEVICE float round_half_even(float x) {
 #endif
 }
 
-LLMK_HOST_DEVICE bool is_finite(float x) { return x - x == 0.0f; }  // false for NaN and +-Inf
-LLMK_HOST_DEVICE bool is_nan(float x) { return x != x; }
+LLMK_HOST_DEVICE bool is_finite(float x) {
+  return x - x == 0.0f;
+}  // false for NaN and +-Inf
+LLMK_HOST_DEVICE bool is_nan(float x) {
+  return x != x;
+}
 
-LLMK_HOST_DEVICE float fabs_f(float x) { return x < 0.0f ? -x : x; }
+/// |x| with the sign bit cleared for -0.0 too (reductions may compare amax bit patterns).
+LLMK_HOST_DEVICE float fabs_f(float x) {
+  return x < 0.0f ? -x : (x == 0.0f ? 0.0f : x);
+}
 
 /// The quantization arithmetic of one storage x scheme; the granularity only decides which elements share
 /// QuantParams. Invalid combinations fail to compile with a message that says why.
@@ -177,10 +191,12 @@ struct Quantizer {
                 "llmk::quant::Quantizer: unsupported storage type; use int8_t, uint8_t, llmk::int4_t, "
                 "llmk::uint4_t, llmk::float8_e4m3 or llmk::float8_e5m2");
   static_assert(Scheme<SchemeT>, "llmk::quant::Quantizer: the scheme must be Symmetric or Asymmetric");
-  static_assert(Granularity<GranularityT>,
-                "llmk::quant::Quantizer: the granularity must be PerTensor, PerChannel, PerToken or GroupWise<G>");
-  static_assert(!(StorageTraits<StorageT>::kIsFloat && std::is_same_v<SchemeT, Asymmetric>),
-                "llmk::quant::Quantizer: fp8 storage supports only the Symmetric scheme (fp8 has no zero point)");
+  static_assert(
+      Granularity<GranularityT>,
+      "llmk::quant::Quantizer: the granularity must be PerTensor, PerChannel, PerToken or GroupWise<G>");
+  static_assert(
+      !(StorageTraits<StorageT>::kIsFloat && std::is_same_v<SchemeT, Asymmetric>),
+      "llmk::quant::Quantizer: fp8 storage supports only the Symmetric scheme (fp8 has no zero point)");
   static_assert(!(!StorageTraits<StorageT>::kIsFloat && !StorageTraits<StorageT>::kSigned &&
                   std::is_same_v<SchemeT, Symmetric>),
                 "llmk::quant::Quantizer: unsigned storage (uint8_t, uint4_t) needs the Asymmetric scheme; "
@@ -200,9 +216,11 @@ struct Quantizer {
   /// Scale and zero point for values in [min_value, max_value] (the finite min and max of the group).
   LLMK_HOST_DEVICE static QuantParams params_from_range(float min_value, float max_value) {
     if constexpr (kIsFloat) {
-      return params_from_absmax(fabs_f(min_value) > fabs_f(max_value) ? fabs_f(min_value) : fabs_f(max_value));
+      return params_from_absmax(fabs_f(min_value) > fabs_f(max_value) ? fabs_f(min_value)
+                                                                      : fabs_f(max_value));
     } else if constexpr (!kAsymmetric) {
-      return params_from_absmax(fabs_f(min_value) > fabs_f(max_value) ? fabs_f(min_value) : fabs_f(max_value));
+      return params_from_absmax(fabs_f(min_value) > fabs_f(max_value) ? fabs_f(min_value)
+                                                                      : fabs_f(max_value));
     } else {
       float lo = min_value < 0.0f ? min_value : 0.0f;
       float hi = max_value > 0.0f ? max_value : 0.0f;
@@ -253,7 +271,8 @@ struct Quantizer {
   }
 };
 
-// ---- output conversion ------------------------------------------------------------------------------------------
+// ---- output conversion
+// ------------------------------------------------------------------------------------------
 
 /// Converts a dequantized fp32 value to an output type (float, half, bfloat16), round to nearest even.
 template <class Out>

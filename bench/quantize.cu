@@ -1,0 +1,176 @@
+// Throughput of the quantization kernels (llmk/quant/kernels.cuh): quantize, dequantize, quantize_dynamic,
+// tensor_amax, per granularity and storage type. They are memory-bound: the bytes/s counter (bytes read +
+// written per call, parameters included) is the number to compare with the device's bandwidth (H100 SXM: 3.35
+// TB/s). On a GPU: device time from CUDA events; in the simulator: the cost of simulating it (small shapes
+// only).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "llmk/core/memory.cuh"
+#include "llmk/quant/kernels.cuh"
+#include "support/gpu_timer.hpp"
+
+namespace {
+
+namespace q = llmk::quant;
+
+template <class T>
+std::vector<T> random_tensor(std::size_t count) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<T> v(count);
+  for (auto& x : v) {
+    if constexpr (std::is_same_v<T, float>)
+      x = dist(rng);
+    else
+      x = T(dist(rng));
+  }
+  return v;
+}
+
+// Group size of a granularity for an argument list (GroupWise<G>: G; GroupWise<0>: 128; others: unused).
+template <class Q>
+int group_size_of() {
+  using G = typename Q::granularity;
+  if constexpr (q::is_group_wise<G>::value)
+    return G::kGroupSize > 0 ? G::kGroupSize : 128;
+  else
+    return 0;
+}
+
+template <class Q>
+std::size_t param_count(int rows, int cols) {
+  using G = typename Q::granularity;
+  if constexpr (std::is_same_v<G, q::PerTensor>)
+    return 1;
+  else if constexpr (q::kPerRow<G>)
+    return static_cast<std::size_t>(rows);
+  else
+    return static_cast<std::size_t>(rows) * (cols / group_size_of<Q>());
+}
+
+template <class Q>
+double param_bytes(int rows, int cols) {
+  return static_cast<double>(param_count<Q>(rows, cols)) * (Q::kAsymmetric ? 8.0 : 4.0);
+}
+
+template <class Q>
+std::int64_t row_bytes(int cols) {
+  return q::storage_row_bytes<typename Q::storage_type>(cols);
+}
+
+template <class Q, class In>
+void BM_QuantizeDynamic(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  const std::int64_t ldq = row_bytes<Q>(cols);
+  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
+  llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
+  llmk::DeviceBuffer<float> scales(param_count<Q>(rows, cols));
+  llmk::DeviceBuffer<std::int32_t> zeros(param_count<Q>(rows, cols));
+  std::size_t ws_bytes = 0;
+  llmk::throw_if_error(q::quantize_dynamic<Q, In>(nullptr, cols, nullptr, ldq, rows, cols, nullptr, nullptr,
+                                                  group_size_of<Q>(), nullptr, &ws_bytes, nullptr));
+  llmk::DeviceBuffer<std::uint32_t> ws((ws_bytes + 3) / 4);
+  llmk::bench::time_iterations(state, [&] {
+    return q::quantize_dynamic<Q>(x.data(), cols, out.data(), ldq, rows, cols, scales.data(),
+                                  Q::kAsymmetric ? zeros.data() : nullptr, group_size_of<Q>(), ws.data(),
+                                  &ws_bytes, nullptr);
+  });
+  llmk::bench::set_throughput(state, 1.0 * rows * cols,
+                              1.0 * rows * cols * sizeof(In) + 1.0 * rows * ldq + param_bytes<Q>(rows, cols));
+}
+
+template <class Q, class In>
+void BM_Quantize(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  const std::int64_t ldq = row_bytes<Q>(cols);
+  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
+  llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
+  llmk::DeviceBuffer<float> scales(std::vector<float>(param_count<Q>(rows, cols), 0.02f));
+  llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(param_count<Q>(rows, cols), 1));
+  llmk::bench::time_iterations(state, [&] {
+    return q::quantize<Q>(x.data(), cols, out.data(), ldq, rows, cols, scales.data(), zeros.data(),
+                          group_size_of<Q>(), nullptr);
+  });
+  llmk::bench::set_throughput(state, 1.0 * rows * cols,
+                              1.0 * rows * cols * sizeof(In) + 1.0 * rows * ldq + param_bytes<Q>(rows, cols));
+}
+
+template <class Q, class Out>
+void BM_Dequantize(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  const std::int64_t ldq = row_bytes<Q>(cols);
+  llmk::DeviceBuffer<std::uint8_t> codes(random_tensor<std::uint8_t>(static_cast<std::size_t>(rows) * ldq));
+  llmk::DeviceBuffer<Out> y(static_cast<std::size_t>(rows) * cols);
+  llmk::DeviceBuffer<float> scales(std::vector<float>(param_count<Q>(rows, cols), 0.02f));
+  llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(param_count<Q>(rows, cols), 1));
+  llmk::bench::time_iterations(state, [&] {
+    return q::dequantize<Q>(codes.data(), ldq, y.data(), cols, rows, cols, scales.data(), zeros.data(),
+                            group_size_of<Q>(), nullptr);
+  });
+  llmk::bench::set_throughput(
+      state, 1.0 * rows * cols,
+      1.0 * rows * ldq + 1.0 * rows * cols * sizeof(Out) + param_bytes<Q>(rows, cols));
+}
+
+template <class In>
+void BM_TensorAmax(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
+  llmk::DeviceBuffer<float> amax(1);
+  llmk::bench::time_iterations(
+      state, [&] { return q::tensor_amax(x.data(), cols, rows, cols, amax.data(), nullptr); });
+  llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 4.0);
+}
+
+using llmk::bfloat16;
+using llmk::half;
+using Int8Token = q::Quantizer<int8_t, q::Symmetric, q::PerToken>;
+using Int8Channel = q::Quantizer<int8_t, q::Symmetric, q::PerChannel>;
+using Int8Tensor = q::Quantizer<int8_t, q::Symmetric, q::PerTensor>;
+using UInt8TokenAsym = q::Quantizer<uint8_t, q::Asymmetric, q::PerToken>;
+using E4m3Token = q::Quantizer<llmk::float8_e4m3, q::Symmetric, q::PerToken>;
+using E4m3Tensor = q::Quantizer<llmk::float8_e4m3, q::Symmetric, q::PerTensor>;
+using Int4G128 = q::Quantizer<llmk::int4_t, q::Asymmetric, q::GroupWise<128>>;
+using Int4SymG64 = q::Quantizer<llmk::int4_t, q::Symmetric, q::GroupWise<64>>;
+
+#if defined(LLMK_CUDA)
+// Activations: tokens x hidden 4096 (decode batch 1 .. prefill 4096); weights: 4096 x 4096 (and 11008 x
+// 4096).
+#define LLMK_TOKENS_ARGS \
+  ->Args({1, 4096})->Args({16, 4096})->Args({128, 4096})->Args({1024, 4096})->Args({4096, 4096})
+#define LLMK_WEIGHT_ARGS ->Args({4096, 4096})->Args({11008, 4096})
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
+#else
+#define LLMK_TOKENS_ARGS ->Args({4, 256})->Args({32, 512})
+#define LLMK_WEIGHT_ARGS ->Args({32, 512})
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
+#endif
+
+// Dynamic (fused, one pass) per-token activation quantization.
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, Int8Token, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, Int8Token, bfloat16) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, UInt8TokenAsym, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, E4m3Token, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+// Dynamic per-tensor (three launches) and group-wise (fused, one pass).
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, Int8Tensor, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, E4m3Tensor, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, Int4G128, half) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_QuantizeDynamic, Int4G128, float) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+// Static quantization of weights.
+BENCHMARK_TEMPLATE(BM_Quantize, Int8Channel, float) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Quantize, Int8Channel, half) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Quantize, Int4SymG64, half) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Quantize, E4m3Tensor, bfloat16) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+// Dequantization.
+BENCHMARK_TEMPLATE(BM_Dequantize, Int8Channel, half) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Dequantize, Int4G128, half) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Dequantize, Int4G128, float) LLMK_WEIGHT_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Dequantize, E4m3Token, bfloat16) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+// Reductions.
+BENCHMARK_TEMPLATE(BM_TensorAmax, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+
+}  // namespace
