@@ -740,6 +740,28 @@ Status resolve_layout(int cols, int group_size, Layout* layout) {
   return {};
 }
 
+// The checks quantize and quantize_dynamic share: shape, layout, strides, then (for a non-empty tensor)
+// pointers and alignment. `*empty` tells the caller there is nothing to launch.
+template <class Q, class In>
+Status check_quantize_io(const In* x, std::int64_t ldx, const void* q, std::int64_t ldq_bytes, int rows,
+                         int cols, const float* scales, const char* scales_name,
+                         const std::int32_t* zero_points, const char* zero_points_name, int group_size,
+                         Layout* layout, bool* empty) {
+  LLMK_RETURN_IF_ERROR(check_shape(rows, cols));
+  LLMK_RETURN_IF_ERROR(resolve_layout<typename Q::granularity>(cols, group_size, layout));
+  LLMK_RETURN_IF_ERROR(check_stride("ldx", ldx, cols, "elements"));
+  LLMK_RETURN_IF_ERROR(
+      check_stride("ldq_bytes", ldq_bytes, storage_row_bytes<typename Q::storage_type>(cols), "bytes"));
+  *empty = rows == 0 || cols == 0;
+  if (*empty) return {};
+  if (x == nullptr) return Status::invalid_argument("x", "must not be null");
+  if (q == nullptr) return Status::invalid_argument("q", "must not be null");
+  if (scales == nullptr) return Status::invalid_argument(scales_name, "must not be null");
+  if (Q::kAsymmetric && zero_points == nullptr)
+    return Status::invalid_argument(zero_points_name, "must not be null for an asymmetric quantizer");
+  return check_element_alignment<In>("x", x);
+}
+
 // Threads per block of the grid-stride kernels: 256, or fewer (a multiple of 32) when there is less work.
 inline unsigned elementwise_threads(std::int64_t work_items) {
   return static_cast<unsigned>(
@@ -788,18 +810,11 @@ Status quantize(const In* x, std::int64_t ldx, void* q, std::int64_t ldq_bytes, 
   static_assert(detail::QuantizerType<Q>,
                 "quantize<Q>: Q must be a llmk::quant::Quantizer<Storage, Scheme, Granularity>");
   using S = typename Q::storage_type;
-  LLMK_RETURN_IF_ERROR(detail::check_shape(rows, cols));
   detail::Layout layout{};
-  LLMK_RETURN_IF_ERROR(detail::resolve_layout<typename Q::granularity>(cols, group_size, &layout));
-  LLMK_RETURN_IF_ERROR(detail::check_stride("ldx", ldx, cols, "elements"));
-  LLMK_RETURN_IF_ERROR(detail::check_stride("ldq_bytes", ldq_bytes, storage_row_bytes<S>(cols), "bytes"));
-  if (rows == 0 || cols == 0) return {};
-  if (x == nullptr) return Status::invalid_argument("x", "must not be null");
-  if (q == nullptr) return Status::invalid_argument("q", "must not be null");
-  if (scales == nullptr) return Status::invalid_argument("scales", "must not be null");
-  if (Q::kAsymmetric && zero_points == nullptr)
-    return Status::invalid_argument("zero_points", "must not be null for an asymmetric quantizer");
-  LLMK_RETURN_IF_ERROR(detail::check_element_alignment<In>("x", x));
+  bool empty = false;
+  LLMK_RETURN_IF_ERROR(detail::check_quantize_io<Q>(x, ldx, q, ldq_bytes, rows, cols, scales, "scales",
+                                                    zero_points, "zero_points", group_size, &layout, &empty));
+  if (empty) return {};
   detail::QuantizeArgs<In> a{x,
                              ldx,
                              static_cast<std::uint8_t*>(q),
@@ -915,18 +930,12 @@ Status quantize_dynamic(const In* x, std::int64_t ldx, void* q, std::int64_t ldq
                                     str_cat("must be >= ", kQuantizeDynamicWorkspaceBytes,
                                             " (query with workspace == nullptr), got ", *workspace_bytes));
   if (!is_aligned(workspace, 4)) return Status::invalid_argument("workspace", "must be 4-byte aligned");
-  LLMK_RETURN_IF_ERROR(detail::check_shape(rows, cols));
   detail::Layout layout{};
-  LLMK_RETURN_IF_ERROR(detail::resolve_layout<typename Q::granularity>(cols, group_size, &layout));
-  LLMK_RETURN_IF_ERROR(detail::check_stride("ldx", ldx, cols, "elements"));
-  LLMK_RETURN_IF_ERROR(detail::check_stride("ldq_bytes", ldq_bytes, storage_row_bytes<S>(cols), "bytes"));
-  if (rows == 0 || cols == 0) return {};
-  if (x == nullptr) return Status::invalid_argument("x", "must not be null");
-  if (q == nullptr) return Status::invalid_argument("q", "must not be null");
-  if (scales_out == nullptr) return Status::invalid_argument("scales_out", "must not be null");
-  if (Q::kAsymmetric && zero_points_out == nullptr)
-    return Status::invalid_argument("zero_points_out", "must not be null for an asymmetric quantizer");
-  LLMK_RETURN_IF_ERROR(detail::check_element_alignment<In>("x", x));
+  bool empty = false;
+  LLMK_RETURN_IF_ERROR(detail::check_quantize_io<Q>(x, ldx, q, ldq_bytes, rows, cols, scales_out,
+                                                    "scales_out", zero_points_out, "zero_points_out",
+                                                    group_size, &layout, &empty));
+  if (empty) return {};
   const bool in_vec = detail::vec_ok(x, ldx * static_cast<std::int64_t>(sizeof(In)));
   const bool out_vec = detail::vec_ok(q, ldq_bytes);
   auto* qb = static_cast<std::uint8_t*>(q);
