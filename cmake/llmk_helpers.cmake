@@ -33,7 +33,8 @@
 # target is built.
 include_guard(GLOBAL)
 
-set(LLMK_SIM_WARNINGS "-Wall;-Wextra" CACHE STRING "Host compiler warning flags for llmk's own _sim targets")
+set(LLMK_SIM_WARNINGS "-Wall;-Wextra;-Wno-unknown-pragmas" CACHE STRING
+    "Host compiler warning flags for llmk's own _sim targets (#pragma unroll is for nvcc)")
 set(LLMK_CUDA_FLAGS "--expt-relaxed-constexpr;-lineinfo" CACHE STRING "Extra nvcc flags for llmk's own _cuda targets")
 set(LLMK_TEST_TIMEOUT 900 CACHE STRING "Default CTest timeout (seconds) of llmk's tests")
 
@@ -91,8 +92,9 @@ endfunction()
 function(_llmk_apply_sanitizer target)
   if(LLMK_SANITIZE STREQUAL "address")
     target_compile_options(${target} PRIVATE
-      -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+      -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer
+      -fno-sanitize-recover=undefined,float-cast-overflow)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow)
   elseif(LLMK_SANITIZE STREQUAL "thread")
     target_compile_options(${target} PRIVATE -fsanitize=thread -O1 -g)
     target_link_options(${target} PRIVATE -fsanitize=thread)

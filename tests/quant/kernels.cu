@@ -14,6 +14,7 @@
 #include "llmk/core/int4.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/quant/kernels.cuh"
+#include "llmk/quant/outliers.cuh"
 #include "llmk/reference/quant.hpp"
 #include "support/test_env.hpp"
 
@@ -644,4 +645,31 @@ TEST_CASE("quantize_dynamic, the amax reductions and int4 packing reject bad arg
                "'packed': must not be null");
   expect_error(q::unpack_int4<llmk::uint4_t>(qb.data(), 8, nullptr, 16, 2, 16, nullptr),
                "'codes': must not be null");
+}
+
+TEST_CASE("typed pointers must be aligned to their element (a misaligned pointer faults on the GPU)") {
+  using Q = llmk::quant::Quantizer<int8_t, llmk::quant::Asymmetric, llmk::quant::PerToken>;
+  llmk::DeviceBuffer<float> x(64), scales(8);
+  llmk::DeviceBuffer<std::int32_t> zeros(8), cols_out(16);
+  llmk::DeviceBuffer<std::uint8_t> q(64);
+  auto* bad_scales = reinterpret_cast<float*>(reinterpret_cast<char*>(scales.data()) + 1);
+  auto* bad_zeros = reinterpret_cast<std::int32_t*>(reinterpret_cast<char*>(zeros.data()) + 2);
+  auto* bad_x = reinterpret_cast<const float*>(reinterpret_cast<const char*>(x.data()) + 1);
+  auto message_has = [](const llmk::Status& st, const char* needle) {
+    CHECK_FALSE(st.ok());
+    CHECK_MESSAGE(st.message().find(needle) != std::string::npos, st.message());
+  };
+  message_has(llmk::quant::quantize<Q>(x.data(), 8, q.data(), 8, 4, 8, bad_scales, zeros.data(), 0, nullptr),
+              "'scales': must be aligned");
+  message_has(llmk::quant::quantize<Q>(x.data(), 8, q.data(), 8, 4, 8, scales.data(), bad_zeros, 0, nullptr),
+              "'zero_points': must be aligned");
+  message_has(
+      llmk::quant::dequantize<Q>(q.data(), 8, x.data(), 8, 4, 8, bad_scales, zeros.data(), 0, nullptr),
+      "'scales': must be aligned");
+  message_has(llmk::quant::row_amax(x.data(), 8, 4, 8, bad_scales, nullptr), "'amax_out': must be aligned");
+  message_has(llmk::quant::column_amax(bad_x, 8, 4, 8, scales.data(), nullptr), "'x': must be aligned");
+  message_has(llmk::quant::column_amax(x.data(), 8, 4, 8, bad_scales, nullptr),
+              "'amax_out': must be aligned");
+  message_has(llmk::quant::find_outlier_columns(x.data(), 8, 4, 8, 6.0f, bad_zeros, cols_out.data(), nullptr),
+              "'outlier_cols': must be aligned");
 }

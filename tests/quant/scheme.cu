@@ -1,5 +1,6 @@
 // Tests of the scalar quantization arithmetic (llmk/quant/scheme.cuh): the literature's worked examples,
-// round trips, edge cases. Host-side; kernels call exactly these functions (tests/quant/kernels.cu checks that).
+// round trips, edge cases. Host-side; kernels call exactly these functions (tests/quant/kernels.cu checks
+// that).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -49,7 +50,7 @@ TEST_CASE("fp8 scaling: s = amax / 448 (e4m3) and amax / 57344 (e5m2), saturatin
   CHECK(p4.scale == 2.0f);
   CHECK(p5.scale == 2.0f);
   CHECK(E4::quantize(896.0f, p4).to_float() == 448.0f);
-  CHECK(E4::quantize(1e9f, p4).to_float() == 448.0f);                     // saturation
+  CHECK(E4::quantize(1e9f, p4).to_float() == 448.0f);  // saturation
   CHECK(E4::quantize(-std::numeric_limits<float>::infinity(), p4).to_float() == -448.0f);
   CHECK(E5::quantize(1e9f, p5).to_float() == 57344.0f);
   CHECK(E4::quantize(std::nanf(""), p4).is_nan());
@@ -60,8 +61,10 @@ template <class Q>
 void check_round_trip(float lo, float hi, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(lo, hi);
   const q::QuantParams p = [&] {
-    if constexpr (Q::kAsymmetric) return Q::params_from_range(lo, hi);
-    else return Q::params_from_absmax(std::max(std::fabs(lo), std::fabs(hi)));
+    if constexpr (Q::kAsymmetric)
+      return Q::params_from_range(lo, hi);
+    else
+      return Q::params_from_absmax(std::max(std::fabs(lo), std::fabs(hi)));
   }();
   for (int i = 0; i < 20000; ++i) {
     const float x = dist(rng);
@@ -79,7 +82,8 @@ void check_round_trip(float lo, float hi, std::mt19937& rng) {
 
 TEST_CASE("round trip: |x - dequant(quant(x))| <= s/2 inside the clipping range, every storage and scheme") {
   std::mt19937 rng(3);
-  for (auto [lo, hi] : {std::pair{-1.0f, 1.0f}, std::pair{-3.0f, 0.5f}, std::pair{0.25f, 7.0f}, std::pair{-1e-3f, 2e-3f}}) {
+  for (auto [lo, hi] :
+       {std::pair{-1.0f, 1.0f}, std::pair{-3.0f, 0.5f}, std::pair{0.25f, 7.0f}, std::pair{-1e-3f, 2e-3f}}) {
     CAPTURE(lo);
     CAPTURE(hi);
     check_round_trip<q::Quantizer<int8_t, q::Symmetric, q::PerTensor>>(lo, hi, rng);
@@ -138,4 +142,25 @@ TEST_CASE("storage row bytes: int4 packs two per byte, an odd row is padded") {
   CHECK(q::storage_row_bytes<int8_t>(7) == 7);
   CHECK(q::storage_row_bytes<llmk::float8_e4m3>(1) == 1);
   CHECK(q::storage_row_bytes<llmk::int4_t>(0) == 0);
+}
+
+TEST_CASE("huge ranges keep a finite scale; a NaN quotient (bad static scale) maps to the zero point") {
+  const float inf = std::numeric_limits<float>::infinity();
+  using A8 = q::Quantizer<int8_t, q::Asymmetric, q::PerTensor>;
+  const q::QuantParams p = A8::params_from_range(-3e38f, 3e38f);  // hi - lo overflows fp32
+  CHECK(std::isfinite(p.scale));
+  CHECK(p.scale > 0.0f);
+  CHECK(A8::dequantize(A8::quantize(0.0f, p), p) == 0.0f);
+  CHECK(A8::quantize(inf, p) == 127);
+  CHECK(A8::quantize(-inf, p) == -128);
+  CHECK(A8::quantize(3e38f, p) == 127);
+  CHECK(std::isfinite(A8::dequantize(A8::quantize(1.0f, p), p)));
+  using U4 = q::Quantizer<llmk::uint4_t, q::Asymmetric, q::GroupWise<>>;
+  const q::QuantParams p4 = U4::params_from_range(-3.4e38f, 3.4e38f);
+  CHECK(std::isfinite(p4.scale));
+  CHECK(U4::dequantize(U4::quantize(0.0f, p4), p4) == 0.0f);
+  // Static scales of 0, Inf or NaN are invalid; quantize still never converts a NaN to int.
+  CHECK(A8::quantize(0.0f, {0.0f, 5}) == 5);
+  CHECK(A8::quantize(inf, {inf, 5}) == 5);
+  CHECK(A8::quantize(1.0f, {std::nanf(""), -3}) == -3);
 }

@@ -198,4 +198,15 @@ LLMK_HOST_DEVICE TensorView<T, int(Rank)> make_row_major(T* data, const std::arr
   return view;
 }
 
+/// Host check that a typed pointer is aligned to its element type (a misaligned pointer is a fault on the
+/// GPU). A null pointer passes: null checks are separate.
+///   LLMK_RETURN_IF_ERROR(llmk::check_element_alignment<float>("scales", scales));
+template <class T>
+Status check_element_alignment(std::string_view name, const void* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0)
+    return Status::invalid_argument(name,
+                                    str_cat("must be aligned to its element size (", alignof(T), " bytes)"));
+  return {};
+}
+
 }  // namespace llmk

@@ -41,6 +41,7 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 #include "llmk/core/vector.cuh"
 #include "llmk/quant/scheme.cuh"
 
@@ -513,7 +514,7 @@ __global__ void __launch_bounds__(kRowMaxThreads) quantize_rows_dynamic_kernel(R
   }
 
   // (3) quantize
-  const int chunks = ceil_div(a.cols, kE);
+  const std::int64_t chunks = ceil_div<std::int64_t>(a.cols, kE);
   for (int k = tid; k < chunks; k += threads)
     quantize_chunk<Q, In>(src, src_vec, q, a.out_vec, k * kE, min(kE, a.cols - k * kE), pc);
 }
@@ -690,9 +691,15 @@ inline bool vec_ok(const void* base, std::int64_t row_stride_bytes) {
   return is_aligned(base, 16) && row_stride_bytes % 16 == 0;
 }
 
+inline constexpr int kMaxCols = (1 << 30);
+
 inline Status check_shape(int rows, int cols) {
   if (rows < 0) return Status::invalid_argument("rows", str_cat("must be >= 0, got ", rows));
   if (cols < 0) return Status::invalid_argument("cols", str_cat("must be >= 0, got ", cols));
+  // Column indices stay in 32 bits inside the kernels (offsets are 64-bit): keep a vector's end
+  // representable.
+  if (cols > kMaxCols)
+    return Status::invalid_argument("cols", str_cat("must be <= ", kMaxCols, ", got ", cols));
   return {};
 }
 
@@ -700,14 +707,6 @@ inline Status check_stride(const char* name, std::int64_t ld, std::int64_t row_w
   if (ld < row_width)
     return Status::invalid_argument(name, str_cat("must be >= the row width in ", unit,
                                                   " (row width=", row_width, ", ", name, "=", ld, ")"));
-  return {};
-}
-
-template <class T>
-Status check_element_alignment(const char* name, const void* p) {
-  if (!is_aligned(p, alignof(T)))
-    return Status::invalid_argument(name,
-                                    str_cat("must be aligned to its element size (", alignof(T), " bytes)"));
   return {};
 }
 
@@ -759,7 +758,9 @@ Status check_quantize_io(const In* x, std::int64_t ldx, const void* q, std::int6
   if (scales == nullptr) return Status::invalid_argument(scales_name, "must not be null");
   if (Q::kAsymmetric && zero_points == nullptr)
     return Status::invalid_argument(zero_points_name, "must not be null for an asymmetric quantizer");
-  return check_element_alignment<In>("x", x);
+  LLMK_RETURN_IF_ERROR(::llmk::check_element_alignment<float>(scales_name, scales));
+  LLMK_RETURN_IF_ERROR(::llmk::check_element_alignment<std::int32_t>(zero_points_name, zero_points));
+  return ::llmk::check_element_alignment<In>("x", x);
 }
 
 // Threads per block of the grid-stride kernels: 256, or fewer (a multiple of 32) when there is less work.
@@ -864,7 +865,9 @@ Status dequantize(const void* q, std::int64_t ldq_bytes, Out* y, std::int64_t ld
   if (scales == nullptr) return Status::invalid_argument("scales", "must not be null");
   if (Q::kAsymmetric && zero_points == nullptr)
     return Status::invalid_argument("zero_points", "must not be null for an asymmetric quantizer");
-  LLMK_RETURN_IF_ERROR(detail::check_element_alignment<Out>("y", y));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<Out>("y", y));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", scales));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("zero_points", zero_points));
   detail::DequantizeArgs<Out> a{static_cast<const std::uint8_t*>(q),
                                 ldq_bytes,
                                 y,
@@ -975,7 +978,8 @@ Status quantize_dynamic(const In* x, std::int64_t ldx, void* q, std::int64_t ldq
   } else {
     constexpr int kIn = 16 / static_cast<int>(sizeof(In));
     const int threads = static_cast<int>(min<std::int64_t>(
-        detail::kRowMaxThreads, max<std::int64_t>(32, round_up<std::int64_t>(ceil_div(cols, kIn), 32))));
+        detail::kRowMaxThreads,
+        max<std::int64_t>(32, round_up<std::int64_t>(ceil_div<std::int64_t>(cols, kIn), 32))));
     const std::size_t row_bytes = static_cast<std::size_t>(
         round_up<std::int64_t>(static_cast<std::int64_t>(cols) * static_cast<std::int64_t>(sizeof(In)), 16));
     const bool resident = row_bytes <= detail::kRowResidentBytes;
@@ -1014,7 +1018,8 @@ Status row_amax(const In* x, std::int64_t ldx, int rows, int cols, float* amax_o
   if (rows == 0 || cols == 0) return {};
   if (x == nullptr) return Status::invalid_argument("x", "must not be null");
   if (amax_out == nullptr) return Status::invalid_argument("amax_out", "must not be null");
-  LLMK_RETURN_IF_ERROR(detail::check_element_alignment<In>("x", x));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<In>("x", x));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("amax_out", amax_out));
   detail::RowAmaxArgs<In> a{x,    ldx,      rows,
                             cols, amax_out, detail::vec_ok(x, ldx * static_cast<std::int64_t>(sizeof(In)))};
   constexpr std::int64_t kRowsPerBlock = detail::kElementwiseThreads / 32;
@@ -1039,7 +1044,7 @@ Status tensor_amax(const In* x, std::int64_t ldx, int rows, int cols, float* ama
   if (x == nullptr) return Status::invalid_argument("x", "must not be null");
   if (amax_out == nullptr) return Status::invalid_argument("amax_out", "must not be null");
   if (!is_aligned(amax_out, 4)) return Status::invalid_argument("amax_out", "must be 4-byte aligned");
-  LLMK_RETURN_IF_ERROR(detail::check_element_alignment<In>("x", x));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<In>("x", x));
   auto* acc = reinterpret_cast<std::uint32_t*>(amax_out);
   LLMK_RETURN_IF_ERROR(launch(detail::range_init_kernel<>, dim3(1), dim3(32), 0, stream, acc, 0u, 0u, 1));
   constexpr int kIn = 16 / static_cast<int>(sizeof(In));

@@ -184,6 +184,8 @@ Status find_outlier_columns(const In* x, std::int64_t ldx, std::int64_t rows, st
   if (outlier_cols == nullptr && cols > 0)
     return Status::invalid_argument("outlier_cols", "must not be null");
   if (num_outliers == nullptr) return Status::invalid_argument("num_outliers", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("outlier_cols", outlier_cols));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("num_outliers", num_outliers));
   if (cols > 0)
     LLMK_RETURN_IF_ERROR((detail::launch_column_absmax<In, true>(
         x, ldx, rows, cols, reinterpret_cast<unsigned*>(outlier_cols), stream)));
@@ -236,6 +238,9 @@ Status split_outlier_columns(const T* x, std::int64_t ldx, std::int64_t rows, st
   if (regular == x && ld_regular != ldx && rows > 0 && cols > 0)
     return Status::invalid_argument("regular", str_cat("may alias x only with the same row stride (ldx=", ldx,
                                                        ", ld_regular=", ld_regular, ")"));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<T>("regular", regular));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<T>("outlier", outlier));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("outlier_cols", outlier_cols));
   if (rows == 0 || (cols == 0 && ld_outlier == 0)) return {};
   const std::int64_t blocks = ceil_div<std::int64_t>(rows, detail::kSplitRowsPerBlock);
   if (blocks >= (std::int64_t{1} << 31))

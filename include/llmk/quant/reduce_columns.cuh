@@ -24,6 +24,7 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 #include "llmk/core/vector.cuh"
 #include "llmk/quant/scheme.cuh"
 
@@ -122,13 +123,14 @@ __global__ void __launch_bounds__(kColumnLanes* kColumnRowGroups)
   }
 }
 
-inline Status check_columns_view(const void* x, std::int64_t ldx, std::int64_t rows, std::int64_t cols) {
+template <class In>
+Status check_columns_view(const In* x, std::int64_t ldx, std::int64_t rows, std::int64_t cols) {
   if (rows < 0) return Status::invalid_argument("rows", str_cat("must be >= 0, got ", rows));
   if (cols < 0) return Status::invalid_argument("cols", str_cat("must be >= 0, got ", cols));
   if (ldx < cols)
     return Status::invalid_argument("ldx", str_cat("must be >= cols (cols=", cols, ", ldx=", ldx, ")"));
   if (x == nullptr && rows > 0 && cols > 0) return Status::invalid_argument("x", "must not be null");
-  return {};
+  return check_element_alignment<In>("x", x);
 }
 
 // Sets out_bits[0 .. cols) to 0 and, when rows > 0, max-combines |x| into it (as float bits).
@@ -173,6 +175,7 @@ Status column_amax(const In* x, std::int64_t ldx, std::int64_t rows, std::int64_
   static_assert(detail::kColumnInput<In>, "column_amax: In must be float, llmk::half or llmk::bfloat16");
   LLMK_RETURN_IF_ERROR(detail::check_columns_view(x, ldx, rows, cols));
   if (amax_out == nullptr && cols > 0) return Status::invalid_argument("amax_out", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("amax_out", amax_out));  // an atomic target
   if (cols == 0) return {};
   return detail::launch_column_absmax<In, false>(x, ldx, rows, cols, reinterpret_cast<unsigned*>(amax_out),
                                                  stream);

@@ -28,7 +28,10 @@
 // Edge cases:
 //   all-zero range      Symmetric: s = 1 (every code 0, dequantizes to exactly 0); Asymmetric: range [-1, 1]
 //                       (as the GPTQ reference does), zero quantizes to z and back to exactly 0.
-//   NaN input           integer storage: the zero point (dequantizes to 0); fp8: NaN.
+//   NaN input           integer storage: the zero point (dequantizes to 0); fp8: NaN. The same for a NaN
+//                       quotient x / s (a static scale that is 0, Inf or NaN: scales must be positive,
+//                       finite).
+//   huge ranges         (hi - lo) beyond fp32 is computed as hi/n - lo/n, so the scale stays finite.
 //   +-Inf input         integer storage: qmax / qmin; fp8: +-max (saturation).
 //   ranges              the range reductions (amax, min, max) skip NaN and +-Inf, so scales stay finite.
 #pragma once
@@ -228,7 +231,10 @@ struct Quantizer {
         lo = -1.0f;
         hi = 1.0f;
       }
-      float scale = (hi - lo) / static_cast<float>(traits::kQmax - traits::kQmin);
+      const float steps = static_cast<float>(traits::kQmax - traits::kQmin);
+      // hi - lo overflows for data near +-3.4e38; split the division there so the scale stays finite.
+      const float span = hi - lo;
+      float scale = is_finite(span) ? span / steps : hi / steps - lo / steps;
       if (!(scale > 0.0f)) scale = 1.0f;  // a range so narrow that the division underflowed
       float z = round_half_even(-lo / scale) + static_cast<float>(traits::kQmin);
       z = z < traits::kQmin ? traits::kQmin : (z > traits::kQmax ? traits::kQmax : z);
@@ -253,8 +259,11 @@ struct Quantizer {
     if constexpr (kIsFloat) {
       return StorageT::from_float_satfinite(x / p.scale);  // NaN stays NaN, +-Inf saturates to +-max
     } else {
-      if (is_nan(x)) return p.zero_point;
-      float q = round_half_even(x / p.scale) + static_cast<float>(p.zero_point);
+      const float scaled = x / p.scale;
+      // A NaN input, or a NaN quotient from a zero, infinite or NaN scale (a bad static scale), maps to the
+      // zero point rather than reaching the float-to-int conversion, which is undefined for NaN.
+      if (is_nan(scaled)) return p.zero_point;
+      float q = round_half_even(scaled) + static_cast<float>(p.zero_point);
       // Clamp in float: x / s can exceed the int range (or be +-Inf) long before it is converted.
       q = q < static_cast<float>(traits::kQmin) ? static_cast<float>(traits::kQmin) : q;
       q = q > static_cast<float>(traits::kQmax) ? static_cast<float>(traits::kQmax) : q;
