@@ -19,4 +19,6 @@ using Q = q::Quantizer<int8_t, q::Symmetric, int>;  // not a granularity
 using Q = q::Quantizer<int8_t, q::Symmetric, q::GroupWise<-4>>;  // negative group size
 #endif
 
-int main() { return Q::kIsFloat ? 1 : 0; }
+int main() {
+  return Q::kIsFloat ? 1 : 0;
+}

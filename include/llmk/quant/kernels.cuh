@@ -395,6 +395,19 @@ struct Int4PackArgs {
 
 /// Static quantization (and the last step of dynamic per-tensor): a grid-stride loop over 16-byte chunks of
 /// codes.
+// Grid-stride loop over the kE-element chunks of a [rows, cols] tensor: f(row, first column, element count).
+template <int kE, class F>
+LLMK_DEVICE void for_each_chunk(int rows, int cols, F&& f) {
+  const std::int64_t chunks_per_row = ceil_div<std::int64_t>(cols, kE);
+  const std::int64_t total = static_cast<std::int64_t>(rows) * chunks_per_row;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    const int c0 = static_cast<int>(i % chunks_per_row) * kE;
+    f(i / chunks_per_row, c0, min(kE, cols - c0));
+  }
+}
+
 template <class Q, class In>
 __global__ void __launch_bounds__(kElementwiseThreads) quantize_kernel(QuantizeArgs<In> a) {
   constexpr int kE = kChunkElements<typename Q::storage_type>;
@@ -414,17 +427,10 @@ __global__ void __launch_bounds__(kElementwiseThreads) quantize_kernel(QuantizeA
       if constexpr (Q::kAsymmetric) a.zero_point_out[0] = pc.fixed.zero_point;
     }
   }
-  const std::int64_t chunks_per_row = ceil_div<std::int64_t>(a.cols, kE);
-  const std::int64_t total = static_cast<std::int64_t>(a.rows) * chunks_per_row;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
-    const std::int64_t row = i / chunks_per_row;
-    const int c0 = static_cast<int>(i % chunks_per_row) * kE;
+  for_each_chunk<kE>(a.rows, a.cols, [&](std::int64_t row, int c0, int count) {
     pc.base = row * a.params_per_row;
-    quantize_chunk<Q, In>(a.x + row * a.ldx, a.in_vec, a.q + row * a.ldq, a.out_vec, c0, min(kE, a.cols - c0),
-                          pc);
-  }
+    quantize_chunk<Q, In>(a.x + row * a.ldx, a.in_vec, a.q + row * a.ldq, a.out_vec, c0, count, pc);
+  });
 }
 
 /// Dequantization: a grid-stride loop over 16-byte chunks of codes.
@@ -432,17 +438,10 @@ template <class Q, class Out>
 __global__ void __launch_bounds__(kElementwiseThreads) dequantize_kernel(DequantizeArgs<Out> a) {
   constexpr int kE = kChunkElements<typename Q::storage_type>;
   ParamCursor pc{a.scales, a.zero_points, 0, a.group, QuantParams{1.0f, 0}};
-  const std::int64_t chunks_per_row = ceil_div<std::int64_t>(a.cols, kE);
-  const std::int64_t total = static_cast<std::int64_t>(a.rows) * chunks_per_row;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
-    const std::int64_t row = i / chunks_per_row;
-    const int c0 = static_cast<int>(i % chunks_per_row) * kE;
+  for_each_chunk<kE>(a.rows, a.cols, [&](std::int64_t row, int c0, int count) {
     pc.base = row * a.params_per_row;
-    dequantize_chunk<Q, Out>(a.q + row * a.ldq, a.in_vec, a.y + row * a.ldy, a.out_vec, c0,
-                             min(kE, a.cols - c0), pc);
-  }
+    dequantize_chunk<Q, Out>(a.q + row * a.ldq, a.in_vec, a.y + row * a.ldy, a.out_vec, c0, count, pc);
+  });
 }
 
 /// Fused dynamic quantization of one row per block: (1) read the row once (16-byte vectors) into shared
