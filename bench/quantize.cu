@@ -41,20 +41,15 @@ int group_size_of() {
     return 0;
 }
 
+// Scales (and zero points) one [rows, cols] tensor needs.
 template <class Q>
-std::size_t param_count(int rows, int cols) {
-  using G = typename Q::granularity;
-  if constexpr (std::is_same_v<G, q::PerTensor>)
-    return 1;
-  else if constexpr (q::kPerRow<G>)
-    return static_cast<std::size_t>(rows);
-  else
-    return static_cast<std::size_t>(rows) * (cols / group_size_of<Q>());
+std::size_t params_of(int rows, int cols) {
+  return static_cast<std::size_t>(q::param_count<typename Q::granularity>(rows, cols, group_size_of<Q>()));
 }
 
 template <class Q>
 double param_bytes(int rows, int cols) {
-  return static_cast<double>(param_count<Q>(rows, cols)) * (Q::kAsymmetric ? 8.0 : 4.0);
+  return static_cast<double>(params_of<Q>(rows, cols)) * (Q::kAsymmetric ? 8.0 : 4.0);
 }
 
 template <class Q>
@@ -68,8 +63,8 @@ void BM_QuantizeDynamic(benchmark::State& state) {
   const std::int64_t ldq = row_bytes<Q>(cols);
   llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
   llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
-  llmk::DeviceBuffer<float> scales(param_count<Q>(rows, cols));
-  llmk::DeviceBuffer<std::int32_t> zeros(param_count<Q>(rows, cols));
+  llmk::DeviceBuffer<float> scales(params_of<Q>(rows, cols));
+  llmk::DeviceBuffer<std::int32_t> zeros(params_of<Q>(rows, cols));
   std::size_t ws_bytes = 0;
   llmk::throw_if_error(q::quantize_dynamic<Q, In>(nullptr, cols, nullptr, ldq, rows, cols, nullptr, nullptr,
                                                   group_size_of<Q>(), nullptr, &ws_bytes, nullptr));
@@ -89,8 +84,8 @@ void BM_Quantize(benchmark::State& state) {
   const std::int64_t ldq = row_bytes<Q>(cols);
   llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
   llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
-  llmk::DeviceBuffer<float> scales(std::vector<float>(param_count<Q>(rows, cols), 0.02f));
-  llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(param_count<Q>(rows, cols), 1));
+  llmk::DeviceBuffer<float> scales(std::vector<float>(params_of<Q>(rows, cols), 0.02f));
+  llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(params_of<Q>(rows, cols), 1));
   llmk::bench::time_iterations(state, [&] {
     return q::quantize<Q>(x.data(), cols, out.data(), ldq, rows, cols, scales.data(), zeros.data(),
                           group_size_of<Q>(), nullptr);
@@ -105,8 +100,8 @@ void BM_Dequantize(benchmark::State& state) {
   const std::int64_t ldq = row_bytes<Q>(cols);
   llmk::DeviceBuffer<std::uint8_t> codes(random_tensor<std::uint8_t>(static_cast<std::size_t>(rows) * ldq));
   llmk::DeviceBuffer<Out> y(static_cast<std::size_t>(rows) * cols);
-  llmk::DeviceBuffer<float> scales(std::vector<float>(param_count<Q>(rows, cols), 0.02f));
-  llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(param_count<Q>(rows, cols), 1));
+  llmk::DeviceBuffer<float> scales(std::vector<float>(params_of<Q>(rows, cols), 0.02f));
+  llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(params_of<Q>(rows, cols), 1));
   llmk::bench::time_iterations(state, [&] {
     return q::dequantize<Q>(codes.data(), ldq, y.data(), cols, rows, cols, scales.data(), zeros.data(),
                             group_size_of<Q>(), nullptr);

@@ -48,41 +48,22 @@ bool same_bytes(const std::vector<T>& got, const std::vector<T>& want, const cha
   return true;
 }
 
-template <class T>
-T from_float(float f) {
-  if constexpr (std::is_same_v<T, float>)
-    return f;
-  else
-    return T(f);
-}
-
 // Random data, never zero: row r has its own magnitude and (for asymmetric ranges) offset, so scales differ
 // per row. Padding between cols and ld holds 1e6: a kernel that reads it gets different scales.
 template <class In>
 std::vector<In> random_input(int rows, int cols, std::int64_t ld, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<In> x(static_cast<std::size_t>(rows) * ld + 1, from_float<In>(1e6f));
+  std::vector<In> x(static_cast<std::size_t>(rows) * ld + 1, llmk::quant::convert_output<In>(1e6f));
   for (int r = 0; r < rows; ++r) {
     const float magnitude = std::ldexp(1.0f, r % 7 - 3),
                 offset = 0.4f * static_cast<float>(r % 3 - 1) * magnitude;
     for (int c = 0; c < cols; ++c) {
       float v = offset + magnitude * dist(rng);
       if (v == 0.0f) v = magnitude * 0.5f;
-      x[static_cast<std::size_t>(r) * ld + c] = from_float<In>(v);
+      x[static_cast<std::size_t>(r) * ld + c] = llmk::quant::convert_output<In>(v);
     }
   }
   return x;
-}
-
-template <class Q>
-std::size_t param_count(int rows, int cols, int group_size) {
-  using G = typename Q::granularity;
-  if constexpr (std::is_same_v<G, q::PerTensor>)
-    return 1;
-  else if constexpr (q::kPerRow<G>)
-    return static_cast<std::size_t>(rows);
-  else
-    return static_cast<std::size_t>(rows) * (cols / group_size);
 }
 
 struct Strides {
@@ -118,7 +99,8 @@ void check_problem(int rows, int cols, int group_size, bool aligned, std::mt1993
   Strides st = make_strides<Q, In, Out>(cols, aligned);
   if (given != nullptr) st.ldx = given_ldx;
   const std::vector<In> x = given != nullptr ? *given : random_input<In>(rows, cols, st.ldx, rng);
-  const std::size_t np = param_count<Q>(rows, cols, group_size);
+  const std::size_t np =
+      static_cast<std::size_t>(q::param_count<typename Q::granularity>(rows, cols, group_size));
   const std::size_t q_size = static_cast<std::size_t>(rows) * st.ldq;
 
   // dynamic
@@ -413,9 +395,9 @@ void check_amax(int rows, int cols, std::int64_t ld, std::mt19937& rng) {
   CAPTURE(ld);
   std::vector<In> x = random_input<In>(rows, cols, ld, rng);
   // NaN and Inf are skipped; put them where they would win
-  x[0] = from_float<In>(std::numeric_limits<float>::quiet_NaN());
-  if (cols > 1) x[1] = from_float<In>(-kInf);
-  if (rows > 1) x[static_cast<std::size_t>(ld) + cols - 1] = from_float<In>(kInf);
+  x[0] = llmk::quant::convert_output<In>(std::numeric_limits<float>::quiet_NaN());
+  if (cols > 1) x[1] = llmk::quant::convert_output<In>(-kInf);
+  if (rows > 1) x[static_cast<std::size_t>(ld) + cols - 1] = llmk::quant::convert_output<In>(kInf);
   llmk::DeviceBuffer<In> d_x(x);
   llmk::DeviceBuffer<float> d_amax(rows), d_t(1);
   std::vector<float> want(rows);

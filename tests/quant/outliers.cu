@@ -18,14 +18,6 @@
 namespace {
 
 template <class T>
-T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
-}
-
-template <class T>
 bool same_bits(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
@@ -35,7 +27,7 @@ template <class T>
 std::vector<T> random_matrix(std::int64_t rows, std::int64_t ld, std::mt19937& rng) {
   std::uniform_real_distribution<float> mag(0.25f, 4.0f);
   std::vector<T> v(static_cast<std::size_t>(rows * ld));
-  for (auto& x : v) x = from_float<T>(rng() % 2 ? mag(rng) : -mag(rng));
+  for (auto& x : v) x = llmk::quant::convert_output<T>(rng() % 2 ? mag(rng) : -mag(rng));
   return v;
 }
 
@@ -63,13 +55,13 @@ void check_column_amax(std::int64_t rows, std::int64_t cols, std::int64_t ld, st
   CAPTURE(ld);
   std::vector<T> x = random_matrix<T>(rows, ld, rng);
   // Plant a few large finite values, NaN and +-Inf (skipped), and a column of only NaN / Inf (amax 0).
-  x[static_cast<std::size_t>((rows - 1) * ld + cols / 2)] = from_float<T>(-300.0f);
+  x[static_cast<std::size_t>((rows - 1) * ld + cols / 2)] = llmk::quant::convert_output<T>(-300.0f);
   if (poison_inputs) {
-    x[static_cast<std::size_t>(cols - 1)] = from_float<T>(kNaN);
-    x[static_cast<std::size_t>((rows / 2) * ld + 1)] = from_float<T>(kInf);
-    x[static_cast<std::size_t>((rows / 2) * ld + 2)] = from_float<T>(-kInf);
+    x[static_cast<std::size_t>(cols - 1)] = llmk::quant::convert_output<T>(kNaN);
+    x[static_cast<std::size_t>((rows / 2) * ld + 1)] = llmk::quant::convert_output<T>(kInf);
+    x[static_cast<std::size_t>((rows / 2) * ld + 2)] = llmk::quant::convert_output<T>(-kInf);
     for (std::int64_t r = 0; r < rows; ++r)
-      x[static_cast<std::size_t>(r * ld + 3)] = from_float<T>(r % 2 ? kNaN : kInf);
+      x[static_cast<std::size_t>(r * ld + 3)] = llmk::quant::convert_output<T>(r % 2 ? kNaN : kInf);
   }
   llmk::DeviceBuffer<T> d_x(x);
   llmk::DeviceBuffer<float> d_amax(static_cast<std::size_t>(cols));  // poisoned
@@ -154,9 +146,10 @@ void check_find_and_split(std::int64_t m, std::int64_t k, std::int64_t ld, std::
   const std::int64_t planted[] = {0, 5, k / 2, k / 2 + 1, k - 1};
   for (std::int64_t c : planted) {
     const std::int64_t r = static_cast<std::int64_t>(rng() % static_cast<unsigned>(m));
-    x[static_cast<std::size_t>(r * ld + c)] = from_float<T>(c % 2 ? -60.0f : 6.5f);
+    x[static_cast<std::size_t>(r * ld + c)] = llmk::quant::convert_output<T>(c % 2 ? -60.0f : 6.5f);
   }
-  x[static_cast<std::size_t>((m - 1) * ld + 7)] = from_float<T>(-6.0f);  // |x| == threshold counts
+  x[static_cast<std::size_t>((m - 1) * ld + 7)] =
+      llmk::quant::convert_output<T>(-6.0f);  // |x| == threshold counts
   const std::vector<std::int32_t> idx = check_find(x, ld, m, k, 6.0f);
   CHECK(idx.size() == 6);
   check_split(x, ld, m, k, idx, ld, static_cast<std::int64_t>(idx.size()));

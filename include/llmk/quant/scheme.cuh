@@ -156,6 +156,19 @@ LLMK_HOST_DEVICE constexpr std::int64_t storage_row_bytes(std::int64_t cols) {
   return StorageTraits<T>::kPacked ? (cols + 1) / 2 : cols;
 }
 
+/// How many scales (and zero points) a [rows, cols] tensor needs with granularity G: 1, rows, or
+/// rows * (cols / group_size). Size the parameter buffers with it:
+///   std::size_t n = llmk::quant::param_count<llmk::quant::GroupWise<128>>(rows, cols, 128);
+template <class G>
+LLMK_HOST_DEVICE constexpr std::int64_t param_count(std::int64_t rows, std::int64_t cols, int group_size) {
+  if constexpr (std::is_same_v<G, PerTensor>)
+    return 1;
+  else if constexpr (kPerRow<G>)
+    return rows;
+  else
+    return rows * (cols / (G::kGroupSize > 0 ? G::kGroupSize : group_size));
+}
+
 // ---- scalar arithmetic
 // ---------------------------------------------------------------------------------------
 
