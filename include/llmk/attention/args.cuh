@@ -1,0 +1,85 @@
+// llmk/attention/args.cuh: the arguments of the attention launchers (prefill and decode).
+//
+// Tensors are ragged, token-major: Q [total_q, num_heads, head_dim], K and V [total_kv, num_kv_heads,
+// head_dim], O like Q, each with its own token and head strides in elements (the head_dim axis is
+// contiguous). Sequence b owns tokens [cu_seqlens[b], cu_seqlens[b + 1]). Query head h reads KV head h /
+// (num_heads / num_kv_heads) (MHA: equal counts, GQA: a divisor, MQA: one KV head).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "llmk/config.cuh"
+
+namespace llmk::attention {
+
+/// Options shared by prefill and decode. softmax_scale multiplies Q K^T before everything else (the usual
+/// value is 1 / sqrt(head_dim), see default_scale()); softcap > 0 applies score = softcap * tanh(score /
+/// softcap) after the scale (Gemma 2 / Grok style); the mask is described in mask.cuh.
+struct AttentionOptions {
+  float softmax_scale = 0.0f;  // must be set (> 0 and finite)
+  float softcap = 0.0f;        // 0: off
+  bool causal = false;
+  int window_left = -1;   // -1: unbounded
+  int window_right = -1;  // -1: unbounded (causal forces <= 0)
+};
+
+/// 1 / sqrt(head_dim), the scale of "Attention Is All You Need".
+inline float default_scale(int head_dim) {
+  return 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+/// Arguments of prefill(): a batch of variable-length sequences, every query attending to its own sequence's
+/// keys (bottom-right aligned when q_len != kv_len). T is half or bfloat16.
+template <class T>
+struct PrefillArgs {
+  const T* q = nullptr;
+  std::int64_t q_stride_token = 0, q_stride_head = 0;
+  const T* k = nullptr;
+  std::int64_t k_stride_token = 0, k_stride_head = 0;
+  const T* v = nullptr;
+  std::int64_t v_stride_token = 0, v_stride_head = 0;
+  T* o = nullptr;
+  std::int64_t o_stride_token = 0, o_stride_head = 0;
+  /// Optional [total_q, num_heads] (contiguous) natural-log sum of exp of the scaled scores of each row.
+  float* lse = nullptr;
+
+  /// Device cumulative offsets [batch + 1] of queries and keys, and the same arrays on the host (used to
+  /// validate and to size the grid; they must hold the same values). Both null: every sequence has q_len
+  /// queries and kv_len keys, sequence b starting at token b * q_len (b * kv_len).
+  const int* cu_seqlens_q = nullptr;
+  const int* cu_seqlens_k = nullptr;
+  const int* cu_seqlens_q_host = nullptr;
+  const int* cu_seqlens_k_host = nullptr;
+  int q_len = 0, kv_len = 0;  // used when the offsets are null
+
+  int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  AttentionOptions options;
+};
+
+/// Arguments of decode(): one new query token per sequence over its KV history.
+///   Q [batch, num_heads, head_dim], O like Q; K/V [batch, max_kv_len, num_kv_heads, head_dim] with strides.
+/// Sequence b attends to its first kv_lens[b] keys (all max_kv_len when kv_lens is null). The query is the
+/// last token: a causal mask changes nothing, window_left limits the history to the last window_left + 1
+/// keys.
+template <class T>
+struct DecodeArgs {
+  const T* q = nullptr;
+  std::int64_t q_stride_batch = 0, q_stride_head = 0;
+  const T* k = nullptr;
+  std::int64_t k_stride_batch = 0, k_stride_token = 0, k_stride_head = 0;
+  const T* v = nullptr;
+  std::int64_t v_stride_batch = 0, v_stride_token = 0, v_stride_head = 0;
+  T* o = nullptr;
+  std::int64_t o_stride_batch = 0, o_stride_head = 0;
+  float* lse = nullptr;  // optional [batch, num_heads], natural log
+
+  const int* kv_lens = nullptr;       // device [batch]; null: every sequence has max_kv_len keys
+  const int* kv_lens_host = nullptr;  // the same values on the host (required with kv_lens)
+  int max_kv_len = 0;
+
+  int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  AttentionOptions options;  // causal and window_right are accepted and have no effect
+};
+
+}  // namespace llmk::attention

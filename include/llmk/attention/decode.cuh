@@ -1,0 +1,464 @@
+// llmk/attention/decode.cuh: flash-decoding. One query token per sequence over a long KV history.
+//
+// Decode reads every key and value once and does little math per byte, so the kernel is about keeping
+// enough loads in flight. The KV range of each sequence is split into num_splits chunks, one block each
+// (grid: splits x (KV heads x head tiles) x batch), so that even batch 1 fills the GPU. Inside a block:
+//   - the rows of the mma tile are the query heads of ONE KV head's group (up to 16 per block), so a K/V
+//     tile loaded once serves the whole GQA group on tensor cores (MHA uses 1 of the 16 rows: decode is
+//     bandwidth-bound, the idle rows cost no bandwidth);
+//   - each warp takes 16 keys of every Bc = 16 * Warps key tile and keeps its own online-softmax state;
+//     at the end the warps merge their states through shared memory.
+// With one split the block writes O directly. Otherwise it writes a normalized fp32 partial output and its
+// base-2 log-sum-exp to the caller's workspace, and decode_merge_kernel combines the splits:
+//   out = sum_s 2^(lse_s - lse) * out_s,   lse = log2 sum_s 2^lse_s.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "llmk/attention/args.cuh"
+#include "llmk/attention/mask.cuh"
+#include "llmk/attention/online_softmax.cuh"
+#include "llmk/attention/tile_ops.cuh"
+#include "llmk/attention/validate.cuh"
+#include "llmk/config.cuh"
+#include "llmk/core/launch.cuh"
+#include "llmk/core/math.cuh"
+#include "llmk/core/numeric.cuh"
+#include "llmk/core/smem.cuh"
+#include "llmk/core/status.cuh"
+#include "llmk/core/vector.cuh"
+
+namespace llmk::attention {
+
+/// Tiling of the split-KV decode kernel: head dim, Warps warps of 16 keys each per tile (Bc = 16 * Warps),
+/// Stages-deep K/V ring. Any head dim that is a multiple of 16 up to 256 compiles.
+template <int HeadDim, int Warps, int Stages>
+struct DecodeConfig {
+  static constexpr int kHeadDim = HeadDim, kWarps = Warps, kStages = Stages;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kRows = 16;  // query heads per block (one mma tile)
+  static constexpr int kBc = 16 * Warps;
+  static constexpr int kD8 = HeadDim / 8;
+  static constexpr int kPitch = HeadDim + 8;
+  static_assert(HeadDim % 16 == 0 && HeadDim >= 16 && HeadDim <= 256,
+                "head dim must be a multiple of 16 in [16, 256]");
+  static_assert(Warps >= 1 && Warps <= 8, "1..8 warps");
+  static_assert(Stages >= 2 && Stages <= 4, "the K/V ring has 2..4 stages");
+
+  static constexpr std::size_t kPipelineBytes =
+      2ull * (static_cast<std::size_t>(kRows) * kPitch + 2ull * Stages * kBc * kPitch);
+  // The warp merge reuses the same memory: m and l per warp and row, then each warp's [16][D] fp32 output.
+  static constexpr std::size_t kMergeBytes = 4ull * Warps * kRows * (2 + HeadDim);
+  static constexpr std::size_t kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+};
+
+/// Defaults: 4 warps (64-key tiles) up to head dim 128, 2 warps (32-key tiles) above; double buffered.
+template <int HeadDim>
+using DefaultDecodeConfig = DecodeConfig<HeadDim, (HeadDim <= 128 ? 4 : 2), 2>;
+
+/// Largest split count decode accepts.
+inline constexpr int kMaxDecodeSplits = 128;
+
+/// How decode() will run: the split count and the workspace it needs (0 bytes with one split).
+struct DecodePlan {
+  int num_splits = 1;
+  std::size_t workspace_bytes = 0;
+};
+
+/// Split heuristic: enough blocks for about two per SM, but at least 4 key tiles per split, at most
+/// kMaxDecodeSplits. `blocks` is batch * num_kv_heads * ceil(group / 16).
+inline int choose_decode_splits(long long blocks, int max_kv_len, int block_keys, int num_sms) {
+  const long long target = 2LL * (num_sms > 0 ? num_sms : 1);
+  if (blocks >= target || max_kv_len <= 0) return 1;
+  const long long wanted = ceil_div<long long>(target, blocks);
+  const long long by_length = max<long long>(1, max_kv_len / (4LL * block_keys));
+  return static_cast<int>(min<long long>(min<long long>(wanted, by_length), kMaxDecodeSplits));
+}
+
+namespace detail {
+
+/// Workspace layout: partial outputs [batch, heads, splits, D] fp32, then base-2 LSEs [batch, heads, splits].
+struct DecodeWorkspace {
+  float* partial_o = nullptr;
+  float* partial_lse2 = nullptr;
+  int num_splits = 1;
+};
+
+inline std::size_t decode_workspace_bytes(int batch, int heads, int head_dim, int splits) {
+  if (splits <= 1) return 0;
+  const std::size_t rows = static_cast<std::size_t>(batch) * heads * splits;
+  return rows * head_dim * sizeof(float) + round_up<std::size_t>(rows * sizeof(float), 16);
+}
+
+}  // namespace detail
+
+/// The split kernel. Grid: (num_splits, num_kv_heads * ceil(group / 16), batch).
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    decode_kernel(DecodeArgs<T> args, detail::ScoreTransform transform, detail::DecodeWorkspace ws) {
+  constexpr int D = Cfg::kHeadDim, Bc = Cfg::kBc, P = Cfg::kPitch, S = Cfg::kStages, W = Cfg::kWarps;
+  constexpr int kRows = Cfg::kRows, kD8 = Cfg::kD8;
+
+  const int b = static_cast<int>(blockIdx.z), split = static_cast<int>(blockIdx.x);
+  const int group = args.num_heads / args.num_kv_heads, head_tiles = ceil_div(group, kRows);
+  const int kv_head = static_cast<int>(blockIdx.y) / head_tiles;
+  const int head0 = kv_head * group + (static_cast<int>(blockIdx.y) % head_tiles) * kRows;
+  const int heads_here = min(kRows, kv_head * group + group - head0);
+
+  // This split's keys: the visible range cut into num_splits chunks of whole tiles.
+  const int kv_len = args.kv_lens != nullptr ? args.kv_lens[b] : args.max_kv_len;
+  const Mask mask = make_mask(1, kv_len, false, args.options.window_left, -1);
+  const int visible_first = mask.first_key(0), visible_end = kv_len;
+  const int chunk = round_up(ceil_div(max(visible_end - visible_first, 0), ws.num_splits), Bc);
+  const int key_begin = min(visible_first + split * chunk, visible_end);
+  const int key_end = min(key_begin + chunk, visible_end);
+  const int tiles = ceil_div(key_end - key_begin, Bc);
+
+  unsigned char* raw = dynamic_smem();
+  T* q_tile = reinterpret_cast<T*>(raw);
+  T* k_ring = q_tile + kRows * P;
+  T* v_ring = k_ring + S * Bc * P;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+
+  auto q_row = [&](int r) -> const T* {
+    if (r >= heads_here) return nullptr;
+    return args.q + static_cast<std::int64_t>(b) * args.q_stride_batch +
+           static_cast<std::int64_t>(head0 + r) * args.q_stride_head;
+  };
+  const std::int64_t k_base = static_cast<std::int64_t>(b) * args.k_stride_batch +
+                              static_cast<std::int64_t>(kv_head) * args.k_stride_head;
+  const std::int64_t v_base = static_cast<std::int64_t>(b) * args.v_stride_batch +
+                              static_cast<std::int64_t>(kv_head) * args.v_stride_head;
+  auto load_kv = [&](int tile, int slot) {
+    const int key0 = key_begin + tile * Bc;
+    auto k_row = [&](int r) -> const T* {
+      return key0 + r < key_end ? args.k + k_base + static_cast<std::int64_t>(key0 + r) * args.k_stride_token
+                                : nullptr;
+    };
+    auto v_row = [&](int r) -> const T* {
+      return key0 + r < key_end ? args.v + v_base + static_cast<std::int64_t>(key0 + r) * args.v_stride_token
+                                : nullptr;
+    };
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, args.k, tid);
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, args.v, tid);
+  };
+
+  detail::load_rows_async<kRows, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < tiles) load_kv(s, s);
+    arch::cp_async_commit();
+  }
+
+  // Every head sees the same keys (one query position); the split's range is the mask.
+  detail::RowRanges<1> ranges;
+  ranges.first[0][0] = ranges.first[0][1] = key_begin;
+  ranges.end[0][0] = ranges.end[0][1] = key_end;
+
+  float o[1][kD8][4];
+#pragma unroll
+  for (int di = 0; di < kD8; ++di)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][di][e] = 0.0f;
+  FragmentSoftmax<1> softmax;
+  softmax.init();
+
+  for (int i = 0; i < tiles; ++i) {
+    arch::cp_async_wait<S - 2>();
+    __syncthreads();
+    if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S);
+    arch::cp_async_commit();
+
+    const int warp_key0 = key_begin + i * Bc + warp * 16;
+    if (warp_key0 >= key_end) continue;  // this warp's keys of the last tile are all past the end
+    const T* k_tile = k_ring + (i % S) * Bc * P + warp * 16 * P;
+    const T* v_tile = v_ring + (i % S) * Bc * P + warp * 16 * P;
+    float s[1][2][4];
+    detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile, lane, s);
+    detail::transform_scores(s, transform, warp_key0 + 16 > key_end, warp_key0, ranges, lane);
+    softmax.update(s, o);
+    detail::accumulate_pv<T, 1, 2, kD8, P>(s, v_tile, lane, o);
+  }
+  softmax.reduce_sums();
+
+  // Merge the warps' states: m, l and the unnormalized O of every warp go to shared memory (the ring is
+  // free once every copy has landed and every warp is past its last tile).
+  arch::cp_async_wait_all();
+  __syncthreads();
+  float* red_m = reinterpret_cast<float*>(raw);
+  float* red_l = red_m + W * kRows;
+  float* red_o = red_l + W * kRows;  // [W][kRows][D]
+  {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = g + 8 * r;
+      if (t == 0) {
+        red_m[warp * kRows + row] = softmax.m[0][r];
+        red_l[warp * kRows + row] = softmax.l[0][r];
+      }
+#pragma unroll
+      for (int di = 0; di < kD8; ++di) {
+        float* dst = &red_o[(warp * kRows + row) * D + di * 8 + 2 * t];
+        dst[0] = o[0][di][2 * r];
+        dst[1] = o[0][di][2 * r + 1];
+      }
+    }
+  }
+  __syncthreads();
+
+  // Each thread finishes 8-column chunks of rows: combine the warps, normalize, write.
+  const bool single = ws.num_splits == 1;
+  for (int c = tid; c < heads_here * (D / 8); c += Cfg::kThreads) {
+    const int row = c / (D / 8), col = (c % (D / 8)) * 8;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < W; ++w) m = max_propagate_nan(m, red_m[w * kRows + row]);
+    float l = 0.0f, acc[8] = {};
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float f = exp2_shifted(red_m[w * kRows + row], m);
+      l += red_l[w * kRows + row] * f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] += red_o[(w * kRows + row) * D + col + e] * f;
+    }
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    const int head = head0 + row;
+    if (single) {
+      Vector16<T> out;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out.elements[e] = T(acc[e] * inv);
+      store16(args.o + static_cast<std::int64_t>(b) * args.o_stride_batch +
+                  static_cast<std::int64_t>(head) * args.o_stride_head + col,
+              out);
+      if (col == 0 && args.lse != nullptr)
+        args.lse[static_cast<std::int64_t>(b) * args.num_heads + head] = lse_from_state(m, l);
+    } else {
+      const std::int64_t prow =
+          (static_cast<std::int64_t>(b) * args.num_heads + head) * ws.num_splits + split;
+      Vector16<float> lo, hi;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        lo.elements[e] = acc[e] * inv;
+        hi.elements[e] = acc[4 + e] * inv;
+      }
+      store16(ws.partial_o + prow * D + col, lo);
+      store16(ws.partial_o + prow * D + col + 4, hi);
+      if (col == 0) ws.partial_lse2[prow] = l == 0.0f ? -INFINITY : m + ::log2f(l);
+    }
+  }
+}
+
+/// Combines the splits of decode_kernel. Grid: (num_heads, batch); block: D / 8 threads of 8 columns each.
+template <class T, int D>
+__global__ void __launch_bounds__(D / 8) decode_merge_kernel(DecodeArgs<T> args, detail::DecodeWorkspace ws) {
+  const int head = static_cast<int>(blockIdx.x), b = static_cast<int>(blockIdx.y);
+  const int col = static_cast<int>(threadIdx.x) * 8;
+  const std::int64_t row0 = (static_cast<std::int64_t>(b) * args.num_heads + head) * ws.num_splits;
+  float m = -INFINITY;
+  for (int s = 0; s < ws.num_splits; ++s) m = max_propagate_nan(m, ws.partial_lse2[row0 + s]);
+  float sum = 0.0f, acc[8] = {};
+  for (int s = 0; s < ws.num_splits; ++s) {
+    const float w = exp2_shifted(ws.partial_lse2[row0 + s], m);
+    if (w == 0.0f) continue;  // an empty split's partial is 0 anyway; skip the reads
+    sum += w;
+    const Vector16<float> lo = load16(ws.partial_o + (row0 + s) * D + col);
+    const Vector16<float> hi = load16(ws.partial_o + (row0 + s) * D + col + 4);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc[e] += w * lo.elements[e];
+      acc[4 + e] += w * hi.elements[e];
+    }
+  }
+  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+  Vector16<T> out;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) out.elements[e] = T(acc[e] * inv);
+  store16(args.o + static_cast<std::int64_t>(b) * args.o_stride_batch +
+              static_cast<std::int64_t>(head) * args.o_stride_head + col,
+          out);
+  if (col == 0 && args.lse != nullptr)
+    args.lse[static_cast<std::int64_t>(b) * args.num_heads + head] =
+        sum == 0.0f ? -INFINITY : (m + ::log2f(sum)) * kLn2;
+}
+
+namespace detail {
+
+template <class T>
+Status validate_decode(const DecodeArgs<T>& a) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "decode supports half and bfloat16");
+  if (a.batch < 1) return Status::invalid_argument("batch", str_cat("must be >= 1, got ", a.batch));
+  LLMK_RETURN_IF_ERROR(check_heads(a.num_heads, a.num_kv_heads));
+  LLMK_RETURN_IF_ERROR(check_options(a.options));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("q", a.q));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("k", a.k));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("v", a.v));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("o", a.o));
+  if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
+  const std::int64_t d = a.head_dim;
+  LLMK_RETURN_IF_ERROR(check_stride("q_stride_head", a.q_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("k_stride_head", a.k_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("v_stride_head", a.v_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("o_stride_head", a.o_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("k_stride_token", a.k_stride_token));
+  LLMK_RETURN_IF_ERROR(check_stride("v_stride_token", a.v_stride_token));
+  if (a.batch > 1) {
+    LLMK_RETURN_IF_ERROR(check_stride("q_stride_batch", a.q_stride_batch));
+    LLMK_RETURN_IF_ERROR(check_stride("k_stride_batch", a.k_stride_batch));
+    LLMK_RETURN_IF_ERROR(check_stride("v_stride_batch", a.v_stride_batch));
+    LLMK_RETURN_IF_ERROR(check_stride("o_stride_batch", a.o_stride_batch));
+  }
+  if (a.q_stride_head < d || a.k_stride_head < d || a.v_stride_head < d || a.o_stride_head < d)
+    return Status::invalid_argument("q/k/v/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
+  if (a.batch > 1 && a.o_stride_batch < a.o_stride_head * a.num_heads &&
+      a.o_stride_head < a.o_stride_batch * a.batch)
+    return Status::invalid_argument("o_stride_batch/o_stride_head",
+                                    "output rows of different (batch, head) overlap");
+  if (a.max_kv_len < 0)
+    return Status::invalid_argument("max_kv_len", str_cat("must be >= 0, got ", a.max_kv_len));
+  if (a.kv_lens != nullptr) {
+    if (a.kv_lens_host == nullptr)
+      return Status::invalid_argument("kv_lens_host",
+                                      "must be given with kv_lens (the host copy is validated)");
+    for (int b = 0; b < a.batch; ++b)
+      if (a.kv_lens_host[b] < 0 || a.kv_lens_host[b] > a.max_kv_len)
+        return Status::invalid_argument("kv_lens", str_cat("must be in [0, max_kv_len = ", a.max_kv_len,
+                                                           "], sequence ", b, " has ", a.kv_lens_host[b]));
+  }
+  const int group = a.num_heads / a.num_kv_heads;
+  if (static_cast<long long>(a.num_kv_heads) * ceil_div(group, 16) > 65535 || a.batch > 65535)
+    return Status::invalid_argument("num_heads/batch",
+                                    "grid limits: num_kv_heads * ceil(group / 16) and batch <= 65535");
+  return {};
+}
+
+inline int device_sm_count() {
+#if defined(LLMK_CUDA)
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0)
+    return sms;
+#endif
+  return 132;  // H100 SXM; the simulator plans as if it were one
+}
+
+template <class T, class Cfg>
+Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits) {
+  if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
+  if (args.head_dim != Cfg::kHeadDim)
+    return Status::invalid_argument(
+        "head_dim", str_cat("is ", args.head_dim, " but this configuration is compiled for ", Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(validate_decode(args));
+  if (num_splits < 0 || num_splits > kMaxDecodeSplits)
+    return Status::invalid_argument(
+        "num_splits", str_cat("must be in [0, ", kMaxDecodeSplits, "] (0: heuristic), got ", num_splits));
+  if (num_splits == 0) {
+    const long long blocks = static_cast<long long>(args.batch) * args.num_kv_heads *
+                             ceil_div(args.num_heads / args.num_kv_heads, 16);
+    num_splits = choose_decode_splits(blocks, args.max_kv_len, Cfg::kBc, device_sm_count());
+  }
+  plan->num_splits = num_splits;
+  plan->workspace_bytes = decode_workspace_bytes(args.batch, args.num_heads, args.head_dim, num_splits);
+  return {};
+}
+
+}  // namespace detail
+
+/// Plans decode_with_config(): the split count (num_splits = 0 lets the heuristic choose from batch, heads,
+/// length and the SM count) and the workspace it needs. Validates the arguments.
+template <class T, class Cfg>
+Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits = 0) {
+  return detail::plan_decode_with_config<T, Cfg>(args, plan, num_splits);
+}
+
+/// Split-KV decode with an explicit configuration. The caller owns the workspace (CUB style): plan first,
+/// allocate plan.workspace_bytes (16-byte aligned; nothing when 0), then run.
+///
+///   llmk::attention::DecodeArgs<llmk::half> a;   // q [B, H, 128], k/v [B, max_len, H_kv, 128], ...
+///   llmk::attention::DecodePlan plan;
+///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode(a, &plan));
+///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+///   LLMK_RETURN_IF_ERROR(llmk::attention::decode(a, plan, ws.data(), ws.size(), stream));
+template <class T, class Cfg>
+Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace,
+                          std::size_t workspace_bytes, cudaStream_t stream) {
+  if (args.head_dim != Cfg::kHeadDim)
+    return Status::invalid_argument(
+        "head_dim", str_cat("is ", args.head_dim, " but this configuration is compiled for ", Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(detail::validate_decode(args));
+  if (plan.num_splits < 1 || plan.num_splits > kMaxDecodeSplits)
+    return Status::invalid_argument("plan.num_splits", str_cat("must be in [1, ", kMaxDecodeSplits, "], got ",
+                                                               plan.num_splits, " (use plan_decode)"));
+  const std::size_t need =
+      detail::decode_workspace_bytes(args.batch, args.num_heads, args.head_dim, plan.num_splits);
+  detail::DecodeWorkspace ws;
+  ws.num_splits = plan.num_splits;
+  if (need > 0) {
+    if (workspace == nullptr)
+      return Status::invalid_argument("workspace", str_cat("must not be null (", need, " bytes)"));
+    if (workspace_bytes < need)
+      return Status::invalid_argument(
+          "workspace_bytes",
+          str_cat("must be >= ", need, " for ", plan.num_splits, " splits, got ", workspace_bytes));
+    if (reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0)
+      return Status::invalid_argument("workspace", "must be 16-byte aligned");
+    const std::size_t rows = static_cast<std::size_t>(args.batch) * args.num_heads * plan.num_splits;
+    ws.partial_o = static_cast<float*>(workspace);
+    ws.partial_lse2 = ws.partial_o + rows * args.head_dim;
+  }
+  const int group = args.num_heads / args.num_kv_heads;
+  const dim3 grid(static_cast<unsigned>(plan.num_splits),
+                  static_cast<unsigned>(args.num_kv_heads * ceil_div(group, Cfg::kRows)),
+                  static_cast<unsigned>(args.batch));
+  LLMK_RETURN_IF_ERROR(launch(decode_kernel<T, Cfg>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args,
+                              detail::ScoreTransform::make(args.options.softmax_scale, args.options.softcap),
+                              ws));
+  if (plan.num_splits == 1) return {};
+  return launch(decode_merge_kernel<T, Cfg::kHeadDim>,
+                dim3(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch)),
+                dim3(Cfg::kHeadDim / 8), 0, stream, args, ws);
+}
+
+/// plan_decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles.
+template <class T>
+Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits = 0) {
+  switch (args.head_dim) {
+    case 64:
+      return plan_decode_with_config<T, DefaultDecodeConfig<64>>(args, plan, num_splits);
+    case 96:
+      return plan_decode_with_config<T, DefaultDecodeConfig<96>>(args, plan, num_splits);
+    case 128:
+      return plan_decode_with_config<T, DefaultDecodeConfig<128>>(args, plan, num_splits);
+    case 256:
+      return plan_decode_with_config<T, DefaultDecodeConfig<256>>(args, plan, num_splits);
+    default:
+      return Status::invalid_argument(
+          "head_dim",
+          str_cat(args.head_dim,
+                  " is not dispatched at runtime (64, 96, 128, 256 are); for a multiple of 16 up to 256 "
+                  "use plan_decode_with_config / decode_with_config with DefaultDecodeConfig<",
+                  args.head_dim, ">"));
+  }
+}
+
+/// decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles; see there.
+template <class T>
+Status decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace, std::size_t workspace_bytes,
+              cudaStream_t stream) {
+  switch (args.head_dim) {
+    case 64:
+      return decode_with_config<T, DefaultDecodeConfig<64>>(args, plan, workspace, workspace_bytes, stream);
+    case 96:
+      return decode_with_config<T, DefaultDecodeConfig<96>>(args, plan, workspace, workspace_bytes, stream);
+    case 128:
+      return decode_with_config<T, DefaultDecodeConfig<128>>(args, plan, workspace, workspace_bytes, stream);
+    case 256:
+      return decode_with_config<T, DefaultDecodeConfig<256>>(args, plan, workspace, workspace_bytes, stream);
+    default:
+      return plan_decode(args, nullptr, 0);  // the same "not dispatched" error
+  }
+}
+
+}  // namespace llmk::attention

@@ -1,0 +1,191 @@
+// llmk/attention/online_softmax.cuh: the online-softmax state, the building block of every attention kernel.
+//
+// A softmax row is consumed in tiles of scores. The state after some tiles is (m, l, o):
+//   m = running max of the scores seen,  l = sum exp(s - m),  o = sum exp(s - m) * v   (unnormalized).
+// A new tile with max m' >= m rescales the old terms by exp(m - m') (the update); two states over disjoint
+// key sets combine the same way (the merge, what split-KV decode needs). At the end out = o / l and the
+// log-sum-exp is m + log(l).
+//
+// Base 2: kernels multiply scores by log2(e) once (folded into the softmax scale) and use exp2, one MUFU
+// instruction. So m here is in log2 units; lse() returns the NATURAL log-sum-exp of the unscaled-by-log2e
+// scores (what FlashAttention and FlashInfer report); lse_to_base2()/lse_from_base2() convert.
+//
+// Special values: a state that has seen nothing (or only masked scores, -inf) has m = -inf and l = 0; every
+// rescale factor from it is 0 and its lse is -inf. NaN scores propagate: the running max keeps a NaN, so the
+// row's l, o and lse become NaN (a plain fmaxf would drop it and silently return a finite row).
+#pragma once
+
+#include <cmath>
+
+#include "llmk/arch/fast_math.cuh"
+#include "llmk/config.cuh"
+
+namespace llmk::attention {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+/// max(a, b) that returns NaN when either is NaN.
+LLMK_HOST_DEVICE float max_propagate_nan(float a, float b) {
+  return (a > b || a != a) ? a : b;
+}
+
+/// 2^(x - m) for a running max m that may be -inf (nothing seen yet): then the shift is 0, so a masked
+/// x = -inf gives exactly 0 instead of NaN from (-inf) - (-inf).
+LLMK_HOST_DEVICE float exp2_shifted(float x, float m) {
+  return arch::ex2_approx(x - (m == -INFINITY ? 0.0f : m));
+}
+
+/// Natural log-sum-exp from a base-2 state (m in log2 units, l the sum of 2^(x - m)).
+LLMK_HOST_DEVICE float lse_from_state(float m, float l) {
+  if (l == 0.0f) return -INFINITY;
+  return (m + ::log2f(l)) * kLn2;
+}
+/// Natural log-sum-exp -> the same quantity in log2 units (for users of base-2 kernels), and back.
+LLMK_HOST_DEVICE float lse_to_base2(float lse) {
+  return lse * kLog2e;
+}
+LLMK_HOST_DEVICE float lse_from_base2(float lse2) {
+  return lse2 * kLn2;
+}
+
+/// The state of one softmax row, scores in log2 units. Usable on host and device.
+///
+///   llmk::attention::SoftmaxState st;          // m = -inf, l = 0, o = 0
+///   for (int j = 0; j < n; ++j) {               // o holds the unnormalized output
+///     float old_scale, p;
+///     st.add(score[j] * scale * kLog2e, old_scale, p);
+///     o = o * old_scale + p * v[j];
+///   }
+///   out = o / st.l;  lse = st.lse();
+struct SoftmaxState {
+  float m = -INFINITY;
+  float l = 0.0f;
+
+  /// Adds one score x: old terms (l and the caller's o) are multiplied by old_scale, the new one has weight
+  /// p.
+  LLMK_HOST_DEVICE void add(float x, float& old_scale, float& p) {
+    const float m_new = max_propagate_nan(m, x);
+    old_scale = exp2_shifted(m, m_new);
+    p = exp2_shifted(x, m_new);
+    l = l * old_scale + p;
+    m = m_new;
+  }
+  /// Rescales to a new running max m_new >= m (a tile's max); returns the factor for the caller's o.
+  LLMK_HOST_DEVICE float rescale_to(float m_new) {
+    const float f = exp2_shifted(m, m_new);
+    l *= f;
+    m = m_new;
+    return f;
+  }
+  /// Natural log-sum-exp of the scores added (-inf when none).
+  LLMK_HOST_DEVICE float lse() const { return lse_from_state(m, l); }
+};
+
+/// Merges state b into a. The caller combines outputs as o = o_a * scale_a + o_b * scale_b (unnormalized
+/// outputs; for normalized outputs use merge_normalized).
+LLMK_HOST_DEVICE void merge(SoftmaxState& a, const SoftmaxState& b, float& scale_a, float& scale_b) {
+  const float m = max_propagate_nan(a.m, b.m);
+  scale_a = exp2_shifted(a.m, m);
+  scale_b = exp2_shifted(b.m, m);
+  a.l = a.l * scale_a + b.l * scale_b;
+  a.m = m;
+}
+
+/// Weights of two NORMALIZED partial outputs with base-2 log-sum-exps lse2_a, lse2_b (what split kernels
+/// store): out = w_a * out_a + w_b * out_b, and the merged base-2 lse. -inf parts get weight 0; if both are
+/// -inf the weights are 0 and the lse stays -inf.
+LLMK_HOST_DEVICE float merge_normalized(float lse2_a, float lse2_b, float& w_a, float& w_b) {
+  const float m = max_propagate_nan(lse2_a, lse2_b);
+  const float ea = exp2_shifted(lse2_a, m), eb = exp2_shifted(lse2_b, m);
+  const float sum = ea + eb;
+  if (sum == 0.0f) {
+    w_a = w_b = 0.0f;
+    return -INFINITY;
+  }
+  w_a = ea / sum;
+  w_b = eb / sum;
+  return m + ::log2f(sum);
+}
+
+/// The rows one thread holds in the mma.m16n8 accumulator layout: rows g and g + 8 of kMmaM 16-row tiles
+/// (g = lane / 4), each shared by the 4 lanes of a quad. Scores arrive as s[kMmaM][kN8][4] (already scaled
+/// into log2 units, masked entries -inf); the output accumulator is o[kMmaM][kD8][4].
+template <int kMmaM>
+struct FragmentSoftmax {
+  float m[kMmaM][2];
+  float l[kMmaM][2];  // this thread's partial sums (its 2 columns of each n8 tile); finalize() adds the quad
+
+  LLMK_DEVICE void init() {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        m[mi][r] = -INFINITY;
+        l[mi][r] = 0.0f;
+      }
+  }
+
+  /// The online update for one tile of scores: new row max (over the quad), rescale l and o, and replace the
+  /// scores by p = 2^(s - m).
+  template <int kN8, int kD8>
+  LLMK_DEVICE void update(float (&s)[kMmaM][kN8][4], float (&o)[kMmaM][kD8][4]) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = m[mi][r];
+#pragma unroll
+        for (int ni = 0; ni < kN8; ++ni)
+          mx = max_propagate_nan(mx, max_propagate_nan(s[mi][ni][2 * r], s[mi][ni][2 * r + 1]));
+        mx = max_propagate_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = max_propagate_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float f = exp2_shifted(m[mi][r], mx);
+        m[mi][r] = mx;
+        float sum = l[mi][r] * f;
+#pragma unroll
+        for (int di = 0; di < kD8; ++di) {
+          o[mi][di][2 * r] *= f;
+          o[mi][di][2 * r + 1] *= f;
+        }
+#pragma unroll
+        for (int ni = 0; ni < kN8; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float p = exp2_shifted(s[mi][ni][2 * r + e], mx);
+            s[mi][ni][2 * r + e] = p;
+            sum += p;
+          }
+        l[mi][r] = sum;
+      }
+  }
+
+  /// Sums l over the quad (every lane gets the row total). Call once, after the last update.
+  LLMK_DEVICE void reduce_sums() {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        l[mi][r] += __shfl_xor_sync(0xffffffffu, l[mi][r], 1);
+        l[mi][r] += __shfl_xor_sync(0xffffffffu, l[mi][r], 2);
+      }
+  }
+
+  /// out = o / l after reduce_sums() (rows with l = 0, nothing visible, become 0; NaN stays NaN).
+  template <int kD8>
+  LLMK_DEVICE void normalize(float (&o)[kMmaM][kD8][4]) const {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float inv = l[mi][r] == 0.0f ? 0.0f : 1.0f / l[mi][r];
+#pragma unroll
+        for (int di = 0; di < kD8; ++di) {
+          o[mi][di][2 * r] *= inv;
+          o[mi][di][2 * r + 1] *= inv;
+        }
+      }
+  }
+};
+
+}  // namespace llmk::attention

@@ -1,0 +1,327 @@
+// llmk/attention/prefill.cuh: FlashAttention-2 style prefill on tensor cores.
+//
+// One block owns Br query rows and streams Bc-key tiles of K and V through a Stages-deep cp.async ring; each
+// warp owns 16 * kMmaM rows and keeps its S tile, its online-softmax state and its O accumulator in
+// registers, so the N x N score matrix never exists. Per KV tile, each warp runs
+//     S = Q K^T  ->  scale, soft-cap, mask  ->  m, l update, P = 2^(S - m)  ->  O = O * rescale + P V
+// and at the end O / l goes out through shared memory in 16-byte rows.
+//
+// GQA packing: the rows of a tile are (token, head) pairs of ONE KV head's group, row = token * G +
+// head_in_group (G = num_heads / num_kv_heads), so every K/V tile a block loads serves all G query heads that
+// read it. With G = 1 this is the usual one-head tile; for decode-like short queries it fills the tile with
+// heads.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "llmk/attention/args.cuh"
+#include "llmk/attention/mask.cuh"
+#include "llmk/attention/online_softmax.cuh"
+#include "llmk/attention/tile_ops.cuh"
+#include "llmk/attention/validate.cuh"
+#include "llmk/config.cuh"
+#include "llmk/core/launch.cuh"
+#include "llmk/core/math.cuh"
+#include "llmk/core/numeric.cuh"
+#include "llmk/core/smem.cuh"
+#include "llmk/core/status.cuh"
+
+namespace llmk::attention {
+
+/// Tiling of the prefill kernel: head dim, Br query rows and Bc keys per tile, Warps warps (each owning
+/// Br / Warps rows), Stages-deep K/V pipeline. Any head dim that is a multiple of 16 up to 256 compiles.
+template <int HeadDim, int Br, int Bc, int Warps, int Stages>
+struct PrefillConfig {
+  static constexpr int kHeadDim = HeadDim, kBr = Br, kBc = Bc, kWarps = Warps, kStages = Stages;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kWarpRows = Br / Warps;
+  static constexpr int kMmaM = kWarpRows / 16, kN8 = Bc / 8, kD8 = HeadDim / 8;
+  static constexpr int kPitch = HeadDim + 8;  // elements; the 16-byte pad spreads ldmatrix rows over banks
+
+  static_assert(HeadDim % 16 == 0 && HeadDim >= 16 && HeadDim <= 256,
+                "head dim must be a multiple of 16 in [16, 256]");
+  static_assert(Br % (16 * Warps) == 0, "each warp owns whole 16-row mma tiles: Br % (16 * Warps) == 0");
+  static_assert(Bc % 16 == 0 && Bc >= 16, "Bc must be a multiple of 16 (P V consumes keys in k16 steps)");
+  static_assert(Stages >= 2 && Stages <= 4, "the K/V ring has 2..4 stages");
+
+  /// Shared memory of one block, in elements of a 2-byte type.
+  static constexpr std::size_t kSmemElements =
+      static_cast<std::size_t>(Br) * kPitch + 2ull * Stages * Bc * kPitch;
+  static constexpr std::size_t kSmemBytes = kSmemElements * 2;
+};
+
+/// Defaults per head dim (fit in 99 KiB of shared memory, the sm_89 limit, and compile spill-free):
+/// up to 64: 128 x 64 tiles, 4 warps of 32 rows; up to 128: 64 x 64, 4 warps; above: 64 x 32, 4 warps.
+template <int HeadDim>
+using DefaultPrefillConfig =
+    PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), (HeadDim <= 128 ? 64 : 32), 4, 2>;
+
+/// The head dims prefill() and decode() dispatch at runtime. Others (any multiple of 16 up to 256) need an
+/// explicit instantiation: prefill_with_config<T, DefaultPrefillConfig<80>>(args, stream).
+inline constexpr int kRuntimeHeadDims[] = {64, 96, 128, 256};
+
+namespace detail {
+
+/// Where sequence b's queries and keys are: token offsets and lengths.
+struct SequenceSpan {
+  int q_begin, q_len, kv_begin, kv_len;
+};
+
+template <class T>
+LLMK_DEVICE SequenceSpan sequence_span(const PrefillArgs<T>& a, int b) {
+  if (a.cu_seqlens_q != nullptr) {
+    const int q0 = a.cu_seqlens_q[b], k0 = a.cu_seqlens_k[b];
+    return {q0, a.cu_seqlens_q[b + 1] - q0, k0, a.cu_seqlens_k[b + 1] - k0};
+  }
+  return {b * a.q_len, a.q_len, b * a.kv_len, a.kv_len};
+}
+
+}  // namespace detail
+
+/// The prefill kernel. Grid: (query-row tiles of the longest sequence, num_kv_heads, batch).
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    prefill_kernel(PrefillArgs<T> args, detail::ScoreTransform transform) {
+  constexpr int D = Cfg::kHeadDim, Br = Cfg::kBr, Bc = Cfg::kBc, P = Cfg::kPitch, S = Cfg::kStages;
+  constexpr int kMmaM = Cfg::kMmaM, kN8 = Cfg::kN8, kD8 = Cfg::kD8;
+
+  const detail::SequenceSpan seq = detail::sequence_span(args, static_cast<int>(blockIdx.z));
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const int group = args.num_heads / args.num_kv_heads;
+  const int rows_total = seq.q_len * group;  // packed (token, head) rows of this sequence and KV head
+  const int row0 = static_cast<int>(blockIdx.x) * Br;
+  if (row0 >= rows_total) return;  // the grid is sized for the longest sequence
+  const int rows_here = min(Br, rows_total - row0);
+
+  T* smem = reinterpret_cast<T*>(dynamic_smem());
+  T* q_tile = smem;
+  T* k_ring = smem + Br * P;
+  T* v_ring = k_ring + S * Bc * P;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+
+  // Row r of the tile -> its query token and head.
+  auto q_row = [&](int r) -> const T* {
+    if (r >= rows_here) return nullptr;
+    const int packed = row0 + r, token = packed / group, head = kv_head * group + packed % group;
+    return args.q + (static_cast<std::int64_t>(seq.q_begin) + token) * args.q_stride_token +
+           static_cast<std::int64_t>(head) * args.q_stride_head;
+  };
+  const Mask mask = make_mask(seq.q_len, seq.kv_len, args.options.causal, args.options.window_left,
+                              args.options.window_right);
+  // Keys any row of the tile can see, in whole Bc tiles.
+  const int first_query = row0 / group, last_query = (row0 + rows_here - 1) / group;
+  const int kv_first = mask.first_key(first_query), kv_end = mask.end_key(last_query);
+  const int tile_begin = kv_first / Bc;
+  const int tile_end = kv_first < kv_end ? ceil_div(kv_end, Bc) : tile_begin;
+
+  auto load_kv = [&](int tile, int slot) {
+    const int key0 = tile * Bc;
+    auto k_row = [&](int r) -> const T* {
+      const int key = key0 + r;
+      if (key >= kv_end) return nullptr;  // zero-filled: finite, and masked below
+      return args.k + (static_cast<std::int64_t>(seq.kv_begin) + key) * args.k_stride_token +
+             static_cast<std::int64_t>(kv_head) * args.k_stride_head;
+    };
+    auto v_row = [&](int r) -> const T* {
+      const int key = key0 + r;
+      if (key >= kv_end) return nullptr;
+      return args.v + (static_cast<std::int64_t>(seq.kv_begin) + key) * args.v_stride_token +
+             static_cast<std::int64_t>(kv_head) * args.v_stride_head;
+    };
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, args.k, tid);
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, args.v, tid);
+  };
+
+  // Prologue: Q joins the first K/V group; Stages - 1 tiles in flight.
+  detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (tile_begin + s < tile_end) load_kv(tile_begin + s, s);
+    arch::cp_async_commit();
+  }
+
+  // This thread's rows and their visible key ranges (padding rows copy the last real row: finite, unused).
+  const int warp_row0 = warp * Cfg::kWarpRows;
+  detail::RowRanges<kMmaM> ranges;
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int local = min(warp_row0 + mi * 16 + lane / 4 + 8 * r, rows_here - 1);
+      const int query = (row0 + local) / group;
+      ranges.first[mi][r] = mask.first_key(query);
+      ranges.end[mi][r] = mask.end_key(query);
+    }
+
+  float o[kMmaM][kD8][4];
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+    for (int di = 0; di < kD8; ++di)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mi][di][e] = 0.0f;
+  FragmentSoftmax<kMmaM> softmax;
+  softmax.init();
+
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int i = tile - tile_begin;
+    // Tile i has landed once at most S - 2 newer groups are pending; the barrier publishes every thread's
+    // copies and guarantees the slot refilled below (read in iteration i - 1) is free.
+    arch::cp_async_wait<S - 2>();
+    __syncthreads();
+    if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S);
+    arch::cp_async_commit();
+
+    const T* k_tile = k_ring + (i % S) * Bc * P;
+    const T* v_tile = v_ring + (i % S) * Bc * P;
+    float s[kMmaM][kN8][4];
+    detail::compute_scores<T, kMmaM, kN8, D, P>(q_tile + warp_row0 * P, k_tile, lane, s);
+    const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
+    detail::transform_scores(s, transform, masked, tile * Bc, ranges, lane);
+    softmax.update(s, o);
+    detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_tile, lane, o);
+  }
+
+  softmax.reduce_sums();
+  softmax.normalize(o);
+  // The warp reuses its own Q rows as the staging buffer once no copy into them can be pending.
+  arch::cp_async_wait_all();
+  __syncwarp();
+  detail::stage_output<T, kMmaM, kD8, P>(o, q_tile + warp_row0 * P, lane);
+  __syncwarp();
+  auto o_row = [&](int r) -> T* {
+    const int local = warp_row0 + r;
+    if (local >= rows_here) return nullptr;
+    const int packed = row0 + local, token = packed / group, head = kv_head * group + packed % group;
+    return args.o + (static_cast<std::int64_t>(seq.q_begin) + token) * args.o_stride_token +
+           static_cast<std::int64_t>(head) * args.o_stride_head;
+  };
+  detail::store_rows<Cfg::kWarpRows, D, P, 32>(q_tile + warp_row0 * P, o_row, lane);
+
+  if (args.lse != nullptr && lane % 4 == 0) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int local = warp_row0 + mi * 16 + lane / 4 + 8 * r;
+        if (local >= rows_here) continue;
+        const int packed = row0 + local, token = packed / group, head = kv_head * group + packed % group;
+        args.lse[(static_cast<std::int64_t>(seq.q_begin) + token) * args.num_heads + head] =
+            lse_from_state(softmax.m[mi][r], softmax.l[mi][r]);
+      }
+  }
+}
+
+namespace detail {
+
+template <class T>
+Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "prefill supports half and bfloat16");
+  if (a.batch < 1) return Status::invalid_argument("batch", str_cat("must be >= 1, got ", a.batch));
+  LLMK_RETURN_IF_ERROR(check_heads(a.num_heads, a.num_kv_heads));
+  LLMK_RETURN_IF_ERROR(check_options(a.options));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("q", a.q));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("k", a.k));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("v", a.v));
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer("o", a.o));
+  if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
+  const std::int64_t d = a.head_dim;
+  LLMK_RETURN_IF_ERROR(check_stride("q_stride_head", a.q_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("k_stride_head", a.k_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("v_stride_head", a.v_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("o_stride_head", a.o_stride_head));
+  LLMK_RETURN_IF_ERROR(check_stride("q_stride_token", a.q_stride_token));
+  LLMK_RETURN_IF_ERROR(check_stride("k_stride_token", a.k_stride_token));
+  LLMK_RETURN_IF_ERROR(check_stride("v_stride_token", a.v_stride_token));
+  LLMK_RETURN_IF_ERROR(check_stride("o_stride_token", a.o_stride_token));
+  if (a.q_stride_head < d || a.k_stride_head < d || a.v_stride_head < d || a.o_stride_head < d)
+    return Status::invalid_argument("q/k/v/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
+  if ((a.cu_seqlens_q == nullptr) != (a.cu_seqlens_k == nullptr))
+    return Status::invalid_argument("cu_seqlens_q/cu_seqlens_k", "give both or neither");
+  if (a.cu_seqlens_q != nullptr) {
+    int max_kv = 0;
+    LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_q_host", a.cu_seqlens_q_host, a.batch, max_q_len));
+    LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_k_host", a.cu_seqlens_k_host, a.batch, &max_kv));
+  } else {
+    if (a.q_len < 0) return Status::invalid_argument("q_len", str_cat("must be >= 0, got ", a.q_len));
+    if (a.kv_len < 0) return Status::invalid_argument("kv_len", str_cat("must be >= 0, got ", a.kv_len));
+    if (static_cast<long long>(a.batch) * max(a.q_len, a.kv_len) > 0x7fffffffLL)
+      return Status::invalid_argument("batch", "batch * max(q_len, kv_len) must fit in int32 token indices");
+    *max_q_len = a.q_len;
+  }
+  // Output rows of different (token, head) pairs must not overlap: token-major or head-major layouts.
+  const std::int64_t total_q =
+      a.cu_seqlens_q != nullptr ? a.cu_seqlens_q_host[a.batch] : static_cast<std::int64_t>(a.batch) * a.q_len;
+  const bool token_major = a.o_stride_token >= a.o_stride_head * a.num_heads;
+  const bool head_major = a.o_stride_token >= d && a.o_stride_head >= a.o_stride_token * total_q;
+  if (!token_major && !head_major)
+    return Status::invalid_argument("o_stride_token/o_stride_head",
+                                    str_cat("output rows overlap: need stride_token >= num_heads * "
+                                            "stride_head (token-major) or stride_head >= "
+                                            "total_q * stride_token (head-major), got ",
+                                            a.o_stride_token, " and ", a.o_stride_head));
+  const long long rows = static_cast<long long>(*max_q_len) * (a.num_heads / a.num_kv_heads);
+  if (rows > 0x7fffffffLL)
+    return Status::invalid_argument("q_len", "q_len * (num_heads / num_kv_heads) must fit in int32");
+  if (a.num_kv_heads > 65535 || a.batch > 65535)
+    return Status::invalid_argument("num_kv_heads/batch", "must be <= 65535 (grid y and z)");
+  return {};
+}
+
+}  // namespace detail
+
+/// Prefill attention with an explicit tile configuration (any head dim that is a multiple of 16 up to 256):
+/// out = softmax(scale * Q K^T, masked) V per query head, fp32 accumulation, output rounded to T.
+///
+///   llmk::attention::PrefillArgs<llmk::half> a;
+///   a.q = q; a.q_stride_token = H * 80; a.q_stride_head = 80;   // [tokens, H, 80], and so on for k, v, o
+///   ...
+///   a.batch = 1; a.q_len = a.kv_len = n; a.num_heads = H; a.num_kv_heads = H_kv; a.head_dim = 80;
+///   a.options.softmax_scale = llmk::attention::default_scale(80); a.options.causal = true;
+///   llmk::Status s = llmk::attention::prefill_with_config<llmk::half,
+///                                                         llmk::attention::DefaultPrefillConfig<80>>(a,
+///                                                         stream);
+///
+/// Errors (Status::invalid_argument naming the argument): head_dim != Cfg::kHeadDim, null or misaligned
+/// tensors, strides not multiples of 8 elements, num_heads not a multiple of num_kv_heads, bad lengths or
+/// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0).
+template <class T, class Cfg>
+Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
+  if (args.head_dim != Cfg::kHeadDim)
+    return Status::invalid_argument(
+        "head_dim", str_cat("is ", args.head_dim, " but this configuration is compiled for ", Cfg::kHeadDim));
+  int max_q_len = 0;
+  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len));
+  const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
+  if (rows == 0) return {};
+  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, Cfg::kBr)),
+                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
+  return launch(prefill_kernel<T, Cfg>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args,
+                detail::ScoreTransform::make(args.options.softmax_scale, args.options.softcap));
+}
+
+/// Prefill attention for the runtime head dims {64, 96, 128, 256} with the default tiles; any other head dim
+/// returns Status::unsupported naming the explicit instantiation to use. See prefill_with_config().
+template <class T>
+Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
+  switch (args.head_dim) {
+    case 64:
+      return prefill_with_config<T, DefaultPrefillConfig<64>>(args, stream);
+    case 96:
+      return prefill_with_config<T, DefaultPrefillConfig<96>>(args, stream);
+    case 128:
+      return prefill_with_config<T, DefaultPrefillConfig<128>>(args, stream);
+    case 256:
+      return prefill_with_config<T, DefaultPrefillConfig<256>>(args, stream);
+    default:
+      return Status::invalid_argument(
+          "head_dim",
+          str_cat(args.head_dim,
+                  " is not dispatched at runtime (64, 96, 128, 256 are); for a multiple of 16 up to "
+                  "256 call prefill_with_config<T, DefaultPrefillConfig<",
+                  args.head_dim, ">>"));
+  }
+}
+
+}  // namespace llmk::attention

@@ -1,0 +1,200 @@
+// llmk/attention/tile_ops.cuh: the warp-level steps both attention kernels are made of, in the order the math
+// runs: load rows (cp.async), S = Q K^T (ldmatrix + mma), scale/soft-cap/mask, online softmax
+// (online_softmax.cuh), O += P V (ldmatrix.trans + mma), store O through shared memory in 16-byte vectors.
+//
+// Shared-memory tiles are row-major [rows][kPitch] with kPitch = head_dim + 8 elements: the 16-byte pad puts
+// the 8 rows one ldmatrix reads in different bank groups. A warp's fragment covers 16 * kMmaM query rows
+// and 8 * kN8 keys; accumulators follow the mma.m16n8 layout (thread holds rows g, g + 8, columns 2t, 2t +
+// 1).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "llmk/arch/convert.cuh"
+#include "llmk/arch/cp_async.cuh"
+#include "llmk/arch/ldmatrix.cuh"
+#include "llmk/arch/mma.cuh"
+#include "llmk/attention/online_softmax.cuh"
+#include "llmk/config.cuh"
+#include "llmk/core/numeric.cuh"
+#include "llmk/core/vector.cuh"
+
+namespace llmk::attention::detail {
+
+/// The 16x8x16 fp32-accumulating mma for an input type, and the packing of two floats into its operand.
+template <class T>
+struct MmaFor;
+template <>
+struct MmaFor<half> {
+  using Atom = arch::MMA_16x8x16_F32F16F16F32;
+  LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::cvt_f32x2_to_f16x2(lo, hi); }
+};
+template <>
+struct MmaFor<bfloat16> {
+  using Atom = arch::MMA_16x8x16_F32BF16BF16F32;
+  LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::cvt_f32x2_to_bf16x2(lo, hi); }
+};
+
+/// Scaling of raw scores into the base-2 domain of the online softmax, with the optional soft-cap:
+///   x = log2(e) * (softcap > 0 ? softcap * tanh(scale * s / softcap) : scale * s).
+struct ScoreTransform {
+  float scale_log2 = 0.0f;  // scale * log2(e)      (no soft-cap)
+  float pre = 0.0f;         // scale / softcap       (soft-cap)
+  float post = 0.0f;        // softcap * log2(e)     (soft-cap)
+  bool softcap = false;
+
+  static ScoreTransform make(float scale, float softcap) {
+    ScoreTransform t;
+    t.softcap = softcap > 0.0f;
+    t.scale_log2 = scale * kLog2e;
+    t.pre = t.softcap ? scale / softcap : 0.0f;
+    t.post = softcap * kLog2e;
+    return t;
+  }
+  LLMK_DEVICE float operator()(float s) const { return softcap ? post * ::tanhf(s * pre) : s * scale_log2; }
+};
+
+/// Issues cp.async copies of kRows rows of kDim elements into `tile` (pitch kPitch), kThreads threads
+/// cooperating (this one is `tid`). row_src(r) gives the global address of row r, or nullptr to zero-fill
+/// it (the copy then reads nothing; `any_valid` is a valid address the instruction may name).
+template <int kRows, int kDim, int kPitch, int kThreads, class T, class RowSrc>
+LLMK_DEVICE void load_rows_async(T* tile, const RowSrc& row_src, const T* any_valid, int tid) {
+  constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
+  constexpr int kPerThread = (kTotal + kThreads - 1) / kThreads;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = tid + i * kThreads;
+    if (kTotal % kThreads != 0 && c >= kTotal) break;
+    const int row = c / kChunks, col = (c % kChunks) * 8;
+    const T* src = row_src(row);
+    arch::cp_async_cg16_zfill(&tile[row * kPitch + col], src != nullptr ? src + col : any_valid,
+                              src != nullptr ? 16 : 0);
+  }
+}
+
+/// s = Q K^T for 16 * kMmaM query rows (from `q`, the warp's first row) and 8 * kN8 keys (from `k`, the
+/// warp's first key row), reducing over kDim.
+template <class T, int kMmaM, int kN8, int kDim, int kPitch>
+LLMK_DEVICE void compute_scores(const T* q, const T* k, int lane, float (&s)[kMmaM][kN8][4]) {
+  static_assert(kN8 % 2 == 0, "keys are loaded in pairs of n8 tiles");
+  using Mma = typename MmaFor<T>::Atom;
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kN8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mi][ni][e] = 0.0f;
+#pragma unroll
+  for (int kd = 0; kd < kDim / 16; ++kd) {
+    std::uint32_t a[kMmaM][4];
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+      arch::LDSM_x4::copy(&q[(mi * 16 + lane % 16) * kPitch + kd * 16 + (lane / 16) * 8], a[mi][0], a[mi][1],
+                          a[mi][2], a[mi][3]);
+#pragma unroll
+    for (int ni = 0; ni < kN8; ni += 2) {
+      // Matrix j = lane / 8 of the x4: key rows (j / 2) * 8.. of the pair, dims (j % 2) * 8.. of the k16
+      // step; a [key][dim] row is the column the mma wants for B.
+      const int j = lane / 8;
+      std::uint32_t b0[2], b1[2];
+      arch::LDSM_x4::copy(&k[(ni * 8 + (j / 2) * 8 + lane % 8) * kPitch + kd * 16 + (j % 2) * 8], b0[0],
+                          b0[1], b1[0], b1[1]);
+#pragma unroll
+      for (int mi = 0; mi < kMmaM; ++mi) {
+        Mma::fma(s[mi][ni], a[mi], b0, s[mi][ni]);
+        Mma::fma(s[mi][ni + 1], a[mi], b1, s[mi][ni + 1]);
+      }
+    }
+  }
+}
+
+/// Visible key range [first, end) of each of this thread's rows (rows g and g + 8 of each m16 tile).
+template <int kMmaM>
+struct RowRanges {
+  int first[kMmaM][2];
+  int end[kMmaM][2];
+};
+
+/// Applies the score transform and, when `masked`, sets keys outside each row's range to -inf. key0 is the
+/// key position of the fragment's column 0.
+template <int kMmaM, int kN8>
+LLMK_DEVICE void transform_scores(float (&s)[kMmaM][kN8][4], const ScoreTransform& tr, bool masked, int key0,
+                                  const RowRanges<kMmaM>& rows, int lane) {
+  const int t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kN8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, key = key0 + ni * 8 + 2 * t + (e & 1);
+        float x = tr(s[mi][ni][e]);
+        if (masked && !(key >= rows.first[mi][r] && key < rows.end[mi][r])) x = -INFINITY;
+        s[mi][ni][e] = x;
+      }
+}
+
+/// o += P V for the warp's rows: P is the softmax numerator in s (8 * kN8 keys), V rows from `v` (the
+/// warp's first key row). The accumulator layout of two n8 score tiles is exactly the A fragment of one
+/// k16 step, so P never leaves registers.
+template <class T, int kMmaM, int kN8, int kD8, int kPitch>
+LLMK_DEVICE void accumulate_pv(const float (&p)[kMmaM][kN8][4], const T* v, int lane,
+                               float (&o)[kMmaM][kD8][4]) {
+  static_assert(kN8 % 2 == 0 && kD8 % 2 == 0, "P and V are consumed in k16 x n16 steps");
+  using Mma = typename MmaFor<T>::Atom;
+#pragma unroll
+  for (int kk = 0; kk < kN8 / 2; ++kk) {
+    std::uint32_t a[kMmaM][4];
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi) {
+      a[mi][0] = MmaFor<T>::pack(p[mi][2 * kk][0], p[mi][2 * kk][1]);
+      a[mi][1] = MmaFor<T>::pack(p[mi][2 * kk][2], p[mi][2 * kk][3]);
+      a[mi][2] = MmaFor<T>::pack(p[mi][2 * kk + 1][0], p[mi][2 * kk + 1][1]);
+      a[mi][3] = MmaFor<T>::pack(p[mi][2 * kk + 1][2], p[mi][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int di = 0; di < kD8; di += 2) {
+      // Transposed x4: matrix j covers keys (j % 2) * 8.. of the k16 step and dims (j / 2) * 8.. of the pair.
+      const int j = lane / 8;
+      std::uint32_t b0[2], b1[2];
+      arch::LDSM_x4_T::copy(&v[(kk * 16 + (j % 2) * 8 + lane % 8) * kPitch + di * 8 + (j / 2) * 8], b0[0],
+                            b0[1], b1[0], b1[1]);
+#pragma unroll
+      for (int mi = 0; mi < kMmaM; ++mi) {
+        Mma::fma(o[mi][di], a[mi], b0, o[mi][di]);
+        Mma::fma(o[mi][di + 1], a[mi], b1, o[mi][di + 1]);
+      }
+    }
+  }
+}
+
+/// Writes the warp's output fragment, converted to T, into its rows of `tile` (pitch kPitch), so that
+/// store_rows() can move whole rows in 16-byte vectors.
+template <class T, int kMmaM, int kD8, int kPitch>
+LLMK_DEVICE void stage_output(const float (&o)[kMmaM][kD8][4], T* tile, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int di = 0; di < kD8; ++di) {
+        const std::uint32_t packed = MmaFor<T>::pack(o[mi][di][2 * r], o[mi][di][2 * r + 1]);
+        std::memcpy(&tile[(mi * 16 + g + 8 * r) * kPitch + di * 8 + 2 * t], &packed, sizeof(packed));
+      }
+}
+
+/// Copies kRows staged rows of kDim elements from `tile` to global memory in 16-byte vectors, kThreads
+/// threads cooperating; row_dst(r) is the destination of row r or nullptr to skip it.
+template <int kRows, int kDim, int kPitch, int kThreads, class T, class RowDst>
+LLMK_DEVICE void store_rows(const T* tile, const RowDst& row_dst, int tid) {
+  constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
+  for (int c = tid; c < kTotal; c += kThreads) {
+    const int row = c / kChunks, col = (c % kChunks) * 8;
+    T* dst = row_dst(row);
+    if (dst != nullptr) store16(dst + col, load16(&tile[row * kPitch + col]));
+  }
+}
+
+}  // namespace llmk::attention::detail

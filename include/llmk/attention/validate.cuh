@@ -1,0 +1,78 @@
+// llmk/attention/validate.cuh: the argument checks shared by the attention launchers. Each returns a Status
+// naming the argument and the rule it broke.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+#include "llmk/attention/args.cuh"
+#include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
+
+namespace llmk::attention::detail {
+
+inline Status check_heads(int num_heads, int num_kv_heads) {
+  if (num_heads < 1) return Status::invalid_argument("num_heads", str_cat("must be >= 1, got ", num_heads));
+  if (num_kv_heads < 1)
+    return Status::invalid_argument("num_kv_heads", str_cat("must be >= 1, got ", num_kv_heads));
+  if (num_heads % num_kv_heads != 0)
+    return Status::invalid_argument("num_heads",
+                                    str_cat("must be a multiple of num_kv_heads (GQA/MQA), got ", num_heads,
+                                            " query heads and ", num_kv_heads, " KV heads"));
+  return {};
+}
+
+inline Status check_options(const AttentionOptions& o) {
+  if (!(o.softmax_scale > 0.0f) || !std::isfinite(o.softmax_scale))
+    return Status::invalid_argument(
+        "options.softmax_scale",
+        str_cat("must be finite and > 0 (e.g. 1/sqrt(head_dim)), got ", o.softmax_scale));
+  if (!(o.softcap >= 0.0f) || !std::isfinite(o.softcap))
+    return Status::invalid_argument("options.softcap",
+                                    str_cat("must be finite and >= 0 (0: off), got ", o.softcap));
+  if (o.window_left < -1)
+    return Status::invalid_argument("options.window_left",
+                                    str_cat("must be >= 0, or -1 for unbounded, got ", o.window_left));
+  if (o.window_right < -1)
+    return Status::invalid_argument("options.window_right",
+                                    str_cat("must be >= 0, or -1 for unbounded, got ", o.window_right));
+  return {};
+}
+
+/// A tensor pointer: non-null and 16-byte aligned (rows move in 16-byte vectors).
+inline Status check_tensor_pointer(std::string_view name, const void* p) {
+  if (p == nullptr) return Status::invalid_argument(name, "must not be null");
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+    return Status::invalid_argument(name, "must be 16-byte aligned (rows are moved in 16-byte vectors)");
+  return {};
+}
+
+/// A stride in elements of a 2-byte type: positive multiple of 8 (16 bytes), so every row stays aligned.
+inline Status check_stride(std::string_view name, std::int64_t stride) {
+  if (stride <= 0 || stride % 8 != 0)
+    return Status::invalid_argument(
+        name,
+        str_cat("must be a positive multiple of 8 elements (16 bytes) so rows stay 16-byte aligned, got ",
+                stride));
+  return {};
+}
+
+/// Host copy of cumulative offsets: starts at 0, never decreases; returns the largest length in *max_len.
+inline Status check_offsets(std::string_view name, const int* cu, int batch, int* max_len) {
+  if (cu == nullptr)
+    return Status::invalid_argument(name,
+                                    "host copy must be given with the device offsets (it sizes the grid)");
+  if (cu[0] != 0) return Status::invalid_argument(name, str_cat("must start at 0, got ", cu[0]));
+  *max_len = 0;
+  for (int b = 0; b < batch; ++b) {
+    const long long len = static_cast<long long>(cu[b + 1]) - cu[b];
+    if (len < 0)
+      return Status::invalid_argument(name, str_cat("must not decrease (sequence ", b, " has length ", len,
+                                                    ": ", cu[b + 1], " - ", cu[b], ")"));
+    if (len > *max_len) *max_len = static_cast<int>(len);
+  }
+  return {};
+}
+
+}  // namespace llmk::attention::detail

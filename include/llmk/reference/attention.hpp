@@ -1,0 +1,275 @@
+// llmk/reference/attention.hpp: host references of attention (llmk/attention), for tests and users.
+//
+//   attention_fp64   exact-as-practical attention: every step in fp64 from the exact values of the inputs.
+//   What
+//                    kernels are compared against.
+//   attention_naive  what a straightforward framework implementation computes in the storage precision T
+//                    (fp32 accumulation, intermediates rounded to T). Its distance to attention_fp64 is the
+//                    baseline of the FlashAttention tolerance rule: max|out - ref| <= 2 * max|naive - ref| +
+//                    1e-3.
+//   merge_states     combines partial results (output, LSE) over disjoint key sets, as split-KV kernels do.
+//
+// Layout (that of llmk::attention with contiguous tensors): ragged and token-major, Q and O [total_q,
+// num_heads, head_dim], K and V [total_kv, num_kv_heads, head_dim], LSE [total_q, num_heads]; sequence b owns
+// q_lens[b] query tokens starting at q_lens[0] + ... + q_lens[b - 1], and kv_lens[b] key tokens likewise.
+// Query head h reads KV head h / (num_heads / num_kv_heads). The mask is llmk::attention::make_mask
+// (bottom-right aligned, see llmk/attention/mask.cuh). Decode is the case q_lens[b] == 1 (repack DecodeArgs'
+// K/V into this layout). Simple loops, no tiling; offsets are 64-bit.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "llmk/attention/args.cuh"
+#include "llmk/attention/mask.cuh"
+#include "llmk/core/numeric.cuh"
+
+namespace llmk::reference {
+
+/// One attention problem in the ragged layout of the file comment.
+struct AttentionProblem {
+  std::vector<int> q_lens, kv_lens;  // per sequence; same size (the batch)
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  llmk::attention::AttentionOptions options;  // softmax_scale is used as given (set it, e.g. default_scale())
+
+  /// Number of sequences.
+  int batch() const { return static_cast<int>(q_lens.size()); }
+  /// Sum of q_lens: the token count of Q and O.
+  std::int64_t total_q() const { return sum(q_lens); }
+  /// Sum of kv_lens: the token count of K and V.
+  std::int64_t total_kv() const { return sum(kv_lens); }
+  /// Elements of Q (and O): total_q * num_heads * head_dim.
+  std::int64_t q_elements() const { return total_q() * num_heads * head_dim; }
+  /// Elements of K (and of V): total_kv * num_kv_heads * head_dim.
+  std::int64_t kv_elements() const { return total_kv() * num_kv_heads * head_dim; }
+
+  /// Throws std::invalid_argument when the shape is inconsistent: q_lens and kv_lens of different sizes, a
+  /// negative length, a non-positive head count or head_dim, or num_heads not a multiple of num_kv_heads.
+  void validate() const {
+    if (q_lens.size() != kv_lens.size())
+      throw std::invalid_argument("AttentionProblem: q_lens has " + std::to_string(q_lens.size()) +
+                                  " entries, kv_lens " + std::to_string(kv_lens.size()));
+    for (std::size_t b = 0; b < q_lens.size(); ++b)
+      if (q_lens[b] < 0 || kv_lens[b] < 0)
+        throw std::invalid_argument("AttentionProblem: negative length in sequence " + std::to_string(b));
+    if (num_heads <= 0 || num_kv_heads <= 0 || head_dim <= 0)
+      throw std::invalid_argument("AttentionProblem: num_heads, num_kv_heads and head_dim must be > 0");
+    if (num_heads % num_kv_heads != 0)
+      throw std::invalid_argument("AttentionProblem: num_heads (" + std::to_string(num_heads) +
+                                  ") is not a multiple of num_kv_heads (" + std::to_string(num_kv_heads) +
+                                  ")");
+  }
+
+ private:
+  static std::int64_t sum(const std::vector<int>& lens) {
+    std::int64_t total = 0;
+    for (int len : lens) total += len;
+    return total;
+  }
+};
+
+namespace attention_detail {
+
+// The exact value of a storage element (half, bfloat16 and float are all exact in fp64).
+template <class T>
+double exact(T x) {
+  if constexpr (std::is_same_v<T, double>)
+    return x;
+  else
+    return static_cast<double>(static_cast<float>(x));
+}
+
+// x rounded to T (ties to even), returned as the float holding that T value.
+template <class T>
+float round_to(float x) {
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else
+    return static_cast<float>(T(x));
+}
+
+// Calls f(b, i, h, q_token, kv_token0, kv_head, mask): once per (sequence, query, head) row, in the order of
+// the rows in memory. q_token is the row's token index in Q, kv_token0 the sequence's first token in K/V.
+template <class F>
+void for_each_row(const AttentionProblem& p, F&& f) {
+  p.validate();
+  const int group = p.num_heads / p.num_kv_heads;
+  std::int64_t q0 = 0, kv0 = 0;
+  for (int b = 0; b < p.batch(); ++b) {
+    const llmk::attention::Mask mask = llmk::attention::make_mask(
+        p.q_lens[b], p.kv_lens[b], p.options.causal, p.options.window_left, p.options.window_right);
+    for (int i = 0; i < p.q_lens[b]; ++i)
+      for (int h = 0; h < p.num_heads; ++h) f(b, i, h, q0 + i, kv0, h / group, mask);
+    q0 += p.q_lens[b];
+    kv0 += p.kv_lens[b];
+  }
+}
+
+}  // namespace attention_detail
+
+/// Attention in fp64. For every query row: s_j = scale * (q . k_j), then s_j = softcap * tanh(s_j / softcap)
+/// when softcap > 0, over the keys j the mask shows; out = softmax(s) V and lse = max + log(sum exp(s - max))
+/// (natural log), all in fp64 from the exact values of the T inputs (T: half, bfloat16, float or double).
+/// A row that sees no key gets out = 0 and lse = -inf. out is [total_q, num_heads, head_dim], lse
+/// [total_q, num_heads] or null. Throws std::invalid_argument on an inconsistent shape (see validate()).
+///
+///   llmk::reference::AttentionProblem pr;
+///   pr.q_lens = {5, 1};                 // sequence 0: a 5-token prefill; sequence 1: one decode token
+///   pr.kv_lens = {5, 9};
+///   pr.num_heads = 8;                   // GQA, 4 query heads per KV head
+///   pr.num_kv_heads = 2;
+///   pr.head_dim = 64;
+///   pr.options.softmax_scale = llmk::attention::default_scale(64);
+///   pr.options.causal = true;
+///   std::vector<double> out(pr.q_elements()), lse(pr.total_q() * pr.num_heads);
+///   llmk::reference::attention_fp64(pr, q.data(), k.data(), v.data(), out.data(), lse.data());
+template <class T>
+void attention_fp64(const AttentionProblem& p, const T* q, const T* k, const T* v, double* out, double* lse) {
+  using attention_detail::exact;
+  const int d_len = p.head_dim;
+  const std::int64_t q_token = static_cast<std::int64_t>(p.num_heads) * d_len;
+  const std::int64_t kv_token = static_cast<std::int64_t>(p.num_kv_heads) * d_len;
+  const double scale = p.options.softmax_scale;
+  const double softcap = p.options.softcap;
+  std::vector<double> s, acc(static_cast<std::size_t>(d_len));
+  attention_detail::for_each_row(p, [&](int b, int i, int h, std::int64_t qt, std::int64_t kv0, int hk,
+                                        const llmk::attention::Mask& mask) {
+    const T* qi = q + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    double* o = out + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    const int kv_len = p.kv_lens[b];
+    s.assign(static_cast<std::size_t>(kv_len), 0.0);
+    bool any = false;
+    double m = -std::numeric_limits<double>::infinity();
+    for (int j = 0; j < kv_len; ++j) {
+      if (!mask.visible(i, j)) continue;
+      const T* kj = k + (kv0 + j) * kv_token + static_cast<std::int64_t>(hk) * d_len;
+      double dot = 0.0;
+      for (int d = 0; d < d_len; ++d) dot += exact(qi[d]) * exact(kj[d]);
+      double sj = scale * dot;
+      if (softcap > 0.0) sj = softcap * std::tanh(sj / softcap);
+      s[static_cast<std::size_t>(j)] = sj;
+      m = any ? std::fmax(m, sj) : sj;
+      any = true;
+    }
+    if (!any) {  // nothing visible: the convention of llmk::attention (zero row, LSE -inf)
+      for (int d = 0; d < d_len; ++d) o[d] = 0.0;
+      if (lse) lse[qt * p.num_heads + h] = -std::numeric_limits<double>::infinity();
+      return;
+    }
+    // Subtracting the row max keeps every exp in (0, 1]: no overflow, and the largest term is exactly 1.
+    double sum = 0.0;
+    for (auto& a : acc) a = 0.0;
+    for (int j = 0; j < kv_len; ++j) {
+      if (!mask.visible(i, j)) continue;
+      const double e = std::exp(s[static_cast<std::size_t>(j)] - m);
+      const T* vj = v + (kv0 + j) * kv_token + static_cast<std::int64_t>(hk) * d_len;
+      sum += e;
+      for (int d = 0; d < d_len; ++d) acc[static_cast<std::size_t>(d)] += e * exact(vj[d]);
+    }
+    for (int d = 0; d < d_len; ++d) o[d] = acc[static_cast<std::size_t>(d)] / sum;
+    if (lse) lse[qt * p.num_heads + h] = m + std::log(sum);
+  });
+}
+
+/// "Naive same-precision" attention: what a straightforward framework implementation in T computes, the
+/// baseline of the FlashAttention tolerance rule. Per row, with every "round" a round-to-nearest-even to T:
+///   s_j = round(sum_d q_d k_jd)      accumulated in fp32 over d = 0, 1, ... (products exact for 16-bit T)
+///   s_j = round(s_j * scale)         in fp32
+///   s_j = round(softcap * tanh(s_j / softcap))   in fp32, when softcap > 0
+///   p_j = round(exp(s_j - max) / sum)            softmax in fp32 over the visible keys; masked keys get 0
+///   o_d = round(sum_j p_j v_jd)      accumulated in fp32 over j = 0, 1, ...
+/// A row that sees no key gets 0 (a framework would give NaN; llmk's convention is 0). out is [total_q,
+/// num_heads, head_dim] floats, each exactly representable in T. With T = float nothing is rounded beyond
+/// fp32. Large inputs can overflow T (as in the framework). Throws std::invalid_argument like attention_fp64.
+template <class T>
+void attention_naive(const AttentionProblem& p, const T* q, const T* k, const T* v, float* out) {
+  using attention_detail::round_to;
+  const int d_len = p.head_dim;
+  const std::int64_t q_token = static_cast<std::int64_t>(p.num_heads) * d_len;
+  const std::int64_t kv_token = static_cast<std::int64_t>(p.num_kv_heads) * d_len;
+  const float scale = p.options.softmax_scale;
+  const float softcap = p.options.softcap;
+  std::vector<float> s;
+  attention_detail::for_each_row(p, [&](int b, int i, int h, std::int64_t qt, std::int64_t kv0, int hk,
+                                        const llmk::attention::Mask& mask) {
+    const T* qi = q + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    float* o = out + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    const int kv_len = p.kv_lens[b];
+    s.assign(static_cast<std::size_t>(kv_len), 0.0f);
+    bool any = false;
+    float m = 0.0f;
+    for (int j = 0; j < kv_len; ++j) {
+      if (!mask.visible(i, j)) continue;
+      const T* kj = k + (kv0 + j) * kv_token + static_cast<std::int64_t>(hk) * d_len;
+      float dot = 0.0f;
+      for (int d = 0; d < d_len; ++d) dot += static_cast<float>(qi[d]) * static_cast<float>(kj[d]);
+      float sj = round_to<T>(round_to<T>(dot) * scale);
+      if (softcap > 0.0f) sj = round_to<T>(softcap * std::tanh(sj / softcap));
+      s[static_cast<std::size_t>(j)] = sj;
+      m = any ? std::fmax(m, sj) : sj;
+      any = true;
+    }
+    if (!any) {
+      for (int d = 0; d < d_len; ++d) o[d] = 0.0f;
+      return;
+    }
+    // The framework's softmax: exponentials of (s - max) in fp32, normalized, then rounded to T (masked
+    // entries stay 0, so they drop out of P V).
+    float sum = 0.0f;
+    for (int j = 0; j < kv_len; ++j) {
+      if (!mask.visible(i, j)) continue;
+      s[static_cast<std::size_t>(j)] = std::exp(s[static_cast<std::size_t>(j)] - m);
+      sum += s[static_cast<std::size_t>(j)];
+    }
+    for (int j = 0; j < kv_len; ++j)
+      s[static_cast<std::size_t>(j)] =
+          mask.visible(i, j) ? round_to<T>(s[static_cast<std::size_t>(j)] / sum) : 0.0f;
+    for (int d = 0; d < d_len; ++d) {
+      float acc = 0.0f;
+      for (int j = 0; j < kv_len; ++j) {
+        if (!mask.visible(i, j)) continue;
+        const T* vj = v + (kv0 + j) * kv_token + static_cast<std::int64_t>(hk) * d_len;
+        acc += s[static_cast<std::size_t>(j)] * static_cast<float>(vj[d]);
+      }
+      o[d] = round_to<T>(acc);
+    }
+  });
+}
+
+/// Merges partial attention results over disjoint key sets into the result over their union, in fp64:
+///   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) * o_i.
+/// o_parts is [parts, dim] (part i's output row), lse_parts [parts] (natural log). A part with lse = -inf saw
+/// no key and contributes nothing; when every part is -inf (or parts == 0), out = 0 and lse = -inf. lse may
+/// be null. For [rows, heads] tensors call it once per (row, head).
+///
+///   double o[2][4] = {...}, l[2] = {...}, merged[4], merged_lse;
+///   llmk::reference::merge_states(2, 4, &o[0][0], l, merged, &merged_lse);
+inline void merge_states(int parts, int dim, const double* o_parts, const double* lse_parts, double* out,
+                         double* lse) {
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  double m = neg_inf;
+  for (int i = 0; i < parts; ++i) m = std::fmax(m, lse_parts[i]);
+  for (int d = 0; d < dim; ++d) out[d] = 0.0;
+  if (m == neg_inf) {  // no part saw a key
+    if (lse) *lse = neg_inf;
+    return;
+  }
+  // Weights relative to the largest LSE (the largest is exactly 1): no overflow, and -inf parts get exp(-inf)
+  // = 0 without ever computing inf - inf.
+  double sum = 0.0;
+  for (int i = 0; i < parts; ++i) sum += std::exp(lse_parts[i] - m);
+  for (int i = 0; i < parts; ++i) {
+    if (lse_parts[i] == neg_inf) continue;
+    const double w = std::exp(lse_parts[i] - m) / sum;
+    for (int d = 0; d < dim; ++d) out[d] += w * o_parts[static_cast<std::int64_t>(i) * dim + d];
+  }
+  if (lse) *lse = m + std::log(sum);
+}
+
+}  // namespace llmk::reference

@@ -1,0 +1,367 @@
+// Tests of llmk::attention::prefill against the fp64 reference, in the simulator (and on a GPU).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "attention/attention_check.hpp"
+#include "llmk/attention/prefill.cuh"
+#include "llmk/core/memory.cuh"
+#include "support/test_env.hpp"
+
+namespace {
+
+using llmk::bfloat16;
+using llmk::half;
+namespace attn = llmk::attention;
+
+struct Case {
+  std::vector<int> q_lens, kv_lens;  // one entry: uniform-length mode; several: varlen (cu_seqlens)
+  int heads = 2, kv_heads = 2, dim = 64;
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  float magnitude = 1.0f;
+  int batch = 1;     // uniform mode: this many sequences of q_lens[0] / kv_lens[0]
+  int head_pad = 0;  // extra elements between heads (strided layout)
+  bool with_lse = true;
+};
+
+llmk::reference::AttentionProblem problem_of(const Case& c) {
+  llmk::reference::AttentionProblem p;
+  if (c.q_lens.size() == 1) {
+    p.q_lens.assign(c.batch, c.q_lens[0]);
+    p.kv_lens.assign(c.batch, c.kv_lens[0]);
+  } else {
+    p.q_lens = c.q_lens;
+    p.kv_lens = c.kv_lens;
+  }
+  p.num_heads = c.heads;
+  p.num_kv_heads = c.kv_heads;
+  p.head_dim = c.dim;
+  p.options.softmax_scale = attn::default_scale(c.dim);
+  p.options.softcap = c.softcap;
+  p.options.causal = c.causal;
+  p.options.window_left = c.window_left;
+  p.options.window_right = c.window_right;
+  return p;
+}
+
+// Copies a contiguous [tokens, heads, dim] tensor into one with `pad` extra elements after each head row.
+template <class T>
+std::vector<T> with_head_pad(const std::vector<T>& x, int heads, int dim, int pad) {
+  const std::size_t tokens = x.size() / (static_cast<std::size_t>(heads) * dim);
+  std::vector<T> y(tokens * heads * (dim + pad), T(0.0f));
+  for (std::size_t t = 0; t < tokens; ++t)
+    for (int h = 0; h < heads; ++h)
+      for (int d = 0; d < dim; ++d) y[(t * heads + h) * (dim + pad) + d] = x[(t * heads + h) * dim + d];
+  return y;
+}
+
+template <class T>
+std::vector<T> without_head_pad(const std::vector<T>& y, int heads, int dim, int pad) {
+  const std::size_t tokens = y.size() / (static_cast<std::size_t>(heads) * (dim + pad));
+  std::vector<T> x(tokens * heads * dim);
+  for (std::size_t t = 0; t < tokens; ++t)
+    for (int h = 0; h < heads; ++h)
+      for (int d = 0; d < dim; ++d) x[(t * heads + h) * dim + d] = y[(t * heads + h) * (dim + pad) + d];
+  return x;
+}
+
+// Runs prefill on random inputs, returns the output (and LSE) on the host; Launch picks the entry point.
+template <class T, class Launch>
+void run_case(const Case& c, std::mt19937& rng, Launch&& launch) {
+  const llmk::reference::AttentionProblem p = problem_of(c);
+  CAPTURE(c.dim);
+  CAPTURE(c.heads);
+  CAPTURE(c.kv_heads);
+  CAPTURE(c.causal);
+  CAPTURE(c.window_left);
+  CAPTURE(c.window_right);
+  CAPTURE(c.softcap);
+  INFO("q_lens[0] = " << p.q_lens[0] << ", kv_lens[0] = " << p.kv_lens[0] << ", batch " << p.batch());
+  const std::vector<T> q = llmk::test::random_tensor<T>(p.q_elements(), c.magnitude, rng);
+  const std::vector<T> k = llmk::test::random_tensor<T>(p.kv_elements(), c.magnitude, rng);
+  const std::vector<T> v = llmk::test::random_tensor<T>(p.kv_elements(), 1.0f, rng);
+  const int pad = c.head_pad, row = c.dim + pad;
+
+  llmk::DeviceBuffer<T> d_q(with_head_pad(q, c.heads, c.dim, pad)),
+      d_k(with_head_pad(k, c.kv_heads, c.dim, pad)), d_v(with_head_pad(v, c.kv_heads, c.dim, pad));
+  llmk::DeviceBuffer<T> d_o(static_cast<std::size_t>(p.total_q()) * c.heads * row);  // poisoned
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(p.total_q()) * c.heads + 1);
+  std::vector<int> cu_q(p.batch() + 1, 0), cu_k(p.batch() + 1, 0);
+  for (int b = 0; b < p.batch(); ++b) {
+    cu_q[b + 1] = cu_q[b] + p.q_lens[b];
+    cu_k[b + 1] = cu_k[b] + p.kv_lens[b];
+  }
+  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(cu_k);
+
+  attn::PrefillArgs<T> a;
+  a.q = d_q.data();
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.o = d_o.data();
+  a.q_stride_token = static_cast<std::int64_t>(c.heads) * row;
+  a.o_stride_token = a.q_stride_token;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(c.kv_heads) * row;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = row;
+  a.lse = c.with_lse ? d_lse.data() : nullptr;
+  if (c.q_lens.size() == 1) {
+    a.q_len = c.q_lens[0];
+    a.kv_len = c.kv_lens[0];
+  } else {
+    a.cu_seqlens_q = d_cu_q.data();
+    a.cu_seqlens_k = d_cu_k.data();
+    a.cu_seqlens_q_host = cu_q.data();
+    a.cu_seqlens_k_host = cu_k.data();
+  }
+  a.batch = p.batch();
+  a.num_heads = c.heads;
+  a.num_kv_heads = c.kv_heads;
+  a.head_dim = c.dim;
+  a.options = p.options;
+  const llmk::Status s = launch(a);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  REQUIRE(llmk::device_synchronize().ok());
+  const std::vector<T> got = without_head_pad(d_o.to_host(), c.heads, c.dim, pad);
+  std::vector<float> lse = d_lse.to_host();
+  lse.pop_back();
+  llmk::test::check_attention(p, q, k, v, got, c.with_lse ? &lse : nullptr);
+}
+
+template <class T>
+void run_case(const Case& c, std::mt19937& rng) {
+  run_case<T>(c, rng, [](const attn::PrefillArgs<T>& a) { return attn::prefill(a, nullptr); });
+}
+
+Case uniform(int q_len, int kv_len, int dim, bool causal) {
+  Case c;
+  c.q_lens = {q_len};
+  c.kv_lens = {kv_len};
+  c.dim = dim;
+  c.causal = causal;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("prefill: sequence lengths 1..513, causal and not") {
+  std::mt19937 rng(101);
+  const std::vector<int> lens =
+      llmk::test::fast() ? std::vector<int>{1, 17, 65} : std::vector<int>{1, 7, 17, 63, 65, 127, 200, 513};
+  for (int len : lens)
+    for (bool causal : {false, true}) {
+      if (len == 513 && !causal) continue;  // the causal run covers the length; keeps the simulator fast
+      run_case<half>(uniform(len, len, 64, causal), rng);
+    }
+}
+
+TEST_CASE("prefill: q_len != kv_len, bottom-right causal alignment") {
+  std::mt19937 rng(102);
+  const std::vector<std::pair<int, int>> shapes = {{7, 200}, {1, 127},  {65, 17},
+                                                   {63, 65}, {17, 513}, {200, 63}};
+  for (auto [q_len, kv_len] : shapes)
+    for (bool causal : {true, false}) run_case<half>(uniform(q_len, kv_len, 64, causal), rng);
+}
+
+TEST_CASE("prefill: every runtime head dim, fp16 and bf16") {
+  std::mt19937 rng(103);
+  for (int dim : {64, 96, 128, 256}) {
+    Case c = uniform(llmk::test::pick(65, 17), llmk::test::pick(127, 33), dim, true);
+    c.heads = 4;
+    c.kv_heads = 2;
+    run_case<half>(c, rng);
+    c.causal = false;
+    run_case<bfloat16>(c, rng);
+  }
+}
+
+TEST_CASE("prefill: a custom head dim (80) by explicit instantiation; the runtime dispatch rejects it") {
+  std::mt19937 rng(104);
+  Case c = uniform(llmk::test::pick(63, 17), llmk::test::pick(63, 17), 80, true);
+  run_case<half>(c, rng, [](const attn::PrefillArgs<half>& a) {
+    return attn::prefill_with_config<half, attn::DefaultPrefillConfig<80>>(a, nullptr);
+  });
+  c.causal = false;
+  c.q_lens = {7};
+  run_case<half>(c, rng, [](const attn::PrefillArgs<half>& a) {
+    return attn::prefill_with_config<half, attn::DefaultPrefillConfig<80>>(a, nullptr);
+  });
+}
+
+TEST_CASE("prefill: GQA ratios 1, 4, 8 and MQA") {
+  std::mt19937 rng(105);
+  for (int kv_heads : {8, 2, 1}) {
+    Case c = uniform(llmk::test::pick(63, 17), llmk::test::pick(127, 33), 64, true);
+    c.heads = 8;
+    c.kv_heads = kv_heads;
+    run_case<half>(c, rng);
+  }
+  Case c = uniform(7, 65, 128, false);  // group 6: rows of a tile mix tokens and heads unevenly
+  c.heads = 12;
+  c.kv_heads = 2;
+  run_case<bfloat16>(c, rng);
+}
+
+TEST_CASE("prefill: sliding windows and soft-cap") {
+  std::mt19937 rng(106);
+  Case c = uniform(llmk::test::pick(127, 33), llmk::test::pick(200, 40), 64, true);
+  c.window_left = 16;
+  run_case<half>(c, rng);
+  c.causal = false;
+  c.window_left = 8;
+  c.window_right = 5;
+  run_case<half>(c, rng);
+  c.window_left = -1;
+  c.window_right = 0;  // the same as causal
+  run_case<bfloat16>(c, rng);
+  c = uniform(65, 65, 128, true);
+  c.softcap = 30.0f;
+  c.magnitude = 4.0f;
+  run_case<half>(c, rng);
+}
+
+TEST_CASE("prefill: varlen batches, strided layout, batch of equal lengths") {
+  std::mt19937 rng(107);
+  std::uniform_int_distribution<int> len(1, llmk::test::pick(300, 40));
+  Case c;
+  for (int b = 0; b < llmk::test::pick(5, 3); ++b) {
+    const int kv = len(rng);
+    c.kv_lens.push_back(kv);
+    c.q_lens.push_back(std::uniform_int_distribution<int>(1, kv)(rng));
+  }
+  c.q_lens.push_back(0);  // an empty sequence in the middle of a batch is allowed
+  c.kv_lens.push_back(5);
+  c.q_lens.push_back(9);
+  c.kv_lens.push_back(9);
+  c.dim = 128;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.causal = true;
+  run_case<bfloat16>(c, rng);
+  c.causal = false;
+  c.head_pad = 8;
+  c.with_lse = false;
+  run_case<half>(c, rng);
+  Case u = uniform(33, 40, 64, true);
+  u.batch = 3;
+  u.head_pad = 16;
+  run_case<half>(u, rng);
+}
+
+TEST_CASE("prefill: large-magnitude scores do not overflow") {
+  std::mt19937 rng(108);
+  Case c = uniform(llmk::test::pick(127, 33), llmk::test::pick(127, 33), 64, false);
+  c.magnitude = 8.0f;  // scaled scores reach about +-60: exp would overflow fp16/fp32 without the running max
+  run_case<half>(c, rng);
+  c.causal = true;
+  run_case<bfloat16>(c, rng);
+}
+
+TEST_CASE("prefill: a NaN in one query row reaches that row only") {
+  std::mt19937 rng(109);
+  const int n = 40, heads = 2, dim = 64;
+  std::vector<half> q = llmk::test::random_tensor<half>(n * heads * dim, 1.0f, rng);
+  const std::vector<half> k = llmk::test::random_tensor<half>(n * heads * dim, 1.0f, rng);
+  const std::vector<half> v = llmk::test::random_tensor<half>(n * heads * dim, 1.0f, rng);
+  const int bad_token = 21, bad_head = 1;
+  q[(bad_token * heads + bad_head) * dim + 5] = half(std::nanf(""));
+  llmk::DeviceBuffer<half> d_q(q), d_k(k), d_v(v), d_o(q.size());
+  llmk::DeviceBuffer<float> d_lse(n * heads);
+  attn::PrefillArgs<half> a;
+  a.q = d_q.data();
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.o = d_o.data();
+  a.q_stride_token = a.k_stride_token = a.v_stride_token = a.o_stride_token = heads * dim;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = dim;
+  a.lse = d_lse.data();
+  a.q_len = a.kv_len = n;
+  a.batch = 1;
+  a.num_heads = a.num_kv_heads = heads;
+  a.head_dim = dim;
+  a.options.softmax_scale = attn::default_scale(dim);
+  REQUIRE(attn::prefill(a, nullptr).ok());
+  const std::vector<half> o = d_o.to_host();
+  const std::vector<float> lse = d_lse.to_host();
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < heads; ++h) {
+      const bool bad = t == bad_token && h == bad_head;
+      CHECK(std::isnan(lse[t * heads + h]) == bad);
+      for (int d = 0; d < dim; ++d) CHECK(std::isnan(o[(t * heads + h) * dim + d].to_float()) == bad);
+    }
+}
+
+TEST_CASE("prefill: bad arguments are rejected with the rule that failed") {
+  llmk::DeviceBuffer<half> buf(4096);
+  attn::PrefillArgs<half> good;
+  good.q = good.k = good.v = buf.data();
+  good.o = buf.data() + 2048;
+  good.q_stride_token = good.k_stride_token = good.v_stride_token = good.o_stride_token = 128;
+  good.q_stride_head = good.k_stride_head = good.v_stride_head = good.o_stride_head = 64;
+  good.q_len = good.kv_len = 8;
+  good.batch = 2;
+  good.num_heads = 2;
+  good.num_kv_heads = 2;
+  good.head_dim = 64;
+  good.options.softmax_scale = 0.125f;
+  REQUIRE(attn::prefill(good, nullptr).ok());
+
+  auto expect = [](const attn::PrefillArgs<half>& a, const char* needle) {
+    const llmk::Status s = attn::prefill(a, nullptr);
+    CHECK_FALSE(s.ok());
+    INFO(s.message());
+    CHECK(s.message().find(needle) != std::string::npos);
+  };
+  attn::PrefillArgs<half> a = good;
+  a.head_dim = 80;
+  expect(a, "prefill_with_config");
+  a = good;
+  a.head_dim = 72;
+  expect(a, "head_dim");
+  a = good;
+  a.num_kv_heads = 3;
+  a.num_heads = 4;
+  expect(a, "multiple of num_kv_heads");
+  a = good;
+  a.q = buf.data() + 1;
+  expect(a, "16-byte aligned");
+  a = good;
+  a.k = nullptr;
+  expect(a, "must not be null");
+  a = good;
+  a.q_len = -1;
+  expect(a, "q_len");
+  a = good;
+  a.k_stride_token = 100;
+  expect(a, "k_stride_token");
+  a = good;
+  a.options.softmax_scale = 0.0f;
+  expect(a, "softmax_scale");
+  a = good;
+  a.options.window_left = -2;
+  expect(a, "window_left");
+  a = good;
+  a.o_stride_token = 64;
+  expect(a, "overlap");
+  // Varlen: offsets must be given on both sides, start at 0 and not decrease.
+  llmk::DeviceBuffer<int> d_cu(std::vector<int>{0, 4, 8});
+  const int cu_bad[] = {0, 6, 4}, cu_good[] = {0, 4, 8};
+  a = good;
+  a.cu_seqlens_q = d_cu.data();
+  expect(a, "give both or neither");
+  a.cu_seqlens_k = d_cu.data();
+  expect(a, "host copy");
+  a.cu_seqlens_q_host = cu_good;
+  a.cu_seqlens_k_host = cu_bad;
+  expect(a, "must not decrease");
+  a.cu_seqlens_k_host = cu_good;
+  CHECK(attn::prefill(a, nullptr).ok());
+  a = good;
+  a.head_dim = 80;
+  CHECK(attn::prefill_with_config<half, attn::DefaultPrefillConfig<64>>(a, nullptr)
+            .message()
+            .find("compiled for 64") != std::string::npos);
+}
