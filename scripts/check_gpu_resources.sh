@@ -6,8 +6,8 @@
 #   1. prints a table: kernel (demangled), arch, registers, static shared memory, stack frame, spill stores/loads;
 #   2. FAILS if any kernel or device function whose demangled name contains `llmk::` spills (stores or loads > 0);
 #   3. FAILS unless every kernel matching a pattern of scripts/tensor_core_kernels.txt (extended regexes matched
-#      against demangled names, one a line, # comments) contains `mma.sync` in its PTX for every architecture, and
-#      every pattern matches at least one kernel.
+#      against demangled names, one a line, # comments) contains `mma.sync` in its PTX for every architecture (and
+#      `cp.async` too when the line ends in " +cp.async"), and every pattern matches at least one kernel.
 #
 # Usage:
 #   scripts/check_gpu_resources.sh                       the _cuda targets of build/ (configured if needed)
@@ -230,7 +230,8 @@ while IFS= read -r ptx; do
       n = $0; sub(/.*\.entry[ \t]+/, "", n); sub(/\(.*/, "", n); gsub(/[ \t]/, "", n); name = n; mma[name] = 0; next
     }
     name != "" && /mma\.sync/ { mma[name] = 1 }
-    /^}/ { if (name != "") { printf "%s\t%s\t%d\n", name, arch, mma[name] }; name = "" }
+    name != "" && /cp\.async/ { cpa[name] = 1 }
+    /^}/ { if (name != "") { printf "%s\t%s\t%d\t%d\n", name, arch, mma[name], cpa[name] + 0 }; name = "" }
   ' "$ptx" >>"$ptx_entries"
 done < <(find "$WORK" -name '*.ptx' | sort)
 sort -u "$ptx_entries" -o "$ptx_entries"
@@ -238,25 +239,33 @@ cut -f1 "$ptx_entries" | "$DEMANGLE" | paste - "$ptx_entries" >"$WORK/ptx_demang
 
 if [[ -f "$patterns_file" ]]; then
   echo
-  echo "== tensor-core kernels (${patterns_file#"$LLMK_ROOT"/}): mma.sync in the PTX"
+  echo "== tensor-core kernels (${patterns_file#"$LLMK_ROOT"/}): mma.sync (and cp.async where asked) in the PTX"
   while IFS= read -r pattern || [[ -n "$pattern" ]]; do
     pattern="${pattern%%#*}"
     pattern="$(sed 's/^[[:space:]]*//; s/[[:space:]]*$//' <<<"$pattern")"
     [[ -z "$pattern" ]] && continue
+    need_cp_async=0
+    if [[ "$pattern" == *" +cp.async" ]]; then
+      need_cp_async=1
+      pattern="$(sed 's/[[:space:]]*+cp\.async$//' <<<"$pattern")"
+    fi
     matches="$(LLMK_PATTERN="$pattern" awk -F'\t' '$1 ~ ENVIRON["LLMK_PATTERN"]' "$WORK/ptx_demangled.tsv")"
     if [[ -z "$matches" ]]; then
       echo "!! pattern '$pattern' matches no kernel in the CUDA targets"
       status=1
       continue
     fi
-    while IFS=$'\t' read -r demangled _mangled arch has_mma; do
+    while IFS=$'\t' read -r demangled _mangled arch has_mma has_cp_async; do
       short="$demangled"
       ((${#short} > 150)) && short="${short:0:147}..."
-      if [[ "$has_mma" == 1 ]]; then
-        echo "   ok       compute_$arch  $short"
-      else
+      if [[ "$has_mma" != 1 ]]; then
         echo "!! NO mma.sync compute_$arch  $short"
         status=1
+      elif ((need_cp_async)) && [[ "$has_cp_async" != 1 ]]; then
+        echo "!! NO cp.async compute_$arch  $short"
+        status=1
+      else
+        echo "   ok       compute_$arch  $short"
       fi
     done <<<"$matches"
   done <"$patterns_file"

@@ -12,8 +12,8 @@
 
 namespace {
 
-using llmk::bfloat16;
-using llmk::half;
+using bf16 = llmk::bfloat16;
+using f16 = llmk::half;
 namespace attn = llmk::attention;
 
 struct Case {
@@ -127,8 +127,8 @@ std::vector<T> run_decode(const Case& c, Inputs<T>& in, int splits) {
   if (splits > 0) CHECK(plan.num_splits == splits);
   INFO("splits " << plan.num_splits << ", workspace " << plan.workspace_bytes);
   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);  // poisoned
-  s = attn::decode(a, plan, ws.data(), plan.workspace_bytes, nullptr);
-  REQUIRE_MESSAGE(s.ok(), s.message());
+  const llmk::Status run = attn::decode(a, plan, ws.data(), plan.workspace_bytes, nullptr);
+  REQUIRE_MESSAGE(run.ok(), run.message());
   REQUIRE(llmk::device_synchronize().ok());
   const std::vector<T> got = d_o.to_host();
   const std::vector<float> lse = d_lse.to_host();
@@ -148,7 +148,7 @@ void run_all_splits(const Case& c, std::mt19937& rng, std::vector<int> split_cou
       diff = std::max(diff, static_cast<double>(std::fabs(one[i].to_float() - many[i].to_float())));
     INFO("splits " << splits << " vs 1: max difference " << diff);
     // Only the summation order differs; two roundings of the output to T at |o| <= 1 at most.
-    CHECK(diff <= 2.0 * (std::is_same_v<T, half> ? 0x1p-10 : 0x1p-7));
+    CHECK(diff <= 2.0 * (std::is_same_v<T, f16> ? 0x1p-10 : 0x1p-7));
   }
 }
 
@@ -158,9 +158,9 @@ TEST_CASE("decode: kv lengths 1..2000, splits 1 / several / heuristic, GQA") {
   std::mt19937 rng(201);
   Case c;
   c.kv_lens = llmk::test::fast() ? std::vector<int>{1, 65, 200} : std::vector<int>{1, 7, 63, 200, 513, 2000};
-  run_all_splits<half>(c, rng, {3, 7, 0});
+  run_all_splits<f16>(c, rng, {3, 7, 0});
   c.kv_heads = 4;  // MHA
-  run_all_splits<bfloat16>(c, rng, {5});
+  run_all_splits<bf16>(c, rng, {5});
 }
 
 TEST_CASE("decode: every runtime head dim, GQA ratios 1, 4, 8, fp16 and bf16") {
@@ -173,9 +173,9 @@ TEST_CASE("decode: every runtime head dim, GQA ratios 1, 4, 8, fp16 and bf16") {
       c.heads = 8;
       c.kv_heads = kv_heads;
       if (kv_heads == 2)
-        run_all_splits<bfloat16>(c, rng, {4});
+        run_all_splits<bf16>(c, rng, {4});
       else
-        run_all_splits<half>(c, rng, {2});
+        run_all_splits<f16>(c, rng, {2});
     }
 }
 
@@ -186,7 +186,7 @@ TEST_CASE("decode: group larger than one 16-row tile (32 query heads on one KV h
   c.dim = 64;
   c.heads = 32;
   c.kv_heads = 1;
-  run_all_splits<half>(c, rng, {3});
+  run_all_splits<f16>(c, rng, {3});
 }
 
 TEST_CASE("decode: sliding window, soft-cap, large magnitudes, empty and uniform sequences") {
@@ -194,20 +194,20 @@ TEST_CASE("decode: sliding window, soft-cap, large magnitudes, empty and uniform
   Case c;
   c.kv_lens = {300, 17, 1};
   c.window_left = 40;
-  run_all_splits<half>(c, rng, {4});
+  run_all_splits<f16>(c, rng, {4});
   c.window_left = -1;
   c.softcap = 20.0f;
   c.magnitude = 4.0f;
-  run_all_splits<bfloat16>(c, rng, {3});
+  run_all_splits<bf16>(c, rng, {3});
   c.softcap = 0.0f;
   c.magnitude = 8.0f;  // scores about +-60
-  run_all_splits<half>(c, rng, {3});
+  run_all_splits<f16>(c, rng, {3});
   c.magnitude = 1.0f;
   c.kv_lens = {0, 50, 0};  // empty histories: zero rows, LSE -inf
-  run_all_splits<half>(c, rng, {2});
+  run_all_splits<f16>(c, rng, {2});
   c.kv_lens = {90, 90};
   c.use_kv_lens = false;
-  run_all_splits<half>(c, rng, {2});
+  run_all_splits<f16>(c, rng, {2});
 }
 
 TEST_CASE("decode: custom head dim 80 by explicit instantiation") {
@@ -215,17 +215,17 @@ TEST_CASE("decode: custom head dim 80 by explicit instantiation") {
   Case c;
   c.kv_lens = {150, 33};
   c.dim = 80;
-  Inputs<half> in = make_inputs<half>(c, rng);
+  Inputs<f16> in = make_inputs<f16>(c, rng);
   for (int splits : {1, 3}) {
-    llmk::DeviceBuffer<half> d_o(2 * c.heads * c.dim);
+    llmk::DeviceBuffer<f16> d_o(2 * c.heads * c.dim);
     llmk::DeviceBuffer<float> d_lse(2 * c.heads);
-    const attn::DecodeArgs<half> a = args_of(c, in, d_o.data(), d_lse.data());
+    const attn::DecodeArgs<f16> a = args_of(c, in, d_o.data(), d_lse.data());
     using Cfg = attn::DefaultDecodeConfig<80>;
     attn::DecodePlan plan;
     CHECK(attn::plan_decode(a, &plan, splits).message().find("DefaultDecodeConfig<80>") != std::string::npos);
-    REQUIRE(attn::plan_decode_with_config<half, Cfg>(a, &plan, splits).ok());
+    REQUIRE(attn::plan_decode_with_config<f16, Cfg>(a, &plan, splits).ok());
     llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
-    const llmk::Status s = attn::decode_with_config<half, Cfg>(a, plan, ws.data(), ws.size(), nullptr);
+    const llmk::Status s = attn::decode_with_config<f16, Cfg>(a, plan, ws.data(), ws.size(), nullptr);
     REQUIRE_MESSAGE(s.ok(), s.message());
     const std::vector<float> lse = d_lse.to_host();
     llmk::test::check_attention(in.p, in.q, in.k_ragged, in.v_ragged, d_o.to_host(), &lse);
@@ -243,10 +243,10 @@ TEST_CASE("decode: the split heuristic") {
 }
 
 TEST_CASE("decode: bad arguments are rejected with the rule that failed") {
-  llmk::DeviceBuffer<half> buf(8192);
+  llmk::DeviceBuffer<f16> buf(8192);
   const int lens_host[] = {10, 20};
   llmk::DeviceBuffer<int> d_lens(std::vector<int>{10, 20});
-  attn::DecodeArgs<half> good;
+  attn::DecodeArgs<f16> good;
   good.q = good.k = good.v = buf.data();
   good.o = buf.data() + 4096;
   good.q_stride_batch = good.o_stride_batch = 128;
@@ -267,15 +267,15 @@ TEST_CASE("decode: bad arguments are rejected with the rule that failed") {
   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
   REQUIRE(attn::decode(good, plan, ws.data(), ws.size(), nullptr).ok());
 
-  auto expect = [&](const attn::DecodeArgs<half>& a, const char* needle) {
+  auto expect = [&](const attn::DecodeArgs<f16>& a, const char* needle) {
     attn::DecodePlan p2;
-    llmk::Status s = attn::plan_decode(a, &p2, 2);
-    if (s.ok()) s = attn::decode(a, plan, ws.data(), ws.size(), nullptr);
+    const llmk::Status planned = attn::plan_decode(a, &p2, 2);
+    const llmk::Status s = planned.ok() ? attn::decode(a, plan, ws.data(), ws.size(), nullptr) : planned;
     CHECK_FALSE(s.ok());
     INFO(s.message());
     CHECK(s.message().find(needle) != std::string::npos);
   };
-  attn::DecodeArgs<half> a = good;
+  attn::DecodeArgs<f16> a = good;
   a.head_dim = 72;
   expect(a, "head_dim");
   a = good;

@@ -13,8 +13,8 @@
 
 namespace {
 
-using llmk::bfloat16;
-using llmk::half;
+using bf16 = llmk::bfloat16;
+using f16 = llmk::half;
 namespace attn = llmk::attention;
 
 struct Case {
@@ -154,7 +154,7 @@ TEST_CASE("prefill: sequence lengths 1..513, causal and not") {
   for (int len : lens)
     for (bool causal : {false, true}) {
       if (len == 513 && !causal) continue;  // the causal run covers the length; keeps the simulator fast
-      run_case<half>(uniform(len, len, 64, causal), rng);
+      run_case<f16>(uniform(len, len, 64, causal), rng);
     }
 }
 
@@ -163,7 +163,7 @@ TEST_CASE("prefill: q_len != kv_len, bottom-right causal alignment") {
   const std::vector<std::pair<int, int>> shapes = {{7, 200}, {1, 127},  {65, 17},
                                                    {63, 65}, {17, 513}, {200, 63}};
   for (auto [q_len, kv_len] : shapes)
-    for (bool causal : {true, false}) run_case<half>(uniform(q_len, kv_len, 64, causal), rng);
+    for (bool causal : {true, false}) run_case<f16>(uniform(q_len, kv_len, 64, causal), rng);
 }
 
 TEST_CASE("prefill: every runtime head dim, fp16 and bf16") {
@@ -172,22 +172,22 @@ TEST_CASE("prefill: every runtime head dim, fp16 and bf16") {
     Case c = uniform(llmk::test::pick(65, 17), llmk::test::pick(127, 33), dim, true);
     c.heads = 4;
     c.kv_heads = 2;
-    run_case<half>(c, rng);
+    run_case<f16>(c, rng);
     c.causal = false;
-    run_case<bfloat16>(c, rng);
+    run_case<bf16>(c, rng);
   }
 }
 
 TEST_CASE("prefill: a custom head dim (80) by explicit instantiation; the runtime dispatch rejects it") {
   std::mt19937 rng(104);
   Case c = uniform(llmk::test::pick(63, 17), llmk::test::pick(63, 17), 80, true);
-  run_case<half>(c, rng, [](const attn::PrefillArgs<half>& a) {
-    return attn::prefill_with_config<half, attn::DefaultPrefillConfig<80>>(a, nullptr);
+  run_case<f16>(c, rng, [](const attn::PrefillArgs<f16>& a) {
+    return attn::prefill_with_config<f16, attn::DefaultPrefillConfig<80>>(a, nullptr);
   });
   c.causal = false;
   c.q_lens = {7};
-  run_case<half>(c, rng, [](const attn::PrefillArgs<half>& a) {
-    return attn::prefill_with_config<half, attn::DefaultPrefillConfig<80>>(a, nullptr);
+  run_case<f16>(c, rng, [](const attn::PrefillArgs<f16>& a) {
+    return attn::prefill_with_config<f16, attn::DefaultPrefillConfig<80>>(a, nullptr);
   });
 }
 
@@ -197,30 +197,30 @@ TEST_CASE("prefill: GQA ratios 1, 4, 8 and MQA") {
     Case c = uniform(llmk::test::pick(63, 17), llmk::test::pick(127, 33), 64, true);
     c.heads = 8;
     c.kv_heads = kv_heads;
-    run_case<half>(c, rng);
+    run_case<f16>(c, rng);
   }
   Case c = uniform(7, 65, 128, false);  // group 6: rows of a tile mix tokens and heads unevenly
   c.heads = 12;
   c.kv_heads = 2;
-  run_case<bfloat16>(c, rng);
+  run_case<bf16>(c, rng);
 }
 
 TEST_CASE("prefill: sliding windows and soft-cap") {
   std::mt19937 rng(106);
   Case c = uniform(llmk::test::pick(127, 33), llmk::test::pick(200, 40), 64, true);
   c.window_left = 16;
-  run_case<half>(c, rng);
+  run_case<f16>(c, rng);
   c.causal = false;
   c.window_left = 8;
   c.window_right = 5;
-  run_case<half>(c, rng);
+  run_case<f16>(c, rng);
   c.window_left = -1;
   c.window_right = 0;  // the same as causal
-  run_case<bfloat16>(c, rng);
+  run_case<bf16>(c, rng);
   c = uniform(65, 65, 128, true);
   c.softcap = 30.0f;
   c.magnitude = 4.0f;
-  run_case<half>(c, rng);
+  run_case<f16>(c, rng);
 }
 
 TEST_CASE("prefill: varlen batches, strided layout, batch of equal lengths") {
@@ -240,37 +240,37 @@ TEST_CASE("prefill: varlen batches, strided layout, batch of equal lengths") {
   c.heads = 4;
   c.kv_heads = 2;
   c.causal = true;
-  run_case<bfloat16>(c, rng);
+  run_case<bf16>(c, rng);
   c.causal = false;
   c.head_pad = 8;
   c.with_lse = false;
-  run_case<half>(c, rng);
+  run_case<f16>(c, rng);
   Case u = uniform(33, 40, 64, true);
   u.batch = 3;
   u.head_pad = 16;
-  run_case<half>(u, rng);
+  run_case<f16>(u, rng);
 }
 
 TEST_CASE("prefill: large-magnitude scores do not overflow") {
   std::mt19937 rng(108);
   Case c = uniform(llmk::test::pick(127, 33), llmk::test::pick(127, 33), 64, false);
   c.magnitude = 8.0f;  // scaled scores reach about +-60: exp would overflow fp16/fp32 without the running max
-  run_case<half>(c, rng);
+  run_case<f16>(c, rng);
   c.causal = true;
-  run_case<bfloat16>(c, rng);
+  run_case<bf16>(c, rng);
 }
 
 TEST_CASE("prefill: a NaN in one query row reaches that row only") {
   std::mt19937 rng(109);
   const int n = 40, heads = 2, dim = 64;
-  std::vector<half> q = llmk::test::random_tensor<half>(n * heads * dim, 1.0f, rng);
-  const std::vector<half> k = llmk::test::random_tensor<half>(n * heads * dim, 1.0f, rng);
-  const std::vector<half> v = llmk::test::random_tensor<half>(n * heads * dim, 1.0f, rng);
+  std::vector<f16> q = llmk::test::random_tensor<f16>(n * heads * dim, 1.0f, rng);
+  const std::vector<f16> k = llmk::test::random_tensor<f16>(n * heads * dim, 1.0f, rng);
+  const std::vector<f16> v = llmk::test::random_tensor<f16>(n * heads * dim, 1.0f, rng);
   const int bad_token = 21, bad_head = 1;
-  q[(bad_token * heads + bad_head) * dim + 5] = half(std::nanf(""));
-  llmk::DeviceBuffer<half> d_q(q), d_k(k), d_v(v), d_o(q.size());
+  q[(bad_token * heads + bad_head) * dim + 5] = f16(std::nanf(""));
+  llmk::DeviceBuffer<f16> d_q(q), d_k(k), d_v(v), d_o(q.size());
   llmk::DeviceBuffer<float> d_lse(n * heads);
-  attn::PrefillArgs<half> a;
+  attn::PrefillArgs<f16> a;
   a.q = d_q.data();
   a.k = d_k.data();
   a.v = d_v.data();
@@ -284,7 +284,7 @@ TEST_CASE("prefill: a NaN in one query row reaches that row only") {
   a.head_dim = dim;
   a.options.softmax_scale = attn::default_scale(dim);
   REQUIRE(attn::prefill(a, nullptr).ok());
-  const std::vector<half> o = d_o.to_host();
+  const std::vector<f16> o = d_o.to_host();
   const std::vector<float> lse = d_lse.to_host();
   for (int t = 0; t < n; ++t)
     for (int h = 0; h < heads; ++h) {
@@ -295,8 +295,8 @@ TEST_CASE("prefill: a NaN in one query row reaches that row only") {
 }
 
 TEST_CASE("prefill: bad arguments are rejected with the rule that failed") {
-  llmk::DeviceBuffer<half> buf(4096);
-  attn::PrefillArgs<half> good;
+  llmk::DeviceBuffer<f16> buf(4096);
+  attn::PrefillArgs<f16> good;
   good.q = good.k = good.v = buf.data();
   good.o = buf.data() + 2048;
   good.q_stride_token = good.k_stride_token = good.v_stride_token = good.o_stride_token = 128;
@@ -309,13 +309,13 @@ TEST_CASE("prefill: bad arguments are rejected with the rule that failed") {
   good.options.softmax_scale = 0.125f;
   REQUIRE(attn::prefill(good, nullptr).ok());
 
-  auto expect = [](const attn::PrefillArgs<half>& a, const char* needle) {
+  auto expect = [](const attn::PrefillArgs<f16>& a, const char* needle) {
     const llmk::Status s = attn::prefill(a, nullptr);
     CHECK_FALSE(s.ok());
     INFO(s.message());
     CHECK(s.message().find(needle) != std::string::npos);
   };
-  attn::PrefillArgs<half> a = good;
+  attn::PrefillArgs<f16> a = good;
   a.head_dim = 80;
   expect(a, "prefill_with_config");
   a = good;
@@ -361,7 +361,7 @@ TEST_CASE("prefill: bad arguments are rejected with the rule that failed") {
   CHECK(attn::prefill(a, nullptr).ok());
   a = good;
   a.head_dim = 80;
-  CHECK(attn::prefill_with_config<half, attn::DefaultPrefillConfig<64>>(a, nullptr)
+  CHECK(attn::prefill_with_config<f16, attn::DefaultPrefillConfig<64>>(a, nullptr)
             .message()
             .find("compiled for 64") != std::string::npos);
 }

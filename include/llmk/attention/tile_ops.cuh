@@ -62,7 +62,7 @@ template <int kRows, int kDim, int kPitch, int kThreads, class T, class RowSrc>
 LLMK_DEVICE void load_rows_async(T* tile, const RowSrc& row_src, const T* any_valid, int tid) {
   constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
   constexpr int kPerThread = (kTotal + kThreads - 1) / kThreads;
-#pragma unroll
+#pragma unroll 4
   for (int i = 0; i < kPerThread; ++i) {
     const int c = tid + i * kThreads;
     if (kTotal % kThreads != 0 && c >= kTotal) break;

@@ -1,0 +1,194 @@
+// Throughput of split-KV decode attention (llmk/attention/decode.cuh), next to a device-to-device copy of the
+// same device as the bandwidth reference. On a GPU: device time from CUDA events; in the simulator: the cost
+// of simulating it (tiny shapes only; those numbers say nothing about a GPU).
+//
+// BM_Decode: one query token per sequence over a full KV cache [batch, kv_len, kv_heads, d] (fp16), the split
+// count chosen by the heuristic (plan_decode with num_splits = 0), the caller-owned workspace allocated once.
+//   Arguments (named in the benchmark name): batch, kv_len, heads, kv_heads, d.
+//   Counters:
+//     bytes/s  bytes = K + V read (2 * batch * kv_len * kv_heads * d * sizeof(T)) + q read + o written
+//              (batch * heads * d * sizeof(T) each). Split partials in the workspace are not counted.
+//     FLOP/s   FLOPs = 4 * batch * heads * kv_len * d (q K^T and P V); decode is memory-bound, bytes/s is
+//              the number that matters.
+//     splits   the split count plan_decode chose.
+//     kv_copies  how many copies of the KV cache the iterations rotate through (see below).
+//   L2: a KV cache smaller than the L2 would be served from it after the first iteration (50 MiB on H100),
+//   so the benchmark allocates enough copies of the cache to cover 4x the L2 and each iteration reads the
+//   next copy: every iteration reads K/V from DRAM, as a decode step of a real model does.
+//
+// BM_DeviceCopy: cudaMemcpyAsync device-to-device of a 1 GiB buffer (simulator: 1 MiB with
+// llmk::device_copy).
+//   Counter: bytes/s with bytes = 2 * size (size read + size written).
+//
+// Bandwidth efficiency of decode, from the JSON (--benchmark_format=json): for a BM_Decode entry,
+//   efficiency = BM_Decode's "bytes/s" / BM_DeviceCopy's "bytes/s"
+// i.e. decode's compulsory traffic per second as a fraction of what a device-to-device copy achieves
+// reading and writing the same memory (the practical DRAM peak, below the nominal bandwidth). Small batches
+// and short caches are bound by launch latency and the merge kernel, not by DRAM, and score low.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "llmk/attention/decode.cuh"
+#include "llmk/core/memory.cuh"
+#include "support/gpu_timer.hpp"
+
+namespace {
+
+namespace attn = llmk::attention;
+using llmk::half;
+
+// Fills a device buffer with N(0, 1) values: a pool of up to 1M random values is uploaded and then doubled
+// on the device (device-to-device copies), so multi-GiB tensors are filled in milliseconds. The values repeat
+// with that period, which changes nothing for speed (never all zeros, no NaN, no denormals).
+template <class T>
+void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed) {
+  const std::size_t n = buf.size();
+  if (n == 0) return;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
+  for (auto& x : pool) x = T(dist(rng));
+  llmk::throw_if_error(
+      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
+  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
+    const std::size_t count = std::min(filled, n - filled);
+    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
+                                           llmk::CopyKind::kDeviceToDevice));
+  }
+}
+
+// Bytes the KV-cache copies must cover so that consecutive iterations miss in L2: 4x the L2 on a GPU,
+// nothing in the simulator.
+std::size_t l2_flush_bytes() {
+#if defined(LLMK_CUDA)
+  int device = 0, l2 = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) == cudaSuccess && l2 > 0)
+    return 4 * static_cast<std::size_t>(l2);
+  return std::size_t{256} << 20;
+#else
+  return 0;
+#endif
+}
+
+template <class T>
+void BM_Decode(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0)), kv_len = static_cast<int>(state.range(1)),
+            heads = static_cast<int>(state.range(2)), kv_heads = static_cast<int>(state.range(3)),
+            d = static_cast<int>(state.range(4));
+  const std::size_t cache_count = static_cast<std::size_t>(batch) * kv_len * kv_heads * d;  // K (or V)
+  const std::size_t cache_bytes = 2 * cache_count * sizeof(T);                              // K and V
+  const std::size_t copies = std::max<std::size_t>(1, (l2_flush_bytes() + cache_bytes - 1) / cache_bytes);
+  const std::size_t q_count = static_cast<std::size_t>(batch) * heads * d;
+  llmk::DeviceBuffer<T> q(q_count), o(q_count), k(copies * cache_count), v(copies * cache_count);
+  fill_random(q, 1);
+  fill_random(k, 2);
+  fill_random(v, 3);
+
+  attn::DecodeArgs<T> a;
+  a.q = q.data();
+  a.q_stride_batch = static_cast<std::int64_t>(heads) * d;
+  a.q_stride_head = d;
+  a.k = k.data();
+  a.v = v.data();
+  a.k_stride_batch = a.v_stride_batch = static_cast<std::int64_t>(kv_len) * kv_heads * d;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
+  a.k_stride_head = a.v_stride_head = d;
+  a.o = o.data();
+  a.o_stride_batch = static_cast<std::int64_t>(heads) * d;
+  a.o_stride_head = d;
+  a.max_kv_len = kv_len;
+  a.batch = batch;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = d;
+  a.options.softmax_scale = attn::default_scale(d);
+
+  attn::DecodePlan plan;
+  const llmk::Status planned = attn::plan_decode(a, &plan, 0);
+  if (!planned.ok()) {
+    state.SkipWithError(planned.message().c_str());
+    return;
+  }
+  llmk::DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
+
+  std::size_t iteration = 0;
+  llmk::bench::time_iterations(state, [&] {
+    const std::size_t offset = (iteration++ % copies) * cache_count;
+    attn::DecodeArgs<T> step = a;
+    step.k = k.data() + offset;
+    step.v = v.data() + offset;
+    return attn::decode(step, plan, workspace.data(), workspace.size(), nullptr);
+  });
+
+  const double flops = 4.0 * batch * heads * static_cast<double>(kv_len) * d;
+  const double bytes = static_cast<double>(cache_bytes) + 2.0 * q_count * sizeof(T);
+  llmk::bench::set_throughput(state, flops, bytes);
+  state.counters["splits"] = plan.num_splits;
+  state.counters["kv_copies"] = static_cast<double>(copies);
+}
+
+void BM_DeviceCopy(benchmark::State& state) {
+  const std::size_t bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  llmk::DeviceBuffer<unsigned char> src(bytes), dst(bytes);
+  llmk::throw_if_error(llmk::device_memset(src.data(), 0x3c, bytes));
+  llmk::bench::time_iterations(state, [&]() -> llmk::Status {
+#if defined(LLMK_CUDA)
+    const cudaError_t e = cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, nullptr);
+    if (e != cudaSuccess) return llmk::Status::cuda_error("cudaMemcpyAsync", cudaGetErrorString(e));
+    return {};
+#else
+    return llmk::device_copy(dst.data(), src.data(), bytes, llmk::CopyKind::kDeviceToDevice);
+#endif
+  });
+  // bytes/s as set_throughput defines it; a copy has no FLOPs.
+  state.counters["bytes/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1024);
+}
+
+#if defined(LLMK_CUDA)
+constexpr double kMaxCacheBytes = 8.0 * (1ull << 30);  // K + V of one cache copy
+
+// batch, kv_len, heads, kv_heads, d: head dim 128, caches above 8 GiB (K + V) skipped.
+void add_decode(benchmark::internal::Benchmark* b, int heads, int kv_heads) {
+  constexpr int d = 128;
+  for (int batch : {1, 8, 32, 128})
+    for (int kv_len : {512, 2048, 8192, 32768})
+      if (2.0 * batch * kv_len * kv_heads * d * sizeof(half) <= kMaxCacheBytes)
+        b->Args({batch, kv_len, heads, kv_heads, d});
+}
+// GQA: 32 query heads sharing 8 KV heads (Llama-3-8B-like); MHA: 32 and 32.
+void gqa_args(benchmark::internal::Benchmark* b) {
+  add_decode(b, 32, 8);
+}
+void mha_args(benchmark::internal::Benchmark* b) {
+  add_decode(b, 32, 32);
+}
+#define LLMK_COPY_MIB ->Arg(1024)
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
+#else
+// The simulator: 256 keys (one split), and 1024 keys for a short run through the split + merge path.
+void gqa_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 256, 4, 1, 64});
+  b->Args({2, 256, 4, 1, 64});
+  b->Args({1, 1024, 4, 1, 64});
+}
+void mha_args(benchmark::internal::Benchmark* b) {
+  b->Args({2, 256, 2, 2, 64});
+}
+#define LLMK_COPY_MIB ->Arg(1)
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
+#endif
+
+#define LLMK_ARG_NAMES ->ArgNames({"batch", "kv_len", "heads", "kv_heads", "d"})
+
+BENCHMARK_TEMPLATE(BM_Decode, half)->Apply(gqa_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Decode, half)->Apply(mha_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK(BM_DeviceCopy) LLMK_COPY_MIB->ArgNames({"MiB"}) LLMK_BENCH_UNIT;
+
+}  // namespace

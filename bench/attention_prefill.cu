@@ -1,0 +1,154 @@
+// Throughput of prefill attention (llmk/attention/prefill.cuh): FlashAttention-2 style forward over a batch
+// of equal-length sequences, token-major Q/K/V/O. On a GPU: device time from CUDA events; in the simulator:
+// the cost of simulating it (tiny shapes only; those numbers say nothing about a GPU).
+//
+// Shapes follow FlashAttention-2's benchmark (benchmarks/benchmark_flash_attention.py): 16k tokens in total
+// (batch = 16384 / seq) and model dim 2048 (heads = 2048 / head_dim), so every row does the same work per
+// token of context. Plus one GQA shape (32 query heads, 8 KV heads, head dim 128, 16k tokens).
+//
+// Arguments (named in the benchmark name): batch, seq (= q_len = kv_len), heads, kv_heads, d (head dim),
+// causal (0/1).
+//
+// Counters (set_throughput; Google Benchmark divides by the measured time):
+//   FLOP/s   FLOPs = 4 * batch * heads * seq^2 * d (two matmuls, Q K^T and P V, of 2 * seq^2 * d FLOPs each
+//            per head), halved when causal: FA2's convention, which counts the useful half of the
+//            score matrix (the masked-out tiles the kernel skips are not counted; the diagonal tiles it
+//            computes in full are counted as half). Softmax and scaling FLOPs are not counted. With GQA the
+//            FLOPs are those of the query heads. This is the number to compare with FA2's/FA3's TFLOP/s.
+//   bytes/s  bytes = Q, K and V read once + O written once (the compulsory traffic; K/V with kv_heads).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "llmk/attention/prefill.cuh"
+#include "llmk/core/memory.cuh"
+#include "support/gpu_timer.hpp"
+
+namespace {
+
+namespace attn = llmk::attention;
+using llmk::bfloat16;
+using llmk::half;
+
+// Fills a device buffer with N(0, 1) values: a pool of up to 1M random values is uploaded and then doubled
+// on the device (device-to-device copies), so multi-GiB tensors are filled in milliseconds. The values repeat
+// with that period, which changes nothing for speed (never all zeros, no NaN, no denormals).
+template <class T>
+void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed) {
+  const std::size_t n = buf.size();
+  if (n == 0) return;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
+  for (auto& x : pool) x = T(dist(rng));
+  llmk::throw_if_error(
+      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
+  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
+    const std::size_t count = std::min(filled, n - filled);
+    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
+                                           llmk::CopyKind::kDeviceToDevice));
+  }
+}
+
+// half goes through the runtime head-dim dispatch; bfloat16 is benchmarked at head dim 128 only and is
+// instantiated for that one configuration (other head dims report an error).
+template <class T>
+llmk::Status run_prefill(const attn::PrefillArgs<T>& a) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return attn::prefill_with_config<T, attn::DefaultPrefillConfig<128>>(a, nullptr);
+  else
+    return attn::prefill(a, nullptr);
+}
+
+template <class T>
+void BM_Prefill(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0)), seq = static_cast<int>(state.range(1)),
+            heads = static_cast<int>(state.range(2)), kv_heads = static_cast<int>(state.range(3)),
+            d = static_cast<int>(state.range(4));
+  const bool causal = state.range(5) != 0;
+  const std::size_t tokens = static_cast<std::size_t>(batch) * seq;
+  const std::size_t q_count = tokens * heads * d, kv_count = tokens * kv_heads * d;
+  llmk::DeviceBuffer<T> q(q_count), k(kv_count), v(kv_count), o(q_count);
+  fill_random(q, 1);
+  fill_random(k, 2);
+  fill_random(v, 3);
+
+  attn::PrefillArgs<T> a;
+  a.q = q.data();
+  a.q_stride_token = static_cast<std::int64_t>(heads) * d;
+  a.q_stride_head = d;
+  a.k = k.data();
+  a.k_stride_token = static_cast<std::int64_t>(kv_heads) * d;
+  a.k_stride_head = d;
+  a.v = v.data();
+  a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
+  a.v_stride_head = d;
+  a.o = o.data();
+  a.o_stride_token = static_cast<std::int64_t>(heads) * d;
+  a.o_stride_head = d;
+  a.q_len = a.kv_len = seq;
+  a.batch = batch;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = d;
+  a.options.softmax_scale = attn::default_scale(d);
+  a.options.causal = causal;
+
+  llmk::bench::time_iterations(state, [&] { return run_prefill(a); });
+
+  const double flops = 4.0 * batch * heads * static_cast<double>(seq) * seq * d / (causal ? 2.0 : 1.0);
+  const double bytes = (2.0 * q_count + 2.0 * kv_count) * sizeof(T);
+  llmk::bench::set_throughput(state, flops, bytes);
+}
+
+#if defined(LLMK_CUDA)
+constexpr int kTotalTokens = 16384;  // FA2: batch = 16384 / seq
+constexpr int kModelDim = 2048;      // FA2: heads = 2048 / head_dim
+constexpr int kSeqLens[] = {512, 1024, 2048, 4096, 8192, 16384};
+
+// batch, seq, heads, kv_heads, d, causal: MHA at model dim 2048, for the given head dims.
+void add_mha(benchmark::internal::Benchmark* b, std::initializer_list<int> head_dims) {
+  for (int d : head_dims)
+    for (int causal : {0, 1})
+      for (int seq : kSeqLens) b->Args({kTotalTokens / seq, seq, kModelDim / d, kModelDim / d, d, causal});
+}
+void mha_f16_args(benchmark::internal::Benchmark* b) {
+  add_mha(b, {64, 128, 256});
+}
+void mha_bf16_args(benchmark::internal::Benchmark* b) {
+  add_mha(b, {128});
+}
+// GQA: 32 query heads sharing 8 KV heads (groups of 4), head dim 128 (Llama-3-8B-like), 16k tokens.
+void gqa_args(benchmark::internal::Benchmark* b) {
+  for (int causal : {0, 1})
+    for (int seq : kSeqLens) b->Args({kTotalTokens / seq, seq, 32, 8, 128, causal});
+}
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
+#else
+// The simulator: one head of dim 64 and 64 or 128 tokens (one 128-row query tile over one or two 64-key
+// tiles), bf16 at dim 128, and two query heads sharing one KV head (GQA).
+void mha_f16_args(benchmark::internal::Benchmark* b) {
+  for (int causal : {0, 1})
+    for (int seq : {64, 128}) b->Args({1, seq, 1, 1, 64, causal});
+}
+void mha_bf16_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 64, 1, 1, 128, 1});
+}
+void gqa_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 64, 2, 1, 64, 1});
+}
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
+#endif
+
+#define LLMK_ARG_NAMES ->ArgNames({"batch", "seq", "heads", "kv_heads", "d", "causal"})
+
+BENCHMARK_TEMPLATE(BM_Prefill, half)->Apply(mha_f16_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Prefill, bfloat16)->Apply(mha_bf16_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Prefill, half)->Apply(gqa_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+
+}  // namespace
