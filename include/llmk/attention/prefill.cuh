@@ -185,9 +185,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   softmax.reduce_sums();
   softmax.normalize(o);
-  // The warp reuses its own Q rows as the staging buffer once no copy into them can be pending.
+  // The warp reuses its own Q rows as the staging buffer once no copy into them can be pending: Q rows were
+  // copied by threads of every warp, so their copies must have landed block-wide (when no KV tile was visited,
+  // no barrier has done that yet).
   arch::cp_async_wait_all();
-  __syncwarp();
+  __syncthreads();
   detail::stage_output<T, kMmaM, kD8, P>(o, q_tile + warp_row0 * P, lane);
   __syncwarp();
   auto o_row = [&](int r) -> T* {

@@ -156,6 +156,7 @@ LLMK_SIM_BOOKKEEPING void switch_to_fiber([[maybe_unused]] SchedulerContext& sch
 
 // Fiber -> scheduler. Returns when the scheduler resumes this fiber (never, if fiber.dying).
 LLMK_SIM_BOOKKEEPING void switch_to_scheduler(SchedulerContext& sched, FiberContext& fiber) {
+  (void)fiber;  // only the sanitizer builds use it
 #if defined(LLMK_SIM_ASAN)
   __sanitizer_start_switch_fiber(fiber.dying ? nullptr : &fiber.asan_fake_stack, sched.asan_stack_bottom,
                                  sched.asan_stack_size);
