@@ -308,6 +308,19 @@ TEST_CASE("decode: bad arguments are rejected with the rule that failed") {
   a = good;
   a.options.softcap = -1.0f;
   expect(a, "softcap");
+  a = good;
+  a.o_stride_batch = 8;  // head-major needs stride_batch >= head_dim: these rows overlap
+  expect(a, "overlap");
+  // The heuristic counts only the keys a sliding window lets through.
+  a = good;
+  a.batch = 1;
+  a.max_kv_len = 100000;  // planning reads no memory
+  a.kv_lens = nullptr;
+  REQUIRE(attn::plan_decode(a, &plan, 0).ok());
+  CHECK(plan.num_splits == attn::kMaxDecodeSplits);
+  a.options.window_left = 50;
+  REQUIRE(attn::plan_decode(a, &plan, 0).ok());
+  CHECK(plan.num_splits == 1);
   CHECK(attn::plan_decode(good, &plan, attn::kMaxDecodeSplits + 1).message().find("num_splits") !=
         std::string::npos);
   CHECK(attn::plan_decode(good, nullptr, 1).message().find("plan") != std::string::npos);
@@ -316,4 +329,25 @@ TEST_CASE("decode: bad arguments are rejected with the rule that failed") {
   CHECK(attn::decode(good, plan, ws.data(), plan.workspace_bytes - 4, nullptr)
             .message()
             .find("workspace_bytes") != std::string::npos);
+}
+
+TEST_CASE("decode: a custom configuration (2 warps, 4-stage ring)") {
+  std::mt19937 rng(206);
+  Case c;
+  c.kv_lens = {500, 31, 160};
+  c.dim = 64;
+  using Cfg = attn::DecodeConfig<64, 2, 4>;
+  Inputs<f16> in = make_inputs<f16>(c, rng);
+  for (int splits : {1, 3}) {
+    llmk::DeviceBuffer<f16> d_o(3 * c.heads * c.dim);
+    llmk::DeviceBuffer<float> d_lse(3 * c.heads);
+    const attn::DecodeArgs<f16> a = args_of(c, in, d_o.data(), d_lse.data());
+    attn::DecodePlan plan;
+    REQUIRE(attn::plan_decode_with_config<f16, Cfg>(a, &plan, splits).ok());
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+    const llmk::Status s = attn::decode_with_config<f16, Cfg>(a, plan, ws.data(), ws.size(), nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    const std::vector<float> lse = d_lse.to_host();
+    llmk::test::check_attention(in.p, in.q, in.k_ragged, in.v_ragged, d_o.to_host(), &lse);
+  }
 }

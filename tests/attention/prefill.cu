@@ -365,3 +365,19 @@ TEST_CASE("prefill: bad arguments are rejected with the rule that failed") {
             .message()
             .find("compiled for 64") != std::string::npos);
 }
+
+TEST_CASE("prefill: a custom tile configuration (8 warps, Bc = 32, 3-stage ring)") {
+  std::mt19937 rng(110);
+  using Cfg = attn::PrefillConfig<64, 128, 32, 8, 3>;
+  auto launch = [](const attn::PrefillArgs<f16>& a) {
+    return attn::prefill_with_config<f16, Cfg>(a, nullptr);
+  };
+  for (auto [q_len, kv_len] : std::vector<std::pair<int, int>>{{200, 200}, {17, 130}, {1, 65}}) {
+    Case c = uniform(q_len, kv_len, 64, true);
+    c.heads = 4;
+    c.kv_heads = 1;
+    run_case<f16>(c, rng, launch);
+    c.causal = false;
+    run_case<f16>(c, rng, launch);
+  }
+}

@@ -312,10 +312,18 @@ Status validate_decode(const DecodeArgs<T>& a) {
   }
   if (a.q_stride_head < d || a.k_stride_head < d || a.v_stride_head < d || a.o_stride_head < d)
     return Status::invalid_argument("q/k/v/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
-  if (a.batch > 1 && a.o_stride_batch < a.o_stride_head * a.num_heads &&
-      a.o_stride_head < a.o_stride_batch * a.batch)
-    return Status::invalid_argument("o_stride_batch/o_stride_head",
-                                    "output rows of different (batch, head) overlap");
+  // Output rows of different (batch, head) pairs must not overlap: batch-major or head-major layouts.
+  if (a.batch > 1 || a.num_heads > 1) {
+    const bool batch_major = a.o_stride_batch >= a.o_stride_head * a.num_heads;
+    const bool head_major = a.o_stride_batch >= d && a.o_stride_head >= a.o_stride_batch * a.batch;
+    if (!batch_major && !head_major)
+      return Status::invalid_argument(
+          "o_stride_batch/o_stride_head",
+          str_cat("output rows overlap: need stride_batch >= num_heads * stride_head (batch-major) or "
+                  "stride_head >= "
+                  "batch * stride_batch with stride_batch >= head_dim (head-major), got ",
+                  a.o_stride_batch, " and ", a.o_stride_head));
+  }
   if (a.max_kv_len < 0)
     return Status::invalid_argument("max_kv_len", str_cat("must be >= 0, got ", a.max_kv_len));
   if (a.kv_lens != nullptr) {
@@ -357,7 +365,10 @@ Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int 
   if (num_splits == 0) {
     const long long blocks = static_cast<long long>(args.batch) * args.num_kv_heads *
                              ceil_div(args.num_heads / args.num_kv_heads, 16);
-    num_splits = choose_decode_splits(blocks, args.max_kv_len, Cfg::kBc, device_sm_count());
+    // A sliding window bounds the keys any split can see.
+    const int visible =
+        args.options.window_left >= 0 ? min(args.max_kv_len, args.options.window_left + 1) : args.max_kv_len;
+    num_splits = choose_decode_splits(blocks, visible, Cfg::kBc, device_sm_count());
   }
   plan->num_splits = num_splits;
   plan->workspace_bytes = decode_workspace_bytes(args.batch, args.num_heads, args.head_dim, num_splits);

@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   softmax.reduce_sums();
   softmax.normalize(o);
   // The warp reuses its own Q rows as the staging buffer once no copy into them can be pending: Q rows were
-  // copied by threads of every warp, so their copies must have landed block-wide (when no KV tile was visited,
-  // no barrier has done that yet).
+  // copied by threads of every warp, so their copies must have landed block-wide (when no KV tile was
+  // visited, no barrier has done that yet).
   arch::cp_async_wait_all();
   __syncthreads();
   detail::stage_output<T, kMmaM, kD8, P>(o, q_tile + warp_row0 * P, lane);
@@ -304,7 +304,7 @@ Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
 }
 
 /// Prefill attention for the runtime head dims {64, 96, 128, 256} with the default tiles; any other head dim
-/// returns Status::unsupported naming the explicit instantiation to use. See prefill_with_config().
+/// returns Status::invalid_argument naming the explicit instantiation to use. See prefill_with_config().
 template <class T>
 Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
   switch (args.head_dim) {

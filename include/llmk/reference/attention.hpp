@@ -1,8 +1,7 @@
 // llmk/reference/attention.hpp: host references of attention (llmk/attention), for tests and users.
 //
-//   attention_fp64   exact-as-practical attention: every step in fp64 from the exact values of the inputs.
-//   What
-//                    kernels are compared against.
+//   attention_fp64   exact-as-practical attention: every step in fp64 from the exact values of the inputs;
+//                    what kernels are compared against.
 //   attention_naive  what a straightforward framework implementation computes in the storage precision T
 //                    (fp32 accumulation, intermediates rounded to T). Its distance to attention_fp64 is the
 //                    baseline of the FlashAttention tolerance rule: max|out - ref| <= 2 * max|naive - ref| +
