@@ -20,3 +20,5 @@
 #include "llmk/gemm/tile_gemm.cuh"
 
 #include "llmk/quant/quant.cuh"
+
+#include "llmk/attention/attention.cuh"
