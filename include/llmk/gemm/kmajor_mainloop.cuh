@@ -1,0 +1,165 @@
+// llmk/gemm/kmajor_mainloop.cuh: the mainloop shared by the tensor-core GEMMs whose operands are both K-major
+// ("TN": A [M, K] and B [N, K] row-major): int8 (W8A8), fp8 and the 16-bit part of the mixed LLM.int8() GEMM.
+//
+// The loop works in BYTES along K. Every mma these kernels use consumes 32 bytes of K per operand row
+// (m16n8k16 on 2-byte types, m16n8k32 on 1-byte types), and ldmatrix moves 8 x 16-byte rows whatever the
+// element type, so one addressing scheme serves all of them: lane l of an A ldmatrix.x4 addresses row l % 16
+// and byte column (l / 16) * 16 of each 16 x 32-byte step; for B, matrix j = l / 8 covers n rows (j / 2)
+// * 8.. and bytes (j % 2) * 16.., whose registers are exactly the b0/b1 of two n8 tiles.
+//
+// A block owns BM x BN of the output and streams BK-byte slices of A and B through a Stages-deep cp.async
+// ring (rows padded by 16 bytes so the 8 rows of one ldmatrix hit different bank groups); each warp owns a WM
+// x WN sub-tile of accumulators in the mma C layout (rows g, g + 8; columns 2t, 2t + 1).
+#pragma once
+
+#include <cstdint>
+
+#include "llmk/arch/cp_async.cuh"
+#include "llmk/arch/ldmatrix.cuh"
+#include "llmk/config.cuh"
+#include "llmk/core/math.cuh"
+
+namespace llmk::gemm {
+
+/// Tile shape of the K-major GEMMs: BM x BN output tile, BK ELEMENTS of K per pipeline stage, WarpsM x WarpsN
+/// warps, Stages-deep ring. kElementBytes is the operand size (1 for int8/fp8, 2 for fp16/bf16).
+template <int BM_, int BN_, int BK_, int WarpsM_, int WarpsN_, int Stages_>
+struct KMajorTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WarpsM = WarpsM_, WarpsN = WarpsN_, Stages = Stages_;
+  static constexpr int kThreads = WarpsM * WarpsN * 32;
+  static constexpr int WM = BM / WarpsM, WN = BN / WarpsN;
+  static constexpr int kMmaM = WM / 16, kMmaN = WN / 8;
+  static_assert(BM % (16 * WarpsM) == 0, "each warp needs whole m16 tiles: BM % (16 * WarpsM) == 0");
+  static_assert(BN % (16 * WarpsN) == 0, "each warp loads B in n16 pairs: BN % (16 * WarpsN) == 0");
+  static_assert(Stages >= 2 && Stages <= 8, "the cp.async ring needs 2..8 stages");
+
+  /// Byte geometry for an operand of `kElementBytes` bytes.
+  template <int kElementBytes>
+  struct Bytes {
+    static constexpr int kSlice = BK * kElementBytes;  // bytes of K per stage
+    static constexpr int kPitch = kSlice + 16;         // padded shared row
+    static constexpr int kChunks = kSlice / 16;        // 16-byte chunks per row and stage
+    static_assert(kSlice % 32 == 0, "BK must cover whole mma steps: BK * element bytes % 32 == 0");
+    static constexpr int kStageBytesA = BM * kPitch, kStageBytesB = BN * kPitch;
+    static constexpr int kSmemBytes = Stages * (kStageBytesA + kStageBytesB);
+  };
+};
+
+namespace detail {
+
+// Issues the copies of one operand's K slice: `kRows` rows of the slice starting at byte `k0` of global row
+// `row0`. Rows past `rows` and chunks past `k_bytes` are zero-filled (the source stays the valid `src`).
+template <class Tile, int kElementBytes, int kRows>
+LLMK_DEVICE void kmajor_load_slice(const unsigned char* src, std::int64_t ld_bytes, int rows, int k_bytes,
+                                   int row0, int k0, unsigned char* slot) {
+  using B = typename Tile::template Bytes<kElementBytes>;
+  constexpr int kTotal = kRows * B::kChunks, kPer = (kTotal + Tile::kThreads - 1) / Tile::kThreads;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll 4
+  for (int i = 0; i < kPer; ++i) {
+    const int c = tid + i * Tile::kThreads;
+    if (kTotal % Tile::kThreads != 0 && c >= kTotal) break;
+    const int row = c / B::kChunks, col = (c % B::kChunks) * 16;
+    const int g_row = row0 + row, g_k = k0 + col;
+    const bool valid = g_row < rows && g_k < k_bytes;
+    const unsigned char* from = valid ? src + static_cast<std::int64_t>(g_row) * ld_bytes + g_k : src;
+    arch::cp_async_cg16_zfill(slot + row * B::kPitch + col, from, valid ? 16 : 0);
+  }
+}
+
+}  // namespace detail
+
+/// One K-major operand pair of a GEMM: A [m, k] and B [n, k] with leading dimensions in elements.
+struct KMajorOperands {
+  const void* a;
+  const void* b;
+  std::int64_t lda, ldb;
+  int m, n, k;
+};
+
+/// acc += A[block_m.., :] * B[block_n.., :]^T for this warp's sub-tile, through the ring in `smem` (Tile::
+/// Bytes<E>::kSmemBytes bytes). Mma is the atom (its fragments are 32 bytes of K); Acc its accumulator type.
+/// Ends with every copy landed and a barrier, so the caller may reuse `smem` afterwards.
+template <class Tile, int kElementBytes, class Mma, class Acc>
+LLMK_DEVICE void kmajor_mainloop(const KMajorOperands& op, int block_m, int block_n, unsigned char* smem,
+                                 Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
+  using B = typename Tile::template Bytes<kElementBytes>;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
+  const auto* a = static_cast<const unsigned char*>(op.a);
+  const auto* b = static_cast<const unsigned char*>(op.b);
+  const std::int64_t lda = op.lda * kElementBytes, ldb = op.ldb * kElementBytes;
+  const int k_bytes = op.k * kElementBytes;
+  const int k_tiles = ceil_div(k_bytes, B::kSlice);
+  unsigned char* ring_a = smem;
+  unsigned char* ring_b = smem + Tile::Stages * B::kStageBytesA;
+
+  auto load = [&](int kt, int slot) {
+    detail::kmajor_load_slice<Tile, kElementBytes, Tile::BM>(a, lda, op.m, k_bytes, block_m, kt * B::kSlice,
+                                                             ring_a + slot * B::kStageBytesA);
+    detail::kmajor_load_slice<Tile, kElementBytes, Tile::BN>(b, ldb, op.n, k_bytes, block_n, kt * B::kSlice,
+                                                             ring_b + slot * B::kStageBytesB);
+  };
+#pragma unroll
+  for (int s = 0; s < Tile::Stages - 1; ++s) {
+    if (s < k_tiles) load(s, s);
+    arch::cp_async_commit();
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    // Slice kt has landed once at most Stages - 2 newer groups are pending; the barrier publishes every
+    // thread's copies and frees the slot refilled next (read in iteration kt - 1).
+    arch::cp_async_wait<Tile::Stages - 2>();
+    __syncthreads();
+    const int next = kt + Tile::Stages - 1;
+    if (next < k_tiles) load(next, next % Tile::Stages);
+    arch::cp_async_commit();
+
+    const unsigned char* sa = ring_a + (kt % Tile::Stages) * B::kStageBytesA;
+    const unsigned char* sb = ring_b + (kt % Tile::Stages) * B::kStageBytesB;
+#pragma unroll
+    for (int kk = 0; kk < B::kSlice; kk += 32) {
+      std::uint32_t af[Tile::kMmaM][4];
+#pragma unroll
+      for (int mi = 0; mi < Tile::kMmaM; ++mi) {
+        const int row = warp_m * Tile::WM + mi * 16 + lane % 16;
+        arch::LDSM_x4::copy(sa + row * B::kPitch + kk + (lane / 16) * 16, af[mi][0], af[mi][1], af[mi][2],
+                            af[mi][3]);
+      }
+      std::uint32_t bf[Tile::kMmaN][2];
+#pragma unroll
+      for (int nj = 0; nj < Tile::kMmaN; nj += 2) {
+        const int j = lane / 8;
+        const int row = warp_n * Tile::WN + nj * 8 + (j / 2) * 8 + lane % 8;
+        arch::LDSM_x4::copy(sb + row * B::kPitch + kk + (j % 2) * 16, bf[nj][0], bf[nj][1], bf[nj + 1][0],
+                            bf[nj + 1][1]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < Tile::kMmaM; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < Tile::kMmaN; ++ni) Mma::fma(acc[mi][ni], af[mi], bf[ni], acc[mi][ni]);
+    }
+  }
+  arch::cp_async_wait_all();
+  __syncthreads();
+}
+
+/// Calls f(row, col, acc_index) for each accumulator element of this thread's warp tile that lies inside
+/// [0, m) x [0, n), with the element's global row and column (mma C layout).
+template <class Tile, class F>
+LLMK_DEVICE void for_each_accumulator(int block_m, int block_n, int m, int n, F&& f) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < Tile::kMmaM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < Tile::kMmaN; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = block_m + warp_m * Tile::WM + mi * 16 + g + (e / 2) * 8;
+        const int col = block_n + warp_n * Tile::WN + ni * 8 + 2 * t + (e % 2);
+        if (row < m && col < n) f(row, col, mi, ni, e);
+      }
+}
+
+}  // namespace llmk::gemm

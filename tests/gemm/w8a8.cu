@@ -1,0 +1,387 @@
+// Tests of the 8-bit GEMMs (llmk/gemm/w8a8.cuh): W8A8 (raw int32, exact; dequantized), satfinite, FP8, the
+// mixed LLM.int8() GEMM and weight_column_sums, against llmk/reference/quant_gemm.hpp.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "llmk/core/memory.cuh"
+#include "llmk/gemm/tile_gemm.cuh"
+#include "llmk/gemm/w8a8.cuh"
+#include "llmk/reference/quant_gemm.hpp"
+#include "support/test_env.hpp"
+
+namespace {
+
+namespace gemm = llmk::gemm;
+using f16 = llmk::half;
+using bf16 = llmk::bfloat16;
+using e4m3 = llmk::float8_e4m3;
+
+struct Shape {
+  int m, n, k;
+};
+
+// Shapes over M {1, 7, 33, 128, 257} (every tile of the M table), N and K not multiples of the tiles.
+std::vector<Shape> shapes() {
+  if (llmk::test::fast()) return {{1, 24, 48}, {33, 72, 96}, {70, 40, 32}};
+  return {{1, 200, 160}, {7, 24, 512}, {33, 130, 96}, {128, 72, 208}, {257, 136, 64}};
+}
+
+// Random int8 in [-128, 127] with the extremes forced into every row (overflow-free saturation checks).
+std::vector<std::int8_t> random_int8(int rows, std::int64_t ld, int cols, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(-128, 127);
+  std::vector<std::int8_t> v(static_cast<std::size_t>(rows) * ld, std::int8_t(77));  // padding: never read
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      int x = dist(rng);
+      if (x == 0) x = 1;
+      if (c == r % cols) x = -128;
+      if (c == (r + 1) % cols) x = 127;
+      v[r * ld + c] = static_cast<std::int8_t>(x);
+    }
+  return v;
+}
+
+std::vector<float> random_floats(std::size_t n, float lo, float hi, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+template <class Out>
+double out_ulp_rel() {
+  if constexpr (std::is_same_v<Out, f16>) return 0x1p-11;
+  if constexpr (std::is_same_v<Out, bf16>) return 0x1p-8;
+  return 0x1p-24;
+}
+
+// Device copies of a dequantization set and its host view.
+struct Scales {
+  llmk::DeviceBuffer<float> a, w, bias;
+  llmk::DeviceBuffer<std::int32_t> z, sums;
+  std::vector<float> h_a, h_w, h_bias;
+  std::vector<std::int32_t> h_z;
+  gemm::DequantScales dev;
+  llmk::reference::HostDequant host;
+};
+
+void make_scales(Scales& s, int m, int n, bool per_token, bool per_channel, bool zero_points, bool bias,
+                 std::mt19937& rng) {
+  s.h_a = random_floats(per_token ? m : 1, 1e-3f, 2e-2f, rng);
+  s.h_w = random_floats(per_channel ? n : 1, 1e-3f, 2e-2f, rng);
+  s.h_bias = random_floats(n, -1.0f, 1.0f, rng);
+  s.a = llmk::DeviceBuffer<float>(s.h_a);
+  s.w = llmk::DeviceBuffer<float>(s.h_w);
+  s.bias = llmk::DeviceBuffer<float>(s.h_bias);
+  s.dev = {s.a.data(), per_token, nullptr, s.w.data(), per_channel, nullptr, bias ? s.bias.data() : nullptr};
+  s.host = {s.h_a.data(), per_token, nullptr, s.h_w.data(), per_channel, bias ? s.h_bias.data() : nullptr};
+  if (zero_points) {
+    std::uniform_int_distribution<int> zd(-20, 20);
+    s.h_z.resize(per_token ? m : 1);
+    for (auto& z : s.h_z) z = zd(rng);
+    s.z = llmk::DeviceBuffer<std::int32_t>(s.h_z);
+    s.sums = llmk::DeviceBuffer<std::int32_t>(n);
+    s.dev.a_zero_points = s.z.data();
+    s.host.a_zero_points = s.h_z.data();
+  }
+}
+
+// |got - ref| <= |ref| * (output rounding + a few fp32 roundings) + atol, element-wise; NaN (poison) fails.
+template <class Out>
+void check_close(const std::vector<Out>& got, std::int64_t ldd, const std::vector<double>& ref, int m, int n,
+                 double scale_bound) {
+  int bad = 0;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      const double r = ref[static_cast<std::size_t>(i) * n + j];
+      const double g = static_cast<double>(static_cast<float>(got[i * ldd + j]));
+      const double tol = std::fabs(r) * (out_ulp_rel<Out>() + 8 * 0x1p-24) + scale_bound * 0x1p-22 + 1e-6;
+      if (!(std::fabs(g - r) <= tol) && bad++ < 5)
+        MESSAGE("out[" << i << "][" << j << "] = " << g << ", want " << r << " (tol " << tol << ")");
+    }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("w8a8: raw int32 accumulators are exact, every M tile, odd N and K") {
+  std::mt19937 rng(501);
+  for (const Shape& s : shapes()) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const std::int64_t lda = s.k + 16, ldw = s.k, ldd = s.n + 3;
+    const auto a = random_int8(s.m, lda, s.k, rng), w = random_int8(s.n, ldw, s.k, rng);
+    llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+    llmk::DeviceBuffer<std::int32_t> d_d(static_cast<std::size_t>(s.m) * ldd);
+    gemm::QuantGemmArgs<std::int8_t> p;
+    p.a = d_a.data();
+    p.lda = lda;
+    p.w = d_w.data();
+    p.ldw = ldw;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.d = d_d.data();
+    p.ldd = ldd;
+    const llmk::Status st = gemm::w8a8_gemm<std::int32_t>(p, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const auto got = d_d.to_host();
+    std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd);
+    llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), ldw, s.m, s.n, s.k, want.data(), ldd, false);
+    int bad = 0;
+    for (int i = 0; i < s.m; ++i)
+      for (int j = 0; j < s.n; ++j)
+        if (got[i * ldd + j] != want[i * ldd + j] && bad++ < 5)
+          MESSAGE("acc[" << i << "][" << j << "] = " << got[i * ldd + j] << ", want " << want[i * ldd + j]);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("w8a8: dequantized outputs (per token/tensor x per channel/tensor, zero points, bias)") {
+  std::mt19937 rng(502);
+  struct Mode {
+    bool per_token, per_channel, zero_points, bias;
+  };
+  const std::vector<Mode> modes = {{true, true, false, false},
+                                   {false, false, false, true},
+                                   {true, true, true, true},
+                                   {false, true, true, false}};
+  int which = 0;
+  for (const Shape& s : shapes()) {
+    const Mode md = modes[which++ % modes.size()];
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    CAPTURE(md.per_token);
+    CAPTURE(md.per_channel);
+    CAPTURE(md.zero_points);
+    const auto a = random_int8(s.m, s.k, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+    llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+    Scales sc;
+    make_scales(sc, s.m, s.n, md.per_token, md.per_channel, md.zero_points, md.bias, rng);
+    if (md.zero_points) {
+      REQUIRE(gemm::weight_column_sums(d_w.data(), s.k, s.n, s.k, sc.sums.data(), nullptr).ok());
+      sc.dev.w_column_sums = sc.sums.data();
+    }
+    std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+    llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+    const double bound = 128.0 * 128.0 * s.k * 2e-2 * 2e-2;  // |products| summed, scaled
+    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, s.n};
+    {
+      llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
+      p.d = d.data();
+      const llmk::Status st = gemm::w8a8_gemm<f16>(p, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+    }
+    if (s.m > 16 && s.m <= 64) {
+      llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
+      p.d = d.data();
+      REQUIRE(gemm::w8a8_gemm_with_tile<float, gemm::QGemmMedium>(p, nullptr).ok());
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+    }
+    if (s.m <= 16) {
+      llmk::DeviceBuffer<bf16> d(static_cast<std::size_t>(s.m) * s.n);
+      p.d = d.data();
+      REQUIRE(gemm::w8a8_gemm_with_tile<bf16, gemm::QGemmSmall>(p, nullptr).ok());
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+    }
+  }
+}
+
+TEST_CASE("w8a8: weight_column_sums is exact") {
+  std::mt19937 rng(503);
+  const int n = 37, k = 272;
+  const auto w = random_int8(n, k, k, rng);
+  llmk::DeviceBuffer<std::int8_t> d_w(w);
+  llmk::DeviceBuffer<std::int32_t> d_s(n);
+  REQUIRE(gemm::weight_column_sums(d_w.data(), k, n, k, d_s.data(), nullptr).ok());
+  const auto got = d_s.to_host();
+  for (int j = 0; j < n; ++j) {
+    std::int32_t want = 0;
+    for (int p = 0; p < k; ++p) want += w[j * k + p];
+    CHECK(got[j] == want);
+  }
+}
+
+TEST_CASE("w8a8: .satfinite clamps where plain int32 accumulation wraps (K = 131104, all -128)") {
+  if (llmk::test::fast()) return;      // 4 million MACs per output: the plain simulator run covers it
+  const int m = 1, n = 8, k = 131104;  // 16384 * 131104 > 2^31 - 1
+  std::vector<std::int8_t> a(k, std::int8_t(-128)), w(static_cast<std::size_t>(n) * k, std::int8_t(-128));
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  llmk::DeviceBuffer<std::int32_t> d_d(n);
+  gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), k, d_w.data(), k, m, n, k, {}, d_d.data(), n};
+  std::vector<std::int32_t> want(n);
+  REQUIRE(gemm::w8a8_gemm_with_tile<std::int32_t, gemm::QGemmSmall, true>(p, nullptr).ok());
+  llmk::reference::gemm_s8s8_s32(a.data(), k, w.data(), k, m, n, k, want.data(), n, true);
+  CHECK(want[0] == 2147483647);
+  CHECK(d_d.to_host() == want);
+  REQUIRE(gemm::w8a8_gemm<std::int32_t>(p, nullptr).ok());
+  llmk::reference::gemm_s8s8_s32(a.data(), k, w.data(), k, m, n, k, want.data(), n, false);
+  CHECK(want[0] < 0);  // wrapped
+  CHECK(d_d.to_host() == want);
+}
+
+TEST_CASE("fp8: e4m3 x e4m3 with per-tensor / per-channel scales, fp32 accumulate") {
+  std::mt19937 rng(504);
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  int which = 0;
+  for (const Shape& s : shapes()) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    std::vector<e4m3> a(static_cast<std::size_t>(s.m) * s.k), w(static_cast<std::size_t>(s.n) * s.k);
+    for (auto& x : a) x = e4m3::from_float_satfinite(dist(rng) == 0.0f ? 1.0f : dist(rng));
+    for (auto& x : w) x = e4m3::from_float_satfinite(dist(rng));
+    llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
+    Scales sc;
+    make_scales(sc, s.m, s.n, false, which % 2 == 0, false, which % 3 == 0, rng);
+    std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+    llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+    const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+    gemm::QuantGemmArgs<e4m3> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, s.n};
+    if (which++ % 2 == 0) {
+      llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
+      p.d = d.data();
+      const llmk::Status st = gemm::fp8_gemm<f16>(p, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+    } else {
+      llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
+      p.d = d.data();
+      const llmk::Status st = gemm::fp8_gemm_with_tile<float, gemm::QGemmMedium>(p, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+    }
+  }
+}
+
+TEST_CASE(
+    "mixed LLM.int8(): equals the int8 GEMM plus the fp16 GEMM of the outliers, and the fp64 reference") {
+  std::mt19937 rng(505);
+  for (const Shape& s : shapes()) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const int k_out = 16;  // e.g. 11 outlier columns, zero-padded to 16
+    const auto a = random_int8(s.m, s.k, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+    const auto fa = random_floats(static_cast<std::size_t>(s.m) * k_out, -8.0f, 8.0f, rng);
+    const auto fw = random_floats(static_cast<std::size_t>(s.n) * k_out, -1.0f, 1.0f, rng);
+    std::vector<f16> ao(fa.size()), wo(fw.size());
+    for (std::size_t i = 0; i < fa.size(); ++i) ao[i] = (i % k_out) < 11 ? f16(fa[i]) : f16(0.0f);
+    for (std::size_t i = 0; i < fw.size(); ++i) wo[i] = (i % k_out) < 11 ? f16(fw[i]) : f16(0.0f);
+    llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+    llmk::DeviceBuffer<f16> d_ao(ao), d_wo(wo);
+    Scales sc;
+    make_scales(sc, s.m, s.n, true, true, false, true, rng);
+    gemm::MixedInt8Args p;
+    p.regular = {d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, s.n};
+    p.a_outliers = d_ao.data();
+    p.lda_outliers = k_out;
+    p.w_outliers = d_wo.data();
+    p.ldw_outliers = k_out;
+    p.k_outliers = k_out;
+    llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
+    p.regular.d = d.data();
+    const llmk::Status st = s.m <= 16 ? gemm::mixed_int8_gemm_with_tile<float, gemm::QGemmSmall>(p, nullptr)
+                                      : gemm::mixed_int8_gemm<float>(p, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const std::vector<float> got = d.to_host();
+
+    // Separately: the int8 GEMM (dequantized, with bias) + the fp16 tile GEMM of the outliers.
+    llmk::DeviceBuffer<float> d_int8(static_cast<std::size_t>(s.m) * s.n),
+        d_f16(static_cast<std::size_t>(s.m) * s.n);
+    gemm::QuantGemmArgs<std::int8_t> q = p.regular;
+    q.d = d_int8.data();
+    REQUIRE(gemm::w8a8_gemm_with_tile<float, gemm::QGemmMedium>(q, nullptr).ok());
+    REQUIRE(gemm::tile_gemm_f16(d_ao.data(), k_out, d_wo.data(), k_out, nullptr, s.n, d_f16.data(), s.n, s.m,
+                                s.n, k_out, 1.0f, 0.0f, nullptr)
+                .ok());
+    const std::vector<float> i8 = d_int8.to_host(), h16 = d_f16.to_host();
+    std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+    llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+    llmk::reference::gemm_accumulate_fp64(ao.data(), k_out, wo.data(), k_out, s.m, s.n, k_out, ref.data(),
+                                          s.n);
+    int bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double sep = static_cast<double>(i8[i]) + h16[i];
+      const double tol = 1e-5 * (std::fabs(ref[i]) + 1.0);
+      if (!(std::fabs(got[i] - sep) <= tol && std::fabs(got[i] - ref[i]) <= tol) && bad++ < 5)
+        MESSAGE("out[" << i << "] = " << got[i] << ", separate " << sep << ", fp64 " << ref[i]);
+    }
+    CHECK(bad == 0);
+  }
+  // No outliers at all: the int8 part alone.
+  const auto a = random_int8(5, 32, 32, rng), w = random_int8(9, 32, 32, rng);
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  Scales sc;
+  make_scales(sc, 5, 9, true, true, false, false, rng);
+  llmk::DeviceBuffer<float> d(45);
+  gemm::MixedInt8Args p;
+  p.regular = {d_a.data(), 32, d_w.data(), 32, 5, 9, 32, sc.dev, d.data(), 9};
+  REQUIRE(gemm::mixed_int8_gemm_with_tile<float, gemm::QGemmSmall>(p, nullptr).ok());
+  std::vector<double> ref(45);
+  llmk::reference::gemm_dequant_fp64(a.data(), 32, w.data(), 32, 5, 9, 32, sc.host, ref.data(), 9);
+  check_close(d.to_host(), 9, ref, 5, 9, 128.0 * 128 * 32 * 4e-4);
+}
+
+TEST_CASE("8-bit GEMMs: bad arguments are rejected with the rule that failed") {
+  llmk::DeviceBuffer<std::int8_t> buf(4096);
+  llmk::DeviceBuffer<float> fbuf(64);
+  gemm::QuantGemmArgs<std::int8_t> good{buf.data(), 32, buf.data() + 1024, 32, 4, 8, 32, {}, fbuf.data(), 8};
+  good.scales.a_scales = fbuf.data();
+  good.scales.w_scales = fbuf.data();
+  llmk::DeviceBuffer<float> out(32);
+  good.d = out.data();
+  REQUIRE(gemm::w8a8_gemm<float>(good, nullptr).ok());
+  auto expect = [](const llmk::Status& s, const char* needle) {
+    CHECK_FALSE(s.ok());
+    INFO(s.message());
+    CHECK(s.message().find(needle) != std::string::npos);
+  };
+  auto p = good;
+  p.a = buf.data() + 8;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "16-byte aligned");
+  p = good;
+  p.k = 40;
+  p.lda = p.ldw = 48;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "multiple of 16");
+  p = good;
+  p.ldw = 16;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "ldw");
+  p = good;
+  p.scales.w_scales = nullptr;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "w_scales");
+  p = good;
+  llmk::DeviceBuffer<std::int32_t> z(4);
+  p.scales.a_zero_points = z.data();
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "w_column_sums");
+  p = good;
+  p.w = nullptr;
+  expect(gemm::w8a8_gemm<std::int32_t>(p, nullptr), "must not be null");
+  p = good;
+  p.m = 0;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "'m'");
+  // fp8 on an architecture without fp8 mma (the simulator pretends to be sm_80).
+  llmk::DeviceBuffer<e4m3> f8(4096);
+  gemm::QuantGemmArgs<e4m3> f{f8.data(), 32, f8.data() + 1024, 32, 4, 8, 32, good.scales, out.data(), 8};
+  REQUIRE(gemm::fp8_gemm<float>(f, nullptr).ok());
+  setenv("LLMK_SIM_ARCH", "800", 1);
+  const llmk::Status s80 = gemm::fp8_gemm<float>(f, nullptr);
+  unsetenv("LLMK_SIM_ARCH");
+  CHECK(s80.code() == llmk::Status::Code::kUnsupported);
+  CHECK(s80.message().find("sm_89") != std::string::npos);
+  // Mixed: outlier operands.
+  gemm::MixedInt8Args mx;
+  mx.regular = good;
+  mx.k_outliers = 12;
+  expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "k_outliers");
+  mx.k_outliers = 16;
+  expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "a_outliers");
+  expect(gemm::weight_column_sums(buf.data(), 32, 4, 24, z.data(), nullptr), "'k'");
+}
