@@ -179,7 +179,7 @@ TEST_CASE("decode: every runtime head dim, GQA ratios 1, 4, 8, fp16 and bf16") {
     }
 }
 
-TEST_CASE("decode: group larger than one 16-row tile (32 query heads on one KV head)") {
+TEST_CASE("decode: groups larger than one 16-row tile (32 and 20 query heads on one KV head)") {
   std::mt19937 rng(203);
   Case c;
   c.kv_lens = {100, 37};
@@ -187,6 +187,8 @@ TEST_CASE("decode: group larger than one 16-row tile (32 query heads on one KV h
   c.heads = 32;
   c.kv_heads = 1;
   run_all_splits<f16>(c, rng, {3});
+  c.heads = 20;  // the second head tile holds 4 heads
+  run_all_splits<f16>(c, rng, {2});
 }
 
 TEST_CASE("decode: sliding window, soft-cap, large magnitudes, empty and uniform sequences") {

@@ -381,3 +381,48 @@ TEST_CASE("prefill: a custom tile configuration (8 warps, Bc = 32, 3-stage ring)
     run_case<f16>(c, rng, launch);
   }
 }
+
+TEST_CASE(
+    "prefill: window edge cases (window_left 0 and INT_MAX, q_len > kv_len, causal with window_right > 0)") {
+  std::mt19937 rng(111);
+  Case c = uniform(20, 8, 64, false);
+  c.window_left = 2147483647;  // as unbounded; must not overflow when q_len > kv_len
+  run_case<f16>(c, rng);
+  c = uniform(33, 40, 64, true);
+  c.window_left = 0;  // each query sees its own key only
+  run_case<f16>(c, rng);
+  c = uniform(30, 12, 64, false);
+  c.window_left = 10;
+  c.window_right = 7;
+  run_case<bf16>(c, rng);
+  c = uniform(65, 80, 64, true);
+  c.window_right = 5;  // causal wins: the same as window_right = 0
+  run_case<f16>(c, rng);
+}
+
+TEST_CASE("prefill: a NaN in one key reaches exactly the queries that see it") {
+  std::mt19937 rng(112);
+  const int n = 40, dim = 64;
+  const std::vector<f16> q = llmk::test::random_tensor<f16>(n * dim, 1.0f, rng);
+  std::vector<f16> k = llmk::test::random_tensor<f16>(n * dim, 1.0f, rng);
+  const std::vector<f16> v = llmk::test::random_tensor<f16>(n * dim, 1.0f, rng);
+  const int bad_key = 30;
+  k[bad_key * dim + 7] = f16(std::nanf(""));
+  llmk::DeviceBuffer<f16> d_q(q), d_k(k), d_v(v), d_o(q.size());
+  attn::PrefillArgs<f16> a;
+  a.q = d_q.data();
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.o = d_o.data();
+  a.q_stride_token = a.k_stride_token = a.v_stride_token = a.o_stride_token = dim;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = dim;
+  a.q_len = a.kv_len = n;
+  a.batch = 1;
+  a.num_heads = a.num_kv_heads = 1;
+  a.head_dim = dim;
+  a.options.softmax_scale = attn::default_scale(dim);
+  a.options.causal = true;
+  REQUIRE(attn::prefill(a, nullptr).ok());
+  const std::vector<f16> o = d_o.to_host();
+  for (int t = 0; t < n; ++t) CHECK(std::isnan(o[t * dim].to_float()) == (t >= bad_key));
+}

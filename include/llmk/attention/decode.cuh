@@ -324,8 +324,8 @@ Status validate_decode(const DecodeArgs<T>& a) {
                   "batch * stride_batch with stride_batch >= head_dim (head-major), got ",
                   a.o_stride_batch, " and ", a.o_stride_head));
   }
-  if (a.max_kv_len < 0)
-    return Status::invalid_argument("max_kv_len", str_cat("must be >= 0, got ", a.max_kv_len));
+  if ((a.max_kv_len < 0) || (a.max_kv_len > (1 << 30)))
+    return Status::invalid_argument("max_kv_len", str_cat("must be in [0, 2^30], got ", a.max_kv_len));
   if (a.kv_lens != nullptr) {
     if (a.kv_lens_host == nullptr)
       return Status::invalid_argument("kv_lens_host",
@@ -366,8 +366,10 @@ Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int 
     const long long blocks = static_cast<long long>(args.batch) * args.num_kv_heads *
                              ceil_div(args.num_heads / args.num_kv_heads, 16);
     // A sliding window bounds the keys any split can see.
-    const int visible =
-        args.options.window_left >= 0 ? min(args.max_kv_len, args.options.window_left + 1) : args.max_kv_len;
+    const int visible = args.options.window_left >= 0
+                            ? static_cast<int>(min<long long>(
+                                  args.max_kv_len, static_cast<long long>(args.options.window_left) + 1))
+                            : args.max_kv_len;
     num_splits = choose_decode_splits(blocks, visible, Cfg::kBc, device_sm_count());
   }
   plan->num_splits = num_splits;

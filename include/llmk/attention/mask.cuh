@@ -27,7 +27,9 @@ struct Mask {
   LLMK_HOST_DEVICE int diagonal(int i) const { return i + (kv_len - q_len); }
   /// First visible key of query i (may be > last_key: nothing visible).
   LLMK_HOST_DEVICE int first_key(int i) const {
-    return window_left < 0 ? 0 : max(0, diagonal(i) - window_left);
+    if (window_left < 0) return 0;
+    const long long f = static_cast<long long>(diagonal(i)) - window_left;  // 64-bit: window_left may be huge
+    return f < 0 ? 0 : static_cast<int>(f);
   }
   /// One past the last visible key of query i.
   LLMK_HOST_DEVICE int end_key(int i) const {

@@ -252,6 +252,14 @@ Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len) {
       return Status::invalid_argument("batch", "batch * max(q_len, kv_len) must fit in int32 token indices");
     *max_q_len = a.q_len;
   }
+  // Lengths stay below 2^30 so that tile arithmetic (tile * Bc + Bc, token * group) cannot overflow int.
+  {
+    int max_kv = a.kv_len;
+    if (a.cu_seqlens_k != nullptr)
+      LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_k_host", a.cu_seqlens_k_host, a.batch, &max_kv));
+    if (*max_q_len > (1 << 30) || max_kv > (1 << 30))
+      return Status::invalid_argument("q_len/kv_len", "sequence lengths must be <= 2^30");
+  }
   // Output rows of different (token, head) pairs must not overlap: token-major or head-major layouts.
   const std::int64_t total_q =
       a.cu_seqlens_q != nullptr ? a.cu_seqlens_q_host[a.batch] : static_cast<std::int64_t>(a.batch) * a.q_len;

@@ -71,7 +71,7 @@ struct MixedInt8Args {
 
 /// Tiles of the 8-bit GEMMs (BK in elements = bytes): large (prefill), medium, and the small-M tile for
 /// decode, where the grid must spread N over many blocks.
-using QGemmLarge = KMajorTile<128, 128, 64, 2, 2, 3>;
+using QGemmLarge = KMajorTile<128, 128, 64, 2, 4, 3>;
 using QGemmMedium = KMajorTile<64, 128, 64, 2, 2, 3>;
 using QGemmSmall = KMajorTile<16, 64, 128, 1, 2, 4>;
 

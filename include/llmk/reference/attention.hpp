@@ -16,6 +16,7 @@
 // K/V into this layout). Simple loops, no tiling; offsets are 64-bit.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -95,14 +96,30 @@ float round_to(float x) {
 
 // Calls f(b, i, h, q_token, kv_token0, kv_head, mask): once per (sequence, query, head) row, in the order of
 // the rows in memory. q_token is the row's token index in Q, kv_token0 the sequence's first token in K/V.
+// The mask, written independently of llmk::attention::Mask (so a mistake there cannot hide in both) and in
+// 64-bit arithmetic: query i sits at key position i + kv_len - q_len; key j is visible iff 0 <= j < kv_len,
+// j >= pos - window_left (window_left >= 0), j <= pos + right (right = 0 when causal, window_right when >= 0,
+// the smaller of the two when both apply).
+struct ReferenceMask {
+  std::int64_t q_len, kv_len, window_left, right;  // right < 0: unbounded
+  bool visible(std::int64_t i, std::int64_t j) const {
+    const std::int64_t pos = i + kv_len - q_len;
+    if (j < 0 || j >= kv_len) return false;
+    if (window_left >= 0 && j < pos - window_left) return false;
+    if (right >= 0 && j > pos + right) return false;
+    return true;
+  }
+};
+
 template <class F>
 void for_each_row(const AttentionProblem& p, F&& f) {
   p.validate();
   const int group = p.num_heads / p.num_kv_heads;
   std::int64_t q0 = 0, kv0 = 0;
   for (int b = 0; b < p.batch(); ++b) {
-    const llmk::attention::Mask mask = llmk::attention::make_mask(
-        p.q_lens[b], p.kv_lens[b], p.options.causal, p.options.window_left, p.options.window_right);
+    std::int64_t right = p.options.window_right;
+    if (p.options.causal) right = right < 0 ? 0 : std::min<std::int64_t>(right, 0);
+    const ReferenceMask mask{p.q_lens[b], p.kv_lens[b], p.options.window_left, right};
     for (int i = 0; i < p.q_lens[b]; ++i)
       for (int h = 0; h < p.num_heads; ++h) f(b, i, h, q0 + i, kv0, h / group, mask);
     q0 += p.q_lens[b];
@@ -138,7 +155,7 @@ void attention_fp64(const AttentionProblem& p, const T* q, const T* k, const T* 
   const double softcap = p.options.softcap;
   std::vector<double> s, acc(static_cast<std::size_t>(d_len));
   attention_detail::for_each_row(p, [&](int b, int i, int h, std::int64_t qt, std::int64_t kv0, int hk,
-                                        const llmk::attention::Mask& mask) {
+                                        const attention_detail::ReferenceMask& mask) {
     const T* qi = q + qt * q_token + static_cast<std::int64_t>(h) * d_len;
     double* o = out + qt * q_token + static_cast<std::int64_t>(h) * d_len;
     const int kv_len = p.kv_lens[b];
@@ -196,7 +213,7 @@ void attention_naive(const AttentionProblem& p, const T* q, const T* k, const T*
   const float softcap = p.options.softcap;
   std::vector<float> s;
   attention_detail::for_each_row(p, [&](int b, int i, int h, std::int64_t qt, std::int64_t kv0, int hk,
-                                        const llmk::attention::Mask& mask) {
+                                        const attention_detail::ReferenceMask& mask) {
     const T* qi = q + qt * q_token + static_cast<std::int64_t>(h) * d_len;
     float* o = out + qt * q_token + static_cast<std::int64_t>(h) * d_len;
     const int kv_len = p.kv_lens[b];

@@ -1,0 +1,440 @@
+// Tests of llmk::gemm::weight_only_* (W4A16 / W8A16) against the fp64 host reference, in the simulator (and
+// on a GPU): repacking (host == device bytes, round trip), act-order permutation, the GEMM over shapes, group
+// sizes, zero points, bit widths, dtypes, act-order and bias, and the launcher's argument checks.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "llmk/core/memory.cuh"
+#include "llmk/gemm/weight_only.cuh"
+#include "llmk/reference/weight_only.hpp"
+#include "support/test_env.hpp"
+
+namespace {
+
+std::int64_t plain_ld(int k, int bits) {
+  return bits == 4 ? k / 2 : k;
+}
+
+// Random plain codes [N, K] (row stride = plain_ld): every code value occurs.
+std::vector<std::uint8_t> random_plain(int n, int k, int bits, std::mt19937& rng) {
+  std::vector<std::uint8_t> w(static_cast<std::size_t>(n) * plain_ld(k, bits));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<std::uint8_t>(byte(rng));
+  return w;
+}
+
+template <class T>
+std::vector<T> random_values(std::size_t count, float lo, float hi, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<T> v(count);
+  for (auto& x : v) {
+    float f = dist(rng);
+    if (f == 0.0f) f = 0.5f * hi;  // never zeros
+    x = T(f);
+  }
+  return v;
+}
+
+// A shuffled GPTQ group index: each group exactly G columns, in random column order.
+std::vector<std::int32_t> shuffled_g_idx(int k, int group_size, std::mt19937& rng) {
+  std::vector<std::int32_t> g(static_cast<std::size_t>(k));
+  for (int i = 0; i < k; ++i) g[static_cast<std::size_t>(i)] = i / group_size;
+  std::shuffle(g.begin(), g.end(), rng);
+  return g;
+}
+
+std::vector<std::uint8_t> repack_host(const std::vector<std::uint8_t>& plain, const std::int32_t* perm, int n,
+                                      int k, int bits, bool signed_codes = false) {
+  std::vector<std::uint8_t> packed(llmk::gemm::weight_only_packed_bytes(n, k, bits));
+  llmk::gemm::WeightRepackArgs r{plain.data(), plain_ld(k, bits), perm, packed.data(), n, k,
+                                 bits,         signed_codes};
+  const llmk::Status s = llmk::gemm::weight_only_repack_host(r);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  return packed;
+}
+
+struct Case {
+  int m, n, k, group_size, bits;
+  bool zeros, act_order, bias;
+  std::int64_t ldd_pad = 0;
+};
+
+// Unit roundoff of T (the output rounding) and an absolute floor for T's subnormal outputs.
+template <class T>
+constexpr double kUnitRoundoff = std::is_same_v<T, llmk::half> ? 0x1p-11 : 0x1p-8;
+template <class T>
+constexpr double kAbsFloor = std::is_same_v<T, llmk::half> ? 0x1p-24 : 0x1p-120;
+
+// Error bound. The weights the mma sees equal the reference's dequantized weights exactly and every product
+// a * w is exact in fp32, so the error is (1) fp32 accumulation: one rounding per mma (16 products + C) over
+// K / 16 mmas, plus up to 3 partial-sum additions of the K-split warps and the bias add: at most
+// (K / 16 + 6) roundings of a running |sum| <= S = sum_k |a w| + |bias|, i.e. (K / 16 + 6) 2^-24 S, doubled
+// for the hardware's unspecified internal accumulation; (2) the final rounding to T: u_T |v| with
+// |v| <= |ref| + (1). So |got - ref| <= u_T |ref| + (1 + u_T) 2 (K / 16 + 6) 2^-24 S + floor_T.
+template <class T>
+double tolerance(double ref, double abs_sum, int k) {
+  const double acc = 2.0 * (k / 16 + 6) * std::ldexp(abs_sum, -24);
+  return kUnitRoundoff<T> * std::fabs(ref) + (1.0 + kUnitRoundoff<T>)*acc + kAbsFloor<T>;
+}
+
+template <class T>
+void check_gemm(const Case& c, std::mt19937& rng) {
+  CAPTURE(c.m);
+  CAPTURE(c.n);
+  CAPTURE(c.k);
+  CAPTURE(c.group_size);
+  CAPTURE(c.bits);
+  CAPTURE(c.zeros);
+  CAPTURE(c.act_order);
+  CAPTURE(c.bias);
+  const int groups = c.k / c.group_size;
+  const std::int64_t ldd = c.n + c.ldd_pad;
+  std::vector<T> a = random_values<T>(static_cast<std::size_t>(c.m) * c.k, -1.0f, 1.0f, rng);
+  std::vector<std::uint8_t> plain = random_plain(c.n, c.k, c.bits, rng);
+  const float s_hi = c.bits == 4 ? 0.02f : 0.002f;
+  std::vector<T> scales = random_values<T>(static_cast<std::size_t>(groups) * c.n, 0.25f * s_hi, s_hi, rng);
+  std::vector<std::uint8_t> zeros(static_cast<std::size_t>(groups) * c.n);
+  std::uniform_int_distribution<int> zdist(0, c.bits == 4 ? 15 : 255);
+  for (auto& z : zeros) z = static_cast<std::uint8_t>(zdist(rng));
+  std::vector<T> bias = random_values<T>(static_cast<std::size_t>(c.n), -1.0f, 1.0f, rng);
+  std::vector<std::int32_t> g_idx, perm;
+  if (c.act_order) {
+    g_idx = shuffled_g_idx(c.k, c.group_size, rng);
+    perm.resize(static_cast<std::size_t>(c.k));
+    const llmk::Status s =
+        llmk::gemm::act_order_permutation_host(g_idx.data(), c.k, c.group_size, perm.data());
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  std::vector<std::uint8_t> packed =
+      repack_host(plain, c.act_order ? perm.data() : nullptr, c.n, c.k, c.bits);
+
+  llmk::DeviceBuffer<T> d_a(a), d_scales(scales), d_bias(bias);
+  llmk::DeviceBuffer<std::uint8_t> d_w(packed), d_zeros(zeros);
+  llmk::DeviceBuffer<std::int32_t> d_perm(c.act_order ? perm : std::vector<std::int32_t>{0});
+  llmk::DeviceBuffer<T> d_d(static_cast<std::size_t>(c.m) * ldd);  // poisoned
+
+  llmk::gemm::WeightOnlyArgs<T> x;
+  x.a = d_a.data();
+  x.lda = c.k;
+  x.w = d_w.data();
+  x.w_bytes = static_cast<std::int64_t>(packed.size());
+  x.scales = d_scales.data();
+  x.scales_size = static_cast<std::int64_t>(scales.size());
+  if (c.zeros) {
+    x.zeros = d_zeros.data();
+    x.zeros_size = static_cast<std::int64_t>(zeros.size());
+  }
+  if (c.act_order) {
+    x.perm = d_perm.data();
+    x.perm_size = c.k;
+  }
+  if (c.bias) x.bias = d_bias.data();
+  x.d = d_d.data();
+  x.ldd = ldd;
+  x.m = c.m;
+  x.n = c.n;
+  x.k = c.k;
+  x.group_size = c.group_size;
+  x.bits = c.bits;
+  const std::size_t ws_bytes = llmk::gemm::weight_only_workspace_bytes(x);
+  CHECK(ws_bytes == (c.act_order ? static_cast<std::size_t>(c.m) * c.k * sizeof(T) : 0));
+  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(ws_bytes, 16));
+  const llmk::Status s = llmk::gemm::weight_only_gemm(x, ws.data(), ws_bytes, nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  REQUIRE(llmk::device_synchronize().ok());
+  std::vector<T> got = d_d.to_host();
+
+  std::vector<double> want(static_cast<std::size_t>(c.m) * c.n), mag(want.size());
+  llmk::reference::weight_only_gemm(a.data(), c.k, plain.data(), plain_ld(c.k, c.bits), c.bits, scales.data(),
+                                    c.zeros ? zeros.data() : nullptr, c.act_order ? g_idx.data() : nullptr,
+                                    c.group_size, c.bias ? bias.data() : nullptr, c.m, c.n, c.k, want.data(),
+                                    mag.data());
+  int bad = 0;
+  for (int i = 0; i < c.m; ++i) {
+    for (int j = 0; j < c.n; ++j) {
+      const std::size_t r = static_cast<std::size_t>(i) * c.n + j;
+      const double g = static_cast<float>(got[static_cast<std::size_t>(i) * ldd + j]);
+      const double tol = tolerance<T>(want[r], mag[r], c.k);
+      if (!(std::fabs(g - want[r]) <= tol)) {  // NaN (poison) fails too
+        if (bad++ < 5)
+          MESSAGE("D[" << i << "][" << j << "] = " << g << ", want " << want[r] << " (tol " << tol << ")");
+      }
+    }
+    for (std::int64_t j = c.n; j < ldd; ++j)  // padding columns stay poisoned
+      if (got[static_cast<std::size_t>(i * ldd + j)].bits != 0xFFFF && bad++ < 5)
+        MESSAGE("padding D[" << i << "][" << j << "] was written");
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("weight_only repack: host and device give the same bytes, unpack round-trips") {
+  std::mt19937 rng(101);
+  for (int bits : {4, 8})
+    for (bool act_order : {false, true}) {
+      CAPTURE(bits);
+      CAPTURE(act_order);
+      const int n = 40, k = 96;  // N not a multiple of 16: padded columns hold code 0
+      std::vector<std::uint8_t> plain = random_plain(n, k, bits, rng);
+      std::vector<std::int32_t> perm(static_cast<std::size_t>(k));
+      if (act_order) {
+        std::vector<std::int32_t> g_idx = shuffled_g_idx(k, 32, rng);
+        REQUIRE(llmk::gemm::act_order_permutation_host(g_idx.data(), k, 32, perm.data()).ok());
+      }
+      const std::int32_t* hperm = act_order ? perm.data() : nullptr;
+      std::vector<std::uint8_t> packed = repack_host(plain, hperm, n, k, bits);
+
+      llmk::DeviceBuffer<std::uint8_t> d_plain(plain);
+      llmk::DeviceBuffer<std::int32_t> d_perm(perm);
+      llmk::DeviceBuffer<std::uint8_t> d_packed(packed.size());  // poisoned
+      llmk::gemm::WeightRepackArgs r{
+          d_plain.data(), plain_ld(k, bits), act_order ? d_perm.data() : nullptr, d_packed.data(), n, k, bits,
+          false};
+      const llmk::Status s = llmk::gemm::weight_only_repack(r, nullptr);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+      CHECK(d_packed.to_host() == packed);
+
+      std::vector<std::uint8_t> back(plain.size(), 0);
+      REQUIRE(llmk::gemm::weight_only_unpack_host(packed.data(), n, k, bits, back.data(), plain_ld(k, bits))
+                  .ok());
+      if (!act_order) {
+        CHECK(back == plain);
+      } else {
+        int bad = 0;
+        for (int row = 0; row < n; ++row)
+          for (int col = 0; col < k; ++col) {
+            auto code = [&](const std::vector<std::uint8_t>& w, int c) {
+              const std::uint8_t b =
+                  w[static_cast<std::size_t>(row) * plain_ld(k, bits) + (bits == 4 ? c / 2 : c)];
+              return bits == 4 ? (b >> (4 * (c % 2))) & 0xF : int(b);
+            };
+            bad += code(back, col) != code(plain, perm[static_cast<std::size_t>(col)]);
+          }
+        CHECK(bad == 0);
+      }
+      // Spot-check the documented fragment layout: lane 5 (g = 1, t = 1) of tile (0, 0), 4-bit nibble p =
+      // (2j + r) + 4h holds code (n = 8j + 1, k = 2 + 8r + h).
+      if (bits == 4 && !act_order) {
+        std::uint32_t word;
+        std::memcpy(&word, packed.data() + 5 * 4, 4);
+        for (int p = 0; p < 8; ++p) {
+          const int i = p % 4, h = p / 4, j = i / 2, rr = i % 2;
+          const int nn = 8 * j + 1, kk = 2 + 8 * rr + h;
+          const int want = (plain[static_cast<std::size_t>(nn) * (k / 2) + kk / 2] >> (4 * (kk % 2))) & 0xF;
+          CHECK(int((word >> (4 * p)) & 0xF) == want);
+        }
+      }
+    }
+}
+
+TEST_CASE("weight_only repack of signed codes stores q + 8 / q + 128") {
+  std::mt19937 rng(5);
+  for (int bits : {4, 8}) {
+    const int n = 16, k = 32;
+    std::vector<std::uint8_t> plain = random_plain(n, k, bits, rng);
+    std::vector<std::uint8_t> packed = repack_host(plain, nullptr, n, k, bits, true);
+    std::vector<std::uint8_t> back(plain.size());
+    REQUIRE(
+        llmk::gemm::weight_only_unpack_host(packed.data(), n, k, bits, back.data(), plain_ld(k, bits)).ok());
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      const int flip = bits == 4 ? 0x88 : 0x80;  // q + 8 == q ^ 8 on a nibble, q + 128 == q ^ 0x80 on a byte
+      CHECK(back[i] == (plain[i] ^ flip));
+    }
+  }
+}
+
+TEST_CASE("weight_only act-order permutation: host == device, stable, malformed g_idx rejected") {
+  std::mt19937 rng(17);
+  const int k = 256, group = 64;
+  std::vector<std::int32_t> g_idx = shuffled_g_idx(k, group, rng);
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(k));
+  REQUIRE(llmk::gemm::act_order_permutation_host(g_idx.data(), k, group, perm.data()).ok());
+  for (int i = 0; i < k; ++i)
+    CHECK(g_idx[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])] == i / group);
+  for (int i = 1; i < k; ++i)
+    if (i % group != 0)
+      CHECK(perm[static_cast<std::size_t>(i)] > perm[static_cast<std::size_t>(i - 1)]);  // stable
+  llmk::DeviceBuffer<std::int32_t> d_g(g_idx), d_perm(static_cast<std::size_t>(k));
+  REQUIRE(llmk::gemm::act_order_permutation(d_g.data(), k, group, d_perm.data(), nullptr).ok());
+  CHECK(d_perm.to_host() == perm);
+
+  g_idx[0] = (g_idx[0] + 1) % (k / group);  // one group now has G + 1 columns, another G - 1
+  const llmk::Status s = llmk::gemm::act_order_permutation_host(g_idx.data(), k, group, perm.data());
+  CHECK_FALSE(s.ok());
+  CHECK_MESSAGE(s.message().find("'g_idx'") != std::string::npos, s.message());
+  d_g.upload(g_idx);
+  REQUIRE(llmk::gemm::act_order_permutation(d_g.data(), k, group, d_perm.data(), nullptr).ok());
+  std::vector<std::int32_t> dev = d_perm.to_host();
+  CHECK(std::count(dev.begin(), dev.end(), -1) == 1);
+}
+
+TEST_CASE("weight_only W4A16 fp16 over M in {1, 7, 33, 128, 257}, N and K not multiples of the tile") {
+  std::mt19937 rng(2026);
+  const std::vector<int> ms =
+      llmk::test::fast() ? std::vector<int>{1, 33, 129} : std::vector<int>{1, 7, 33, 128, 257};
+  for (int m : ms) check_gemm<llmk::half>({m, 200, 320, 64, 4, true, false, true, 3}, rng);
+}
+
+TEST_CASE("weight_only W4A16 fp16 group sizes 32, 64, 128 and per-channel, with and without zero points") {
+  std::mt19937 rng(7);
+  const int k = 384;
+  for (int m : {1, 40})
+    for (int g : {32, 64, 128, k}) {
+      check_gemm<llmk::half>({m, 136, k, g, 4, true, false, false}, rng);
+      if (!llmk::test::fast()) check_gemm<llmk::half>({m, 136, k, g, 4, false, false, true}, rng);
+    }
+}
+
+TEST_CASE("weight_only W8A16 fp16, W4A16 and W8A16 bf16") {
+  std::mt19937 rng(99);
+  for (int m : {7, 100}) {
+    check_gemm<llmk::half>({m, 72, 256, 128, 8, true, false, true}, rng);
+    check_gemm<llmk::half>({m, 72, 256, 256, 8, false, false, false}, rng);
+    check_gemm<llmk::bfloat16>({m, 72, 256, 64, 4, true, false, true}, rng);
+    check_gemm<llmk::bfloat16>({m, 72, 256, 256, 4, false, false, false}, rng);
+    check_gemm<llmk::bfloat16>({m, 72, 256, 32, 8, true, false, true}, rng);
+    check_gemm<llmk::bfloat16>({m, 72, 256, 256, 8, false, false, false}, rng);
+  }
+}
+
+TEST_CASE("weight_only GPTQ act-order with a shuffled group index") {
+  std::mt19937 rng(31);
+  for (int m : {1, 65}) {
+    check_gemm<llmk::half>({m, 96, 256, 32, 4, true, true, true}, rng);
+    check_gemm<llmk::half>({m, 48, 512, 128, 4, false, true, false}, rng);
+  }
+  check_gemm<llmk::bfloat16>({20, 80, 192, 64, 8, true, true, true}, rng);
+}
+
+TEST_CASE("weight_only larger decode and prefill shapes") {
+  std::mt19937 rng(4242);
+  check_gemm<llmk::half>(
+      {1, llmk::test::pick(1024, 256), llmk::test::pick(2048, 512), 128, 4, true, false, false}, rng);
+  if (!llmk::test::fast()) check_gemm<llmk::half>({96, 256, 1024, 128, 4, true, true, true}, rng);
+}
+
+TEST_CASE("weight_only_gemm rejects bad arguments with a message naming the argument") {
+  const int m = 16, n = 32, k = 128, g = 64;
+  llmk::DeviceBuffer<llmk::half> a(static_cast<std::size_t>(m) * k + 8),
+      scales(static_cast<std::size_t>(k / g) * n), d(static_cast<std::size_t>(m) * n);
+  llmk::DeviceBuffer<std::uint8_t> w(llmk::gemm::weight_only_packed_bytes(n, k, 4) + 16);
+  llmk::DeviceBuffer<std::int32_t> perm(static_cast<std::size_t>(k));
+  auto base = [&] {
+    llmk::gemm::WeightOnlyArgs<llmk::half> x;
+    x.a = a.data();
+    x.lda = k;
+    x.w = w.data();
+    x.w_bytes = static_cast<std::int64_t>(llmk::gemm::weight_only_packed_bytes(n, k, 4));
+    x.scales = scales.data();
+    x.scales_size = (k / g) * n;
+    x.d = d.data();
+    x.ldd = n;
+    x.m = m;
+    x.n = n;
+    x.k = k;
+    x.group_size = g;
+    x.bits = 4;
+    return x;
+  };
+  auto expect = [](const llmk::Status& s, const char* needle) {
+    CHECK_FALSE(s.ok());
+    CHECK(s.code() == llmk::Status::Code::kInvalidArgument);
+    CHECK_MESSAGE(s.message().find(needle) != std::string::npos, s.message());
+  };
+  auto run = [](const llmk::gemm::WeightOnlyArgs<llmk::half>& x) {
+    return llmk::gemm::weight_only_gemm(x, nullptr, 0, nullptr);
+  };
+  REQUIRE(run(base()).ok());
+  REQUIRE(llmk::device_synchronize().ok());
+  {
+    auto x = base();
+    x.a = nullptr;
+    expect(run(x), "'a': must not be null");
+  }
+  {
+    auto x = base();
+    x.a = a.data() + 1;
+    expect(run(x), "'a': must be 16-byte aligned");
+  }
+  {
+    auto x = base();
+    x.w = w.data() + 4;
+    expect(run(x), "'w': must be 16-byte aligned");
+  }
+  {
+    auto x = base();
+    x.group_size = 48;  // multiple of 16, does not divide 128
+    expect(run(x), "'group_size': must be a multiple of 16 that divides K");
+  }
+  {
+    auto x = base();
+    x.group_size = 8;
+    expect(run(x), "'group_size'");
+  }
+  {
+    auto x = base();
+    x.k = 120;
+    expect(run(x), "'k': must be a positive multiple of 16");
+  }
+  {
+    auto x = base();
+    x.scales_size = n;  // per-channel scales with group_size 64
+    expect(run(x), "'scales_size': must equal (K / group_size) * N = 64");
+  }
+  {
+    auto x = base();
+    x.zeros = w.data();
+    x.zeros_size = 3;
+    expect(run(x), "'zeros_size'");
+  }
+  {
+    auto x = base();
+    x.w_bytes -= 16;
+    expect(run(x), "'w_bytes'");
+  }
+  {
+    auto x = base();
+    x.bits = 3;
+    expect(run(x), "'bits': must be 4 or 8");
+  }
+  {
+    auto x = base();
+    x.lda = k - 8;
+    expect(run(x), "'lda'");
+  }
+  {
+    auto x = base();
+    x.ldd = n - 1;
+    expect(run(x), "'ldd'");
+  }
+  {
+    auto x = base();
+    x.m = 0;
+    expect(run(x), "'m'");
+  }
+  {
+    auto x = base();
+    x.perm = perm.data();
+    x.perm_size = k;
+    expect(run(x), "'workspace': must not be null");
+    llmk::DeviceBuffer<unsigned char> ws(llmk::gemm::weight_only_workspace_bytes(x));
+    expect(llmk::gemm::weight_only_gemm(x, ws.data(), ws.size() - 1, nullptr), "'workspace_bytes'");
+    x.perm_size = k - 1;
+    expect(llmk::gemm::weight_only_gemm(x, ws.data(), ws.size(), nullptr), "'perm_size'");
+  }
+  {
+    std::vector<std::uint8_t> plain(16 * 16), out(llmk::gemm::weight_only_packed_bytes(16, 32, 4));
+    llmk::gemm::WeightRepackArgs r{plain.data(), 16, nullptr, out.data(), 16, 24, 4, false};
+    expect(llmk::gemm::weight_only_repack_host(r), "'k'");
+    r.k = 32;
+    r.ld_bytes = 8;
+    expect(llmk::gemm::weight_only_repack_host(r), "'ld_bytes'");
+  }
+}
