@@ -6,8 +6,9 @@
 #   1. prints a table: kernel (demangled), arch, registers, static shared memory, stack frame, spill stores/loads;
 #   2. FAILS if any kernel or device function whose demangled name contains `llmk::` spills (stores or loads > 0);
 #   3. FAILS unless every kernel matching a pattern of scripts/tensor_core_kernels.txt (extended regexes matched
-#      against demangled names, one a line, # comments) contains `mma.sync` in its PTX for every architecture (and
-#      `cp.async` too when the line ends in " +cp.async"), and every pattern matches at least one kernel.
+#      against demangled names, one a line, # comments) contains `mma.sync` in its PTX for every architecture, plus
+#      every instruction substring named by a trailing " +X" token (e.g. +cp.async, +.s32.s8.s8.s32: the intended
+#      mma variant), only on the architectures of a trailing " @89,90" when given; every pattern must match.
 #
 # Usage:
 #   scripts/check_gpu_resources.sh                       the _cuda targets of build/ (configured if needed)
@@ -219,7 +220,7 @@ fi
 # ---------------------------------------------------------------------------------------------------------------------
 # Tensor-core kernels must contain mma.sync in their PTX
 # ---------------------------------------------------------------------------------------------------------------------
-# PTX entries: mangled \t arch \t 1 if the body contains mma.sync
+# PTX entries: mangled \t arch \t the distinct mma.sync / cp.async instruction names of the body (space-separated)
 ptx_entries="$WORK/ptx_entries.tsv"
 : >"$ptx_entries"
 while IFS= read -r ptx; do
@@ -227,11 +228,22 @@ while IFS= read -r ptx; do
   [[ -z "$arch" ]] && arch="?"
   awk -v arch="$arch" '
     /^\.(visible|weak)?[ \t]*\.entry[ \t]/ || /^\.entry[ \t]/ {
-      n = $0; sub(/.*\.entry[ \t]+/, "", n); sub(/\(.*/, "", n); gsub(/[ \t]/, "", n); name = n; mma[name] = 0; next
+      n = $0; sub(/.*\.entry[ \t]+/, "", n); sub(/\(.*/, "", n); gsub(/[ \t]/, "", n); name = n; ops = " "
+      depth = 0; started = 0; next
     }
-    name != "" && /mma\.sync/ { mma[name] = 1 }
-    name != "" && /cp\.async/ { cpa[name] = 1 }
-    /^}/ { if (name != "") { printf "%s\t%s\t%d\t%d\n", name, arch, mma[name], cpa[name] + 0 }; name = "" }
+    name != "" && /(mma\.sync|cp\.async)/ {
+      line = $0
+      while (match(line, /(mma\.sync|cp\.async)[.a-z0-9]*/)) {
+        op = substr(line, RSTART, RLENGTH)
+        if (index(ops, " " op " ") == 0) ops = ops op " "
+        line = substr(line, RSTART + RLENGTH)
+      }
+    }
+    name != "" {  # the body ends where its braces balance (inline asm adds nested { } blocks)
+      line = $0; opens = gsub(/{/, "{", line); closes = gsub(/}/, "}", line)
+      depth += opens - closes; if (opens > 0) started = 1
+      if (started && depth <= 0) { printf "%s\t%s\t%s\n", name, arch, ops; name = "" }
+    }
   ' "$ptx" >>"$ptx_entries"
 done < <(find "$WORK" -name '*.ptx' | sort)
 sort -u "$ptx_entries" -o "$ptx_entries"
@@ -244,25 +256,30 @@ if [[ -f "$patterns_file" ]]; then
     pattern="${pattern%%#*}"
     pattern="$(sed 's/^[[:space:]]*//; s/[[:space:]]*$//' <<<"$pattern")"
     [[ -z "$pattern" ]] && continue
-    need_cp_async=0
-    if [[ "$pattern" == *" +cp.async" ]]; then
-      need_cp_async=1
-      pattern="$(sed 's/[[:space:]]*+cp\.async$//' <<<"$pattern")"
-    fi
+    # Required instruction substrings: "mma.sync" always, plus every " +X" token at the end of the line.
+    # A trailing " @89,90" limits the check to those architectures (fp8 kernels are traps on sm_80).
+    required=(mma.sync)
+    only_archs=""
+    while [[ "$pattern" =~ ^(.*[^[:space:]])[[:space:]]+([+@])([^[:space:]]+)$ ]]; do
+      if [[ "${BASH_REMATCH[2]}" == "+" ]]; then required+=("${BASH_REMATCH[3]}"); else only_archs=",${BASH_REMATCH[3]},"; fi
+      pattern="${BASH_REMATCH[1]}"
+    done
     matches="$(LLMK_PATTERN="$pattern" awk -F'\t' '$1 ~ ENVIRON["LLMK_PATTERN"]' "$WORK/ptx_demangled.tsv")"
     if [[ -z "$matches" ]]; then
       echo "!! pattern '$pattern' matches no kernel in the CUDA targets"
       status=1
       continue
     fi
-    while IFS=$'\t' read -r demangled _mangled arch has_mma has_cp_async; do
+    while IFS=$'\t' read -r demangled _mangled arch ops; do
+      [[ -n "$only_archs" && "$only_archs" != *",$arch,"* ]] && continue
       short="$demangled"
       ((${#short} > 150)) && short="${short:0:147}..."
-      if [[ "$has_mma" != 1 ]]; then
-        echo "!! NO mma.sync compute_$arch  $short"
-        status=1
-      elif ((need_cp_async)) && [[ "$has_cp_async" != 1 ]]; then
-        echo "!! NO cp.async compute_$arch  $short"
+      missing=""
+      for r in "${required[@]}"; do
+        [[ "$ops" == *"$r"* ]] || missing+=" $r"
+      done
+      if [[ -n "$missing" ]]; then
+        echo "!! MISSING$missing  compute_$arch  $short"
         status=1
       else
         echo "   ok       compute_$arch  $short"
