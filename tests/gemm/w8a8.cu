@@ -114,7 +114,8 @@ TEST_CASE("w8a8: raw int32 accumulators are exact, every M tile, odd N and K") {
     CAPTURE(s.m);
     CAPTURE(s.n);
     CAPTURE(s.k);
-    const std::int64_t lda = s.k + 16, ldw = s.k, ldd = s.n + 3;
+    const std::int64_t lda = s.k + 16, ldw = s.k;
+    const std::int64_t ldd = s.m % 2 == 1 ? s.n + 3 : (s.n + 3) / 4 * 4 + 4;  // element and 16-byte stores
     const auto a = random_int8(s.m, lda, s.k, rng), w = random_int8(s.n, ldw, s.k, rng);
     llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
     llmk::DeviceBuffer<std::int32_t> d_d(static_cast<std::size_t>(s.m) * ldd);

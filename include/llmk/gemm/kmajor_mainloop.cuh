@@ -18,6 +18,7 @@
 #include "llmk/arch/ldmatrix.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/math.cuh"
+#include "llmk/core/vector.cuh"
 
 namespace llmk::gemm {
 
@@ -141,6 +142,51 @@ LLMK_DEVICE void kmajor_mainloop(const KMajorOperands& op, int block_m, int bloc
   }
   arch::cp_async_wait_all();
   __syncthreads();
+}
+
+/// Shared memory the staged epilogue needs for an Out tile (rows padded by 16 bytes).
+template <class Tile, class Out>
+inline constexpr int kStagedEpilogueBytes = Tile::BM*(Tile::BN* static_cast<int>(sizeof(Out)) + 16);
+
+/// Writes the block's output tile through shared memory, so that global stores are 16-byte vectors: every
+/// thread converts its in-range accumulators with value(row, col, mi, ni, e) -> Out into a padded [BM][BN]
+/// tile in `smem` (kStagedEpilogueBytes, free after kmajor_mainloop), then the block copies whole 16-byte
+/// chunks of rows to d (element stores for a row's tail past N, or when d / ldd are not 16-byte aligned).
+template <class Tile, class Out, class F>
+LLMK_DEVICE void store_tile_staged(unsigned char* smem, Out* d, std::int64_t ldd, int block_m, int block_n,
+                                   int m, int n, F&& value) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(Out));
+  constexpr int kPitch = Tile::BN + kVec;  // elements
+  static_assert(Tile::BN % kVec == 0, "BN must hold whole 16-byte chunks of the output type");
+  Out* tile = reinterpret_cast<Out*>(smem);
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < Tile::kMmaM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < Tile::kMmaN; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = warp_m * Tile::WM + mi * 16 + g + (e / 2) * 8;
+        const int c = warp_n * Tile::WN + ni * 8 + 2 * t + (e % 2);
+        const int row = block_m + r, col = block_n + c;
+        tile[r * kPitch + c] = (row < m && col < n) ? value(row, col, mi, ni, e) : Out(0);
+      }
+  __syncthreads();
+  const bool vector_ok = ldd % kVec == 0 && reinterpret_cast<std::uintptr_t>(d) % 16 == 0;
+  constexpr int kChunksPerRow = Tile::BN / kVec;
+  for (int c = static_cast<int>(threadIdx.x); c < Tile::BM * kChunksPerRow; c += Tile::kThreads) {
+    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * kVec;
+    const int grow = block_m + r, gcol = block_n + col;
+    if (grow >= m || gcol >= n) continue;
+    Out* dst = d + static_cast<std::int64_t>(grow) * ldd + gcol;
+    const Out* src = tile + r * kPitch + col;
+    if (vector_ok && gcol + kVec <= n) {
+      store16(dst, load16(src));
+    } else {
+      for (int e = 0; e < kVec && gcol + e < n; ++e) dst[e] = src[e];
+    }
+  }
 }
 
 /// Calls f(row, col, acc_index) for each accumulator element of this thread's warp tile that lies inside

@@ -77,11 +77,6 @@ using QGemmSmall = KMajorTile<16, 64, 128, 1, 2, 4>;
 
 namespace detail {
 
-template <class Out>
-LLMK_DEVICE void store_output(void* d, std::int64_t ldd, int row, int col, float v) {
-  static_cast<Out*>(d)[static_cast<std::int64_t>(row) * ldd + col] = Out(v);
-}
-
 // s_a[i] * s_w[j] * v + bias[j] in fp32 (v already zero-point corrected).
 LLMK_DEVICE float dequantize(const DequantScales& s, int row, int col, float v) {
   const float sa = s.a_scales[s.a_per_token ? row : 0], sw = s.w_scales[s.w_per_channel ? col : 0];
@@ -120,16 +115,16 @@ __global__ void __launch_bounds__(Tile::kThreads) w8a8_kernel(QuantGemmArgs<std:
   detail::zero<Tile>(acc);
   kmajor_mainloop<Tile, 1, Mma>(KMajorOperands{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k}, block_m, block_n,
                                 dynamic_smem(), acc);
-  for_each_accumulator<Tile>(block_m, block_n, p.m, p.n, [&](int row, int col, int mi, int ni, int e) {
-    if constexpr (std::is_same_v<Out, std::int32_t>) {
-      static_cast<std::int32_t*>(p.d)[static_cast<std::int64_t>(row) * p.ldd + col] = acc[mi][ni][e];
-    } else {
-      detail::store_output<Out>(
-          p.d, p.ldd, row, col,
-          detail::dequantize(p.scales, row, col,
-                             detail::zero_point_corrected(p.scales, row, col, acc[mi][ni][e])));
-    }
-  });
+  store_tile_staged<Tile>(
+      dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
+      [&](int row, int col, int mi, int ni, int e) -> Out {
+        if constexpr (std::is_same_v<Out, std::int32_t>) {
+          return acc[mi][ni][e];
+        } else {
+          return Out(detail::dequantize(p.scales, row, col,
+                                        detail::zero_point_corrected(p.scales, row, col, acc[mi][ni][e])));
+        }
+      });
 }
 
 /// FP8 kernel (e4m3 x e4m3, fp32 accumulate). Compiled to a trap for architectures without fp8 mma; the
@@ -143,9 +138,10 @@ __global__ void __launch_bounds__(Tile::kThreads) fp8_kernel(QuantGemmArgs<float
     detail::zero<Tile>(acc);
     kmajor_mainloop<Tile, 1, arch::MMA_16x8x32_F32E4M3E4M3F32>(
         KMajorOperands{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k}, block_m, block_n, dynamic_smem(), acc);
-    for_each_accumulator<Tile>(block_m, block_n, p.m, p.n, [&](int row, int col, int mi, int ni, int e) {
-      detail::store_output<Out>(p.d, p.ldd, row, col, detail::dequantize(p.scales, row, col, acc[mi][ni][e]));
-    });
+    store_tile_staged<Tile>(dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
+                            [&](int row, int col, int mi, int ni, int e) -> Out {
+                              return Out(detail::dequantize(p.scales, row, col, acc[mi][ni][e]));
+                            });
   } else {
 #if LLMK_DEVICE_PASS
     __trap();
@@ -189,11 +185,12 @@ __global__ void __launch_bounds__(Tile::kThreads) mixed_int8_kernel(MixedInt8Arg
     kmajor_mainloop<Tile, 2, arch::MMA_16x8x16_F32F16F16F32>(
         KMajorOperands{p.a_outliers, p.w_outliers, p.lda_outliers, p.ldw_outliers, r.m, r.n, p.k_outliers},
         block_m, block_n, dynamic_smem(), out);
-  for_each_accumulator<Tile>(block_m, block_n, r.m, r.n, [&](int row, int col, int mi, int ni, int e) {
-    float v = out[mi][ni][e];
-    if (r.scales.bias != nullptr) v += r.scales.bias[col];
-    detail::store_output<Out>(r.d, r.ldd, row, col, v);
-  });
+  store_tile_staged<Tile>(dynamic_smem(), static_cast<Out*>(r.d), r.ldd, block_m, block_n, r.m, r.n,
+                          [&](int, int col, int mi, int ni, int e) -> Out {
+                            float v = out[mi][ni][e];
+                            if (r.scales.bias != nullptr) v += r.scales.bias[col];
+                            return Out(v);
+                          });
 }
 
 namespace detail {
@@ -237,6 +234,17 @@ Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
                                       "must be given with a_zero_points (see weight_column_sums())");
   }
   return {};
+}
+
+// Dynamic shared memory of an 8-bit GEMM kernel: the largest of its mainloop rings and the staged epilogue.
+template <class Tile, class Out, int... kElementBytes>
+constexpr int smem_bytes() {
+  int bytes = kStagedEpilogueBytes<Tile, Out>;
+  ((bytes = bytes > Tile::template Bytes<kElementBytes>::kSmemBytes
+                ? bytes
+                : Tile::template Bytes<kElementBytes>::kSmemBytes),
+   ...);
+  return bytes;
 }
 
 inline Status check_grid(int m, int bm) {
@@ -316,7 +324,7 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
   return launch(
       w8a8_kernel<Out, Tile, kSaturate>,
       dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM))),
-      dim3(Tile::kThreads), Tile::template Bytes<1>::kSmemBytes, stream, p);
+      dim3(Tile::kThreads), (detail::smem_bytes<Tile, Out, 1>()), stream, p);
 }
 
 /// The tile the 8-bit GEMMs pick for M rows: small for decode-like M <= 16, medium up to 64, else large.
@@ -368,7 +376,7 @@ Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stre
   return launch(
       fp8_kernel<Out, Tile>,
       dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM))),
-      dim3(Tile::kThreads), Tile::template Bytes<1>::kSmemBytes, stream, p);
+      dim3(Tile::kThreads), (detail::smem_bytes<Tile, Out, 1>()), stream, p);
 }
 
 /// fp8_gemm_with_tile with the tile chosen by M (as w8a8_gemm).
@@ -418,9 +426,7 @@ Status mixed_int8_gemm_with_tile(const MixedInt8Args& p, cudaStream_t stream) {
       return Status::invalid_argument("ldw_outliers", "must be >= k_outliers and a multiple of 8");
   }
   LLMK_RETURN_IF_ERROR(detail::check_grid(p.regular.m, Tile::BM));
-  constexpr int kSmem = Tile::template Bytes<1>::kSmemBytes > Tile::template Bytes<2>::kSmemBytes
-                            ? Tile::template Bytes<1>::kSmemBytes
-                            : Tile::template Bytes<2>::kSmemBytes;
+  constexpr int kSmem = detail::smem_bytes<Tile, Out, 1, 2>();
   return launch(mixed_int8_kernel<Out, Tile>,
                 dim3(static_cast<unsigned>(ceil_div(p.regular.n, Tile::BN)),
                      static_cast<unsigned>(ceil_div(p.regular.m, Tile::BM))),

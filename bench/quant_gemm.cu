@@ -1,0 +1,526 @@
+// Throughput of llmk's quantized GEMMs (llmk/gemm/w8a8.cuh, llmk/gemm/weight_only.cuh) next to cuBLAS
+// baselines in the same binary. Every GEMM is the "TN" linear layer D[M, N] = A[M, K] * W[N, K]^T (A
+// row-major activations, W row-major weights, one output channel per row). On a GPU: device time from CUDA
+// events; in the simulator: the cost of simulating it (tiny shapes only; those numbers say nothing about a
+// GPU).
+//
+// Benchmarks (arguments, named in the benchmark name: M, N, K):
+//   BM_W8A8          w8a8_gemm<half>: int8 x int8 -> int32 accumulate, fp16 out, per-token s_a [M] x
+//                    per-channel s_w [N] scales (symmetric activations).
+//   BM_W4A16         weight_only_gemm<half>, 4-bit codes, group 128, fp16 scales and uint8 zero points
+//   [K/128, N]. BM_W8A16         weight_only_gemm<half>, 8-bit codes, per-channel (group = K) fp16 scales, no
+//   zero points
+//                    (symmetric); N = K = 4096 only.
+//   BM_FP8           fp8_gemm<half>: e4m3 x e4m3, fp32 accumulate, fp16 out, per-token x per-channel scales.
+//                    sm_89+ only: on an older device fp8_gemm returns Status::unsupported and the benchmark
+//                    is skipped with that message ("error_occurred" in the JSON).
+//   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16 product
+//   over
+//                    k_outliers = 32 outlier columns, fused in one kernel.
+//   CUDA build only (cuBLAS, CUDA::cublas / CUDA::cublasLt linked by bench/CMakeLists.txt):
+//   BM_CublasHgemm   cublasGemmEx: fp16 A and W, fp32 compute (CUBLAS_COMPUTE_32F), fp16 out.
+//   BM_CublasLtInt8  cublasLtMatmul: int8 A and W, int32 compute (CUBLAS_COMPUTE_32I), raw int32 out (no
+//                    dequantization: the bare int8 tensor-core GEMM, a floor for what BM_W8A8 does). Falls
+//                    back to cublasGemmEx (CUDA_R_8I -> CUDA_R_32I) if cuBLASLt offers no algorithm; the
+//                    counter `cublaslt` says which ran (1: cuBLASLt, 0: cublasGemmEx).
+//   Shapes (GPU): M in {1, 16, 64, 256, 4096} x (N, K) in {(4096, 4096), (11008, 4096), (4096, 11008)}
+//   (Llama-7B's attention / MLP up / MLP down projections; M = tokens: decode to prefill).
+//   Simulator: M in {1, 16}, N = K = 128, llmk kernels only.
+//
+// Counters:
+//   FLOP/s   FLOPs = 2 * M * N * K for every benchmark (integer operations count as FLOPs, so for the int8
+//   and
+//            fp8 GEMMs this is TOPS). BM_MixedInt8 also multiplies the 32 outlier columns (2 * M * N * 32
+//            more); they are its overhead and not counted.
+//   bytes/s  bytes = the operands actually read (A, the weights in their stored format, weight scales and
+//   zero
+//            points, activation scales, the outlier operands) + the output written. The minimal traffic; what
+//            matters for small M, where the GEMM is bound by reading the weights.
+//   weight_copies  see below.
+//   L2: weights smaller than the L2 (a 4096 x 4096 int4 matrix is 8 MiB; the H100's L2 is 50 MiB) would be
+//   served from it after the first iteration. Each benchmark therefore allocates enough copies of everything
+//   weight-side (weights, scales, zero points, outlier weights) to cover 4x the L2, and iteration i uses copy
+//   i % weight_copies: every iteration reads its weights from DRAM, as a layer of a real model does. The
+//   activations and the output are not rotated (in a model they come from / go to the neighbouring layers).
+//
+// Ratios, from the JSON (--benchmark_format=json or --benchmark_out=quant.json): every benchmark has the same
+// name after its first '/' for the same shape ("M:16/N:4096/K:4096/manual_time") and the same FLOPs there, so
+//   speedup of X over Y at (M, N, K) = Y's real_time / X's real_time = X's "FLOP/s" / Y's "FLOP/s"
+// e.g. W4A16 over cuBLAS fp16: BM_CublasHgemm/M:16/N:4096/K:4096 real_time / BM_W4A16/M:16/N:4096/K:4096
+// real_time. All of them at once (skipped benchmarks left out):
+//   jq -r '[.benchmarks[] | select(.run_type == "iteration" and (.error_occurred | not))
+//           | {key: (.name | sub("^[^/]+/"; "")), bench: (.name | sub("/.*"; "")), t: .real_time}]
+//          | group_by(.key)[] | (map({(.bench): .t}) | add) as $t
+//          | select($t.BM_CublasHgemm and $t.BM_W4A16)
+//          | "\(.[0].key)  W4A16 / cuBLAS fp16: \($t.BM_CublasHgemm / $t.BM_W4A16)"' quant.json
+// (swap in BM_W8A8 / BM_CublasLtInt8 or BM_W8A8 / BM_CublasHgemm, etc.). For the memory-bound small-M rows,
+// also compare "bytes/s" with the device's DRAM bandwidth (bench_attention_decode_cuda's BM_DeviceCopy).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "llmk/core/memory.cuh"
+#include "llmk/gemm/w8a8.cuh"
+#include "llmk/gemm/weight_only.cuh"
+#include "support/gpu_timer.hpp"
+
+#if defined(LLMK_CUDA) && defined(LLMK_BENCH_CUBLAS)
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#define LLMK_QUANT_GEMM_CUBLAS 1
+#endif
+
+namespace {
+
+namespace gemm = llmk::gemm;
+using llmk::half;
+
+constexpr int kOutliers = 32;    // k_outliers of BM_MixedInt8
+constexpr int kGroupSize = 128;  // group of BM_W4A16
+
+// Fills a device buffer with gen(rng) values: a pool of up to 1M values is uploaded and then doubled on the
+// device, so multi-GiB tensors fill in milliseconds (the values repeat with that period, which changes
+// nothing for speed; gen never returns only zeros).
+template <class T, class Gen>
+void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed, Gen gen) {
+  const std::size_t n = buf.size();
+  if (n == 0) return;
+  std::mt19937 rng(seed);
+  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
+  for (auto& x : pool) x = gen(rng);
+  llmk::throw_if_error(
+      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
+  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
+    const std::size_t count = std::min(filled, n - filled);
+    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
+                                           llmk::CopyKind::kDeviceToDevice));
+  }
+}
+
+// Generators.
+half normal_half(std::mt19937& rng) {
+  return half(std::normal_distribution<float>(0.0f, 1.0f)(rng));
+}
+std::int8_t random_int8(std::mt19937& rng) {
+  return static_cast<std::int8_t>(std::uniform_int_distribution<int>(-127, 127)(rng));
+}
+std::uint8_t random_byte(std::mt19937& rng) {
+  return static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(rng));
+}
+llmk::float8_e4m3 normal_fp8(std::mt19937& rng) {
+  return llmk::float8_e4m3(std::normal_distribution<float>(0.0f, 1.0f)(rng));
+}
+// Scales small enough that the fp16 outputs stay finite for K up to 11008.
+float int8_scale(std::mt19937& rng) {
+  return std::uniform_real_distribution<float>(0.5e-3f, 1.5e-3f)(rng);
+}
+half weight_scale(std::mt19937& rng) {
+  return half(std::uniform_real_distribution<float>(0.005f, 0.02f)(rng));
+}
+
+// Bytes the weight copies must cover so that consecutive iterations miss in L2: 4x the L2 on a GPU, nothing
+// in the simulator.
+std::size_t l2_flush_bytes() {
+#if defined(LLMK_CUDA)
+  int device = 0, l2 = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) == cudaSuccess && l2 > 0)
+    return 4 * static_cast<std::size_t>(l2);
+  return std::size_t{256} << 20;
+#else
+  return 0;
+#endif
+}
+
+// How many copies of `bytes_per_copy` weight-side bytes cover l2_flush_bytes().
+std::size_t weight_copies(double bytes_per_copy) {
+  const double flush = static_cast<double>(l2_flush_bytes());
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(flush / bytes_per_copy)));
+}
+
+struct Shape {
+  int m, n, k;
+  explicit Shape(const benchmark::State& state)
+      : m(static_cast<int>(state.range(0))),
+        n(static_cast<int>(state.range(1))),
+        k(static_cast<int>(state.range(2))) {}
+  std::size_t mk() const { return static_cast<std::size_t>(m) * k; }
+  std::size_t nk() const { return static_cast<std::size_t>(n) * k; }
+  std::size_t mn() const { return static_cast<std::size_t>(m) * n; }
+  double flops() const { return 2.0 * m * n * static_cast<double>(k); }
+};
+
+// Runs `call(copy)` once (the warm-up; a refusal skips the benchmark with the Status message), then times it,
+// iteration i on weight copy i % copies, and sets the counters.
+template <class Call>
+void run_timed(benchmark::State& state, const Shape& s, double bytes, std::size_t copies, Call call) {
+  if (const llmk::Status warm = call(std::size_t{0}); !warm.ok()) {
+    state.SkipWithError(warm.message().c_str());
+    return;
+  }
+  llmk::throw_if_error(llmk::device_synchronize());
+  std::size_t iteration = 1;
+  llmk::bench::time_iterations(state, [&] { return call(iteration++ % copies); });
+  llmk::bench::set_throughput(state, s.flops(), bytes);
+  state.counters["weight_copies"] = static_cast<double>(copies);
+}
+
+// ---- llmk kernels ----
+
+void BM_W8A8(benchmark::State& state) {
+  const Shape s(state);
+  const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
+  const std::size_t copies = weight_copies(weight_bytes);
+  llmk::DeviceBuffer<std::int8_t> a(s.mk()), w(copies * s.nk());
+  llmk::DeviceBuffer<float> a_scales(s.m), w_scales(copies * s.n);
+  llmk::DeviceBuffer<half> d(s.mn());
+  fill_random(a, 1, random_int8);
+  fill_random(w, 2, random_int8);
+  fill_random(a_scales, 3, int8_scale);
+  fill_random(w_scales, 4, int8_scale);
+
+  gemm::QuantGemmArgs<std::int8_t> p;
+  p.a = a.data();
+  p.lda = s.k;
+  p.ldw = s.k;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.scales.a_scales = a_scales.data();
+  p.scales.a_per_token = true;
+  p.scales.w_per_channel = true;
+  p.d = d.data();
+  p.ldd = s.n;
+  const double bytes = static_cast<double>(s.mk()) + 4.0 * s.m + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    gemm::QuantGemmArgs<std::int8_t> step = p;
+    step.w = w.data() + c * s.nk();
+    step.scales.w_scales = w_scales.data() + c * s.n;
+    return gemm::w8a8_gemm<half>(step, nullptr);
+  });
+}
+
+void BM_FP8(benchmark::State& state) {
+  const Shape s(state);
+  const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
+  const std::size_t copies = weight_copies(weight_bytes);
+  llmk::DeviceBuffer<llmk::float8_e4m3> a(s.mk()), w(copies * s.nk());
+  llmk::DeviceBuffer<float> a_scales(s.m), w_scales(copies * s.n);
+  llmk::DeviceBuffer<half> d(s.mn());
+  fill_random(a, 1, normal_fp8);
+  fill_random(w, 2, normal_fp8);
+  fill_random(a_scales, 3, int8_scale);
+  fill_random(w_scales, 4, int8_scale);
+
+  gemm::QuantGemmArgs<llmk::float8_e4m3> p;
+  p.a = a.data();
+  p.lda = s.k;
+  p.ldw = s.k;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.scales.a_scales = a_scales.data();
+  p.scales.a_per_token = true;
+  p.scales.w_per_channel = true;
+  p.d = d.data();
+  p.ldd = s.n;
+  const double bytes = static_cast<double>(s.mk()) + 4.0 * s.m + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    gemm::QuantGemmArgs<llmk::float8_e4m3> step = p;
+    step.w = w.data() + c * s.nk();
+    step.scales.w_scales = w_scales.data() + c * s.n;
+    return gemm::fp8_gemm<half>(step, nullptr);
+  });
+}
+
+void BM_MixedInt8(benchmark::State& state) {
+  const Shape s(state);
+  const std::size_t w_out_count = static_cast<std::size_t>(s.n) * kOutliers;
+  // W (outlier columns zeroed, still read) + s_w + the fp16 outlier weights.
+  const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n + 2.0 * w_out_count;
+  const std::size_t copies = weight_copies(weight_bytes);
+  llmk::DeviceBuffer<std::int8_t> a(s.mk()), w(copies * s.nk());
+  llmk::DeviceBuffer<float> a_scales(s.m), w_scales(copies * s.n);
+  llmk::DeviceBuffer<half> a_out(static_cast<std::size_t>(s.m) * kOutliers), w_out(copies * w_out_count);
+  llmk::DeviceBuffer<half> d(s.mn());
+  fill_random(a, 1, random_int8);
+  fill_random(w, 2, random_int8);
+  fill_random(a_scales, 3, int8_scale);
+  fill_random(w_scales, 4, int8_scale);
+  fill_random(a_out, 5, normal_half);
+  fill_random(w_out, 6, normal_half);
+
+  gemm::MixedInt8Args p;
+  p.regular.a = a.data();
+  p.regular.lda = s.k;
+  p.regular.ldw = s.k;
+  p.regular.m = s.m;
+  p.regular.n = s.n;
+  p.regular.k = s.k;
+  p.regular.scales.a_scales = a_scales.data();
+  p.regular.scales.a_per_token = true;
+  p.regular.scales.w_per_channel = true;
+  p.regular.d = d.data();
+  p.regular.ldd = s.n;
+  p.a_outliers = a_out.data();
+  p.lda_outliers = kOutliers;
+  p.ldw_outliers = kOutliers;
+  p.k_outliers = kOutliers;
+  const double bytes =
+      static_cast<double>(s.mk()) + 4.0 * s.m + 2.0 * s.m * kOutliers + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    gemm::MixedInt8Args step = p;
+    step.regular.w = w.data() + c * s.nk();
+    step.regular.scales.w_scales = w_scales.data() + c * s.n;
+    step.w_outliers = w_out.data() + c * w_out_count;
+    return gemm::mixed_int8_gemm<half>(step, nullptr);
+  });
+}
+
+// Weight-only GEMM: `bits` 4 or 8, scales per group of `group` K columns (0: per channel, G = K), uint8 zero
+// points or none. The packed weights are random bytes: the repack (weight_only_repack) of random codes is a
+// permutation of random codes, so random packed bytes are exactly what a repacked random weight looks like.
+void run_weight_only(benchmark::State& state, int bits, int group, bool zero_points) {
+  const Shape s(state);
+  const int g = group > 0 ? group : s.k;
+  const std::size_t packed_bytes = gemm::weight_only_packed_bytes(s.n, s.k, bits);
+  const std::size_t quant_count = static_cast<std::size_t>(s.k / g) * s.n;
+  const double weight_bytes = static_cast<double>(packed_bytes) + 2.0 * quant_count +
+                              (zero_points ? static_cast<double>(quant_count) : 0.0);
+  const std::size_t copies = weight_copies(weight_bytes);
+  llmk::DeviceBuffer<half> a(s.mk()), scales(copies * quant_count), d(s.mn());
+  llmk::DeviceBuffer<std::uint8_t> w(copies * packed_bytes), zeros(zero_points ? copies * quant_count : 0);
+  fill_random(a, 1, normal_half);
+  fill_random(w, 2, random_byte);
+  fill_random(scales, 3, weight_scale);
+  const int max_code = (1 << bits) - 1;
+  fill_random(zeros, 4, [max_code](std::mt19937& rng) {
+    return static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, max_code)(rng));
+  });
+
+  gemm::WeightOnlyArgs<half> x;
+  x.a = a.data();
+  x.lda = s.k;
+  x.w_bytes = static_cast<std::int64_t>(packed_bytes);
+  x.scales_size = static_cast<std::int64_t>(quant_count);
+  x.zeros_size = zero_points ? static_cast<std::int64_t>(quant_count) : 0;
+  x.d = d.data();
+  x.ldd = s.n;
+  x.m = s.m;
+  x.n = s.n;
+  x.k = s.k;
+  x.group_size = g;
+  x.bits = bits;
+  const double bytes = 2.0 * static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    gemm::WeightOnlyArgs<half> step = x;
+    step.w = w.data() + c * packed_bytes;
+    step.scales = scales.data() + c * quant_count;
+    step.zeros = zero_points ? zeros.data() + c * quant_count : nullptr;
+    return gemm::weight_only_gemm(step, nullptr, 0, nullptr);  // no act-order: no workspace
+  });
+}
+
+void BM_W4A16(benchmark::State& state) {
+  run_weight_only(state, 4, kGroupSize, true);
+}
+void BM_W8A16(benchmark::State& state) {
+  run_weight_only(state, 8, 0, false);
+}
+
+// ---- cuBLAS baselines (CUDA build) ----
+#if defined(LLMK_QUANT_GEMM_CUBLAS)
+
+llmk::Status cublas_status(const char* call, cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS) return {};
+  return llmk::Status::cuda_error(call, cublasGetStatusString(s));
+}
+
+struct CublasHandle {
+  cublasHandle_t h = nullptr;
+  ~CublasHandle() {
+    if (h != nullptr) cublasDestroy(h);
+  }
+};
+
+// Row-major TN GEMM through column-major cuBLAS. A row-major X [r, c] (ld c) is, read column-major, the
+// matrix X^T [c, r] with the same ld. So cuBLAS sees our operands as A^T [K, M] (ld K) and W^T [K, N] (ld K),
+// and our row-major C [M, N] as C^T [N, M] (ld N). We therefore ask cuBLAS for C^T = W * A^T:
+//   cuBLAS A := W  (stored as W^T [K, N], ld K, op T -> W [N, K])
+//   cuBLAS B := A  (stored as A^T [K, M], ld K, op N -> A^T [K, M])
+//   cuBLAS C := C  ([N, M] column-major, ld N == our row-major [M, N])
+//   m = N, n = M, k = K: op(A) = T, op(B) = N, which is also the "TN" form int8 GEMMs require.
+llmk::Status cublas_tn(cublasHandle_t handle, int m, int n, int k, const void* alpha, const void* w,
+                       cudaDataType_t in_type, const void* a, const void* beta, void* c,
+                       cudaDataType_t out_type, cublasComputeType_t compute) {
+  return cublas_status("cublasGemmEx",
+                       cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, alpha, w, in_type, k, a,
+                                    in_type, k, beta, c, out_type, n, compute, CUBLAS_GEMM_DEFAULT));
+}
+
+void BM_CublasHgemm(benchmark::State& state) {
+  const Shape s(state);
+  const double weight_bytes = 2.0 * static_cast<double>(s.nk());
+  const std::size_t copies = weight_copies(weight_bytes);
+  llmk::DeviceBuffer<half> a(s.mk()), w(copies * s.nk()), d(s.mn());
+  fill_random(a, 1, normal_half);
+  fill_random(w, 2, [](std::mt19937& rng) {  // ~ the dequantized weights of BM_W4A16
+    return half(std::normal_distribution<float>(0.0f, 0.05f)(rng));
+  });
+  CublasHandle handle;
+  if (const llmk::Status st = cublas_status("cublasCreate", cublasCreate(&handle.h)); !st.ok()) {
+    state.SkipWithError(st.message().c_str());
+    return;
+  }
+  const float alpha = 1.0f, beta = 0.0f;  // fp32: the scale type of CUBLAS_COMPUTE_32F
+  const double bytes = 2.0 * static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    return cublas_tn(handle.h, s.m, s.n, s.k, &alpha, w.data() + c * s.nk(), CUDA_R_16F, a.data(), &beta,
+                     d.data(), CUDA_R_16F, CUBLAS_COMPUTE_32F);
+  });
+}
+
+// cuBLASLt int8 GEMM, the same mapping as cublas_tn: cuBLASLt A = W (stored [K, N], TRANSA = T), B = A
+// (stored [K, M], TRANSB = N), C = D = [N, M] int32 column-major. Int8 IMMA kernels with the regular
+// (column-major) order need exactly this TN form, leading dimensions and cuBLAS m (= our N) multiples of 4
+// and 4-byte aligned pointers: all our shapes qualify.
+struct LtInt8Gemm {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, c_layout = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  bool found = false;
+
+  static llmk::Status check(const char* call, cublasStatus_t s) {
+    if (s == CUBLAS_STATUS_SUCCESS) return {};
+    return llmk::Status::cuda_error(call, cublasLtGetStatusString(s));
+  }
+
+  // Sets everything up and asks for the best algorithm; found == false when cuBLASLt has none.
+  llmk::Status init(int m, int n, int k, std::size_t workspace_bytes) {
+    LLMK_RETURN_IF_ERROR(check("cublasLtCreate", cublasLtCreate(&handle)));
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatmulDescCreate", cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32I, CUDA_R_32I)));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatmulDescSetAttribute",
+              cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a))));
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatmulDescSetAttribute",
+              cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b))));
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&a_layout, CUDA_R_8I, k, n, k)));
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&b_layout, CUDA_R_8I, k, m, k)));
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&c_layout, CUDA_R_32I, n, m, n)));
+    LLMK_RETURN_IF_ERROR(check("cublasLtMatmulPreferenceCreate", cublasLtMatmulPreferenceCreate(&pref)));
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatmulPreferenceSetAttribute",
+              cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &workspace_bytes, sizeof(workspace_bytes))));
+    int returned = 0;
+    const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(handle, desc, a_layout, b_layout, c_layout,
+                                                            c_layout, pref, 1, &heuristic, &returned);
+    found = h == CUBLAS_STATUS_SUCCESS && returned > 0;
+    if (h != CUBLAS_STATUS_SUCCESS && h != CUBLAS_STATUS_NOT_SUPPORTED)
+      return check("cublasLtMatmulAlgoGetHeuristic", h);
+    return {};
+  }
+
+  llmk::Status run(const std::int8_t* w, const std::int8_t* a, std::int32_t* d, void* workspace,
+                   std::size_t workspace_bytes) const {
+    const std::int32_t alpha = 1, beta = 0;  // int32: the scale type of the descriptor
+    return check("cublasLtMatmul",
+                 cublasLtMatmul(handle, desc, &alpha, w, a_layout, a, b_layout, &beta, d, c_layout, d,
+                                c_layout, &heuristic.algo, workspace, workspace_bytes, nullptr));
+  }
+
+  ~LtInt8Gemm() {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    if (c_layout != nullptr) cublasLtMatrixLayoutDestroy(c_layout);
+    if (b_layout != nullptr) cublasLtMatrixLayoutDestroy(b_layout);
+    if (a_layout != nullptr) cublasLtMatrixLayoutDestroy(a_layout);
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+    if (handle != nullptr) cublasLtDestroy(handle);
+  }
+};
+
+void BM_CublasLtInt8(benchmark::State& state) {
+  const Shape s(state);
+  const double weight_bytes = static_cast<double>(s.nk());
+  const std::size_t copies = weight_copies(weight_bytes);
+  llmk::DeviceBuffer<std::int8_t> a(s.mk()), w(copies * s.nk());
+  llmk::DeviceBuffer<std::int32_t> d(s.mn());
+  fill_random(a, 1, random_int8);
+  fill_random(w, 2, random_int8);
+  constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+  llmk::DeviceBuffer<unsigned char> workspace(kWorkspaceBytes);
+
+  LtInt8Gemm lt;
+  CublasHandle fallback;
+  const llmk::Status st = [&]() -> llmk::Status {
+    LLMK_RETURN_IF_ERROR(lt.init(s.m, s.n, s.k, kWorkspaceBytes));
+    if (lt.found) return {};
+    return cublas_status("cublasCreate", cublasCreate(&fallback.h));
+  }();
+  if (!st.ok()) {
+    state.SkipWithError(st.message().c_str());
+    return;
+  }
+  const std::int32_t alpha = 1, beta = 0;
+  const double bytes = static_cast<double>(s.mk()) + weight_bytes + 4.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    const std::int8_t* wc = w.data() + c * s.nk();
+    if (lt.found) return lt.run(wc, a.data(), d.data(), workspace.data(), kWorkspaceBytes);
+    return cublas_tn(fallback.h, s.m, s.n, s.k, &alpha, wc, CUDA_R_8I, a.data(), &beta, d.data(), CUDA_R_32I,
+                     CUBLAS_COMPUTE_32I);
+  });
+  state.counters["cublaslt"] = lt.found ? 1.0 : 0.0;
+}
+
+#endif  // LLMK_QUANT_GEMM_CUBLAS
+
+// ---- registration ----
+
+#if defined(LLMK_CUDA)
+// Llama-7B projections: (N, K) = attention (4096, 4096), MLP up/gate (11008, 4096), MLP down (4096, 11008).
+void shape_args(benchmark::internal::Benchmark* b) {
+  for (const auto& [n, k] : {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008}})
+    for (int m : {1, 16, 64, 256, 4096}) b->Args({m, n, k});
+}
+void one_shape_args(benchmark::internal::Benchmark* b) {
+  for (int m : {1, 16, 64, 256, 4096}) b->Args({m, 4096, 4096});
+}
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
+#else
+// The simulator: the decode tile (M = 1) and a full 16-row tile, one 128 x 128 weight.
+void shape_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 128, 128});
+  b->Args({16, 128, 128});
+}
+void one_shape_args(benchmark::internal::Benchmark* b) {
+  shape_args(b);
+}
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
+#endif
+
+#define LLMK_QUANT_BENCH(fn, args) BENCHMARK(fn)->Apply(args)->ArgNames({"M", "N", "K"}) LLMK_BENCH_UNIT
+
+LLMK_QUANT_BENCH(BM_W8A8, shape_args);
+LLMK_QUANT_BENCH(BM_W4A16, shape_args);
+LLMK_QUANT_BENCH(BM_W8A16, one_shape_args);
+LLMK_QUANT_BENCH(BM_FP8, shape_args);
+LLMK_QUANT_BENCH(BM_MixedInt8, shape_args);
+#if defined(LLMK_QUANT_GEMM_CUBLAS)
+LLMK_QUANT_BENCH(BM_CublasHgemm, shape_args);
+LLMK_QUANT_BENCH(BM_CublasLtInt8, shape_args);
+#endif
+
+}  // namespace
