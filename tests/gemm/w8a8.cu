@@ -386,3 +386,167 @@ TEST_CASE("8-bit GEMMs: bad arguments are rejected with the rule that failed") {
   expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "a_outliers");
   expect(gemm::weight_column_sums(buf.data(), 32, 4, 24, z.data(), nullptr), "'k'");
 }
+
+// Edge cases from review: ring reuse, padding, outlier tiles, per-token fp8 scales.
+static std::vector<std::int8_t> rnd8(int rows, std::int64_t ld, int cols, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(-128, 127);
+  std::vector<std::int8_t> v(static_cast<std::size_t>(rows) * ld, std::int8_t(77));
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) v[r * ld + c] = std::int8_t(d(rng));
+  return v;
+}
+static std::vector<float> rndf(std::size_t n, float lo, float hi, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+template <class Tile>
+static void raw_case(int m, int n, int k, std::int64_t ldd_override = 0) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  std::mt19937 rng(static_cast<unsigned>(m * 1000 + n + k));
+  const std::int64_t lda = k + 32, ldw = k + 16, ldd = ldd_override ? ldd_override : n + 5;
+  auto a = rnd8(m, lda, k, rng), w = rnd8(n, ldw, k, rng);
+  llmk::DeviceBuffer<std::int8_t> da(a), dw(w);
+  llmk::DeviceBuffer<std::int32_t> dd(static_cast<std::size_t>(m) * ldd);
+  gemm::QuantGemmArgs<std::int8_t> p{da.data(), lda, dw.data(), ldw, m, n, k, {}, dd.data(), ldd};
+  REQUIRE(gemm::w8a8_gemm_with_tile<std::int32_t, Tile>(p, nullptr).ok());
+  auto got = dd.to_host();
+  std::vector<std::int32_t> want(static_cast<std::size_t>(m) * ldd, -1);
+  llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), ldw, m, n, k, want.data(), ldd, false);
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];  // padding stays -1 (poison)
+  CHECK(bad == 0);
+}
+
+TEST_CASE("w8a8: ring reuse in every tile (many k tiles), output padding past N untouched") {
+  raw_case<gemm::QGemmSmall>(9, 70, 656);
+  raw_case<gemm::QGemmMedium>(40, 130, 272);
+  raw_case<gemm::QGemmLarge>(130, 136, 272);
+  raw_case<gemm::QGemmLarge>(130, 131, 64, 136);
+  raw_case<gemm::QGemmSmall>(3, 67, 32, 72);
+  raw_case<gemm::QGemmMedium>(33, 66, 32, 68);
+}
+
+template <class Tile>
+static void mixed_case(int m, int n, int k, int k_out, int ld_out) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(k_out);
+  std::mt19937 rng(m + n + k + k_out);
+  auto a = rnd8(m, k, k, rng), w = rnd8(n, k, k, rng);
+  auto fa = rndf(static_cast<std::size_t>(m) * ld_out, -4.f, 4.f, rng),
+       fw = rndf(static_cast<std::size_t>(n) * ld_out, -1.f, 1.f, rng);
+  std::vector<f16> ao(fa.size()), wo(fw.size());
+  for (std::size_t i = 0; i < fa.size(); ++i) ao[i] = (int(i % ld_out) < k_out) ? f16(fa[i]) : f16(100.0f);
+  for (std::size_t i = 0; i < fw.size(); ++i) wo[i] = (int(i % ld_out) < k_out) ? f16(fw[i]) : f16(100.0f);
+  auto sa = rndf(m, 1e-3f, 2e-2f, rng), sw = rndf(n, 1e-3f, 2e-2f, rng), bias = rndf(n, -1, 1, rng);
+  llmk::DeviceBuffer<std::int8_t> da(a), dw(w);
+  llmk::DeviceBuffer<f16> dao(ao), dwo(wo);
+  llmk::DeviceBuffer<float> dsa(sa), dsw(sw), db(bias), dd(static_cast<std::size_t>(m) * n);
+  gemm::MixedInt8Args p;
+  p.regular = {da.data(), k, dw.data(), k,
+               m,         n, k,         {dsa.data(), true, nullptr, dsw.data(), true, nullptr, db.data()},
+               dd.data(), n};
+  p.a_outliers = dao.data();
+  p.lda_outliers = ld_out;
+  p.w_outliers = dwo.data();
+  p.ldw_outliers = ld_out;
+  p.k_outliers = k_out;
+  auto st = gemm::mixed_int8_gemm_with_tile<float, Tile>(p, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto got = dd.to_host();
+  std::vector<double> ref(static_cast<std::size_t>(m) * n);
+  llmk::reference::HostDequant hd{sa.data(), true, nullptr, sw.data(), true, bias.data()};
+  llmk::reference::gemm_dequant_fp64(a.data(), k, w.data(), k, m, n, k, hd, ref.data(), n);
+  llmk::reference::gemm_accumulate_fp64(ao.data(), ld_out, wo.data(), ld_out, m, n, k_out, ref.data(), n);
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - ref[i]) <= 1e-4 * (std::fabs(ref[i]) + 1.0)) && bad++ < 5)
+      MESSAGE("out[" << i << "] = " << got[i] << " want " << ref[i]);
+  CHECK(bad == 0);
+}
+
+TEST_CASE(
+    "mixed LLM.int8(): many outlier k tiles (fp16 ring reuse), lda_outliers > k_outliers, padding poisoned") {
+  mixed_case<gemm::QGemmSmall>(5, 70, 64, 520, 528);
+  mixed_case<gemm::QGemmMedium>(20, 130, 96, 264, 272);
+  mixed_case<gemm::QGemmLarge>(70, 136, 64, 200, 208);
+}
+
+TEST_CASE("fp8: per-token activation scales") {
+  for (int m : {3, 40, 70}) {
+    const int n = 72, k = 96;
+    std::mt19937 rng(m);
+    std::uniform_real_distribution<float> d(-8.f, 8.f);
+    std::vector<e4m3> a(static_cast<std::size_t>(m) * k), w(static_cast<std::size_t>(n) * k);
+    for (auto& x : a) x = e4m3::from_float_satfinite(d(rng));
+    for (auto& x : w) x = e4m3::from_float_satfinite(d(rng));
+    auto sa = rndf(m, 1e-3f, 2e-2f, rng), sw = rndf(n, 1e-3f, 2e-2f, rng);
+    llmk::DeviceBuffer<e4m3> da(a), dw(w);
+    llmk::DeviceBuffer<float> dsa(sa), dsw(sw), dd(static_cast<std::size_t>(m) * n);
+    gemm::QuantGemmArgs<e4m3> p{
+        da.data(), k, dw.data(), k, m, n, k, {dsa.data(), true, nullptr, dsw.data(), true, nullptr, nullptr},
+        dd.data(), n};
+    REQUIRE(gemm::fp8_gemm<float>(p, nullptr).ok());
+    auto got = dd.to_host();
+    std::vector<double> ref(static_cast<std::size_t>(m) * n);
+    llmk::reference::HostDequant hd{sa.data(), true, nullptr, sw.data(), true, nullptr};
+    llmk::reference::gemm_dequant_fp64(a.data(), k, w.data(), k, m, n, k, hd, ref.data(), n);
+    int bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      bad += !(std::fabs(got[i] - ref[i]) <= 1e-5 * (std::fabs(ref[i]) + 1e-2));
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE(
+    "8-bit GEMMs: more rejected arguments (lda < K, ldd < N, zero points where symmetric, outlier strides)") {
+  llmk::DeviceBuffer<std::int8_t> buf(4096);
+  llmk::DeviceBuffer<float> fbuf(64), out(64);
+  llmk::DeviceBuffer<std::int32_t> z(8);
+  gemm::QuantGemmArgs<std::int8_t> good{buf.data(), 32, buf.data() + 1024, 32, 4, 8, 32, {}, out.data(), 8};
+  good.scales.a_scales = fbuf.data();
+  good.scales.w_scales = fbuf.data();
+  auto expect = [](const llmk::Status& s, const char* needle) {
+    CHECK_FALSE(s.ok());
+    INFO(s.message());
+    CHECK(s.message().find(needle) != std::string::npos);
+  };
+  auto p = good;
+  p.lda = 16;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "lda");
+  p = good;
+  p.ldd = 4;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "ldd");
+  llmk::DeviceBuffer<e4m3> f8(4096);
+  gemm::QuantGemmArgs<e4m3> f{f8.data(), 32, f8.data() + 1024, 32, 4, 8, 32, good.scales, out.data(), 8};
+  f.scales.a_zero_points = z.data();
+  f.scales.w_column_sums = z.data();
+  expect(gemm::fp8_gemm<float>(f, nullptr), "a_zero_points");
+  llmk::DeviceBuffer<f16> h(1024);
+  gemm::MixedInt8Args mx;
+  mx.regular = good;
+  mx.a_outliers = h.data();
+  mx.w_outliers = h.data() + 512;
+  mx.k_outliers = 16;
+  mx.lda_outliers = 8;
+  mx.ldw_outliers = 16;
+  expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "lda_outliers");
+  mx.lda_outliers = 16;
+  mx.w_outliers = h.data() + 3;
+  expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "w_outliers");
+  mx.w_outliers = h.data() + 512;
+  REQUIRE(gemm::mixed_int8_gemm<float>(mx, nullptr).ok());
+  mx.regular.scales.a_zero_points = z.data();
+  mx.regular.scales.w_column_sums = z.data();
+  expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "a_zero_points");
+  p = good;
+  p.k = (1 << 30) + 16;
+  p.lda = p.ldw = p.k;
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "2^30");
+}

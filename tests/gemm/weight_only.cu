@@ -438,3 +438,104 @@ TEST_CASE("weight_only_gemm rejects bad arguments with a message naming the argu
     expect(llmk::gemm::weight_only_repack_host(r), "'ld_bytes'");
   }
 }
+
+// Edge shapes from review.
+template <class T>
+static void run_edge_case(int m, int n, int k, int G, int bits, bool zeros_on, bool act, std::int64_t lda,
+                          std::int64_t ldd) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(G);
+  CAPTURE(bits);
+  CAPTURE(act);
+  CAPTURE(lda);
+  CAPTURE(ldd);
+  std::mt19937 rng(m * 7 + n * 13 + k + bits);
+  std::uniform_real_distribution<float> ud(-1.f, 1.f);
+  std::vector<T> a(static_cast<std::size_t>(m) * lda, T(1000.0f));
+  for (int i = 0; i < m; ++i)
+    for (int c = 0; c < k; ++c) a[i * lda + c] = T(ud(rng));
+  const std::int64_t pld = bits == 4 ? k / 2 : k;
+  std::vector<std::uint8_t> plain(static_cast<std::size_t>(n) * pld);
+  for (auto& b : plain) b = std::uint8_t(rng());
+  const int groups = k / G;
+  std::vector<T> scales(static_cast<std::size_t>(groups) * n);
+  for (auto& s : scales) s = T(0.01f + 0.01f * std::fabs(ud(rng)));
+  std::vector<std::uint8_t> zeros(scales.size());
+  for (auto& z : zeros) z = std::uint8_t(rng() % (bits == 4 ? 16 : 256));
+  std::vector<T> bias(n);
+  for (auto& b : bias) b = T(ud(rng));
+  std::vector<std::int32_t> g_idx, perm;
+  if (act) {
+    g_idx.resize(k);
+    for (int i = 0; i < k; ++i) g_idx[i] = i / G;
+    std::shuffle(g_idx.begin(), g_idx.end(), rng);
+    perm.resize(k);
+    REQUIRE(llmk::gemm::act_order_permutation_host(g_idx.data(), k, G, perm.data()).ok());
+  }
+  std::vector<std::uint8_t> packed(llmk::gemm::weight_only_packed_bytes(n, k, bits));
+  llmk::gemm::WeightRepackArgs r{plain.data(), pld,  act ? perm.data() : nullptr, packed.data(), n, k,
+                                 bits,         false};
+  REQUIRE(llmk::gemm::weight_only_repack_host(r).ok());
+  llmk::DeviceBuffer<T> da(a), ds(scales), db(bias), dd(static_cast<std::size_t>(m) * ldd);
+  llmk::DeviceBuffer<std::uint8_t> dw(packed), dz(zeros);
+  llmk::DeviceBuffer<std::int32_t> dp(act ? perm : std::vector<std::int32_t>{0});
+  llmk::gemm::WeightOnlyArgs<T> x;
+  x.a = da.data();
+  x.lda = lda;
+  x.w = dw.data();
+  x.w_bytes = std::int64_t(packed.size());
+  x.scales = ds.data();
+  x.scales_size = std::int64_t(scales.size());
+  if (zeros_on) {
+    x.zeros = dz.data();
+    x.zeros_size = std::int64_t(zeros.size());
+  }
+  if (act) {
+    x.perm = dp.data();
+    x.perm_size = k;
+  }
+  x.bias = db.data();
+  x.d = dd.data();
+  x.ldd = ldd;
+  x.m = m;
+  x.n = n;
+  x.k = k;
+  x.group_size = G;
+  x.bits = bits;
+  const std::size_t ws = llmk::gemm::weight_only_workspace_bytes(x);
+  llmk::DeviceBuffer<unsigned char> dws(std::max<std::size_t>(ws, 16));
+  auto st = llmk::gemm::weight_only_gemm(x, dws.data(), ws, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto got = dd.to_host();
+  // reference needs contiguous a
+  std::vector<T> ac(static_cast<std::size_t>(m) * k);
+  for (int i = 0; i < m; ++i)
+    for (int c = 0; c < k; ++c) ac[i * k + c] = a[i * lda + c];
+  std::vector<double> want(static_cast<std::size_t>(m) * n), mag(want.size());
+  llmk::reference::weight_only_gemm(ac.data(), k, plain.data(), pld, bits, scales.data(),
+                                    zeros_on ? zeros.data() : nullptr, act ? g_idx.data() : nullptr, G,
+                                    bias.data(), m, n, k, want.data(), mag.data());
+  int bad = 0;
+  const double u = std::is_same_v<T, llmk::half> ? 0x1p-11 : 0x1p-8;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const double g = static_cast<float>(got[i * ldd + j]), wv = want[i * n + j];
+      const double tol = u * std::fabs(wv) + 2.0 * (k / 16 + 6) * std::ldexp(mag[i * n + j], -24) + 1e-6;
+      if (!(std::fabs(g - wv) <= tol) && bad++ < 5)
+        MESSAGE("D[" << i << "][" << j << "]=" << g << " want " << wv);
+    }
+    for (std::int64_t j = n; j < ldd; ++j)
+      if (got[i * ldd + j].bits != 0xFFFF && bad++ < 5) MESSAGE("pad written " << i << "," << j);
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("weight-only: edge shapes (lda > K, N < 16, group 16, K = 16, act-order in the small-M config)") {
+  run_edge_case<llmk::half>(3, 5, 16, 16, 4, true, false, 24, 7);
+  run_edge_case<llmk::half>(1, 1, 32, 16, 8, false, false, 40, 1);
+  run_edge_case<llmk::bfloat16>(9, 20, 48, 16, 8, true, true, 56, 21);
+  run_edge_case<llmk::half>(70, 33, 80, 16, 4, true, true, 88, 35);
+  run_edge_case<llmk::half>(30, 17, 144, 48, 4, false, true, 160, 18);
+}

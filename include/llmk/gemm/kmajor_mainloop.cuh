@@ -189,8 +189,8 @@ LLMK_DEVICE void store_tile_staged(unsigned char* smem, Out* d, std::int64_t ldd
   }
 }
 
-/// Calls f(row, col, acc_index) for each accumulator element of this thread's warp tile that lies inside
-/// [0, m) x [0, n), with the element's global row and column (mma C layout).
+/// Calls f(row, col, mi, ni, e) for each accumulator element acc[mi][ni][e] of this thread's warp tile that
+/// lies inside [0, m) x [0, n), with the element's global row and column (mma C layout).
 template <class Tile, class F>
 LLMK_DEVICE void for_each_accumulator(int block_m, int block_n, int m, int n, F&& f) {
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);

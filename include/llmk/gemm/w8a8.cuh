@@ -203,6 +203,8 @@ Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
   if (p.m < 1) return Status::invalid_argument("m", str_cat("must be >= 1, got ", p.m));
   if (p.n < 1) return Status::invalid_argument("n", str_cat("must be >= 1, got ", p.n));
   if (p.k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", p.k));
+  if (p.m > (1 << 30) || p.n > (1 << 30) || p.k > (1 << 30))
+    return Status::invalid_argument("m/n/k", "must be <= 2^30 (32-bit tile arithmetic)");
   if (p.k % 16 != 0)
     return Status::invalid_argument(
         "k",
@@ -373,6 +375,16 @@ Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stre
   if (arch != 0 && arch < 890)
     return Status::unsupported(
         str_cat("fp8 GEMM needs fp8 mma.sync (sm_89 or newer); this device is sm_", arch / 10));
+#if defined(LLMK_CUDA)
+  // The device may be new enough while the code it would run is not (a build without sm_89/sm_90 code runs
+  // sm_8x SASS or JIT-compiles compute_80 PTX, where the kernel is a trap): refuse that too.
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fp8_kernel<Out, Tile>)) == cudaSuccess &&
+      (attr.ptxVersion < 89 || attr.binaryVersion < 89))
+    return Status::unsupported(str_cat("fp8 GEMM: the kernel was compiled for compute_", attr.ptxVersion,
+                                       " / sm_", attr.binaryVersion,
+                                       ", which has no fp8 mma; build for sm_89 or sm_90"));
+#endif
   return launch(
       fp8_kernel<Out, Tile>,
       dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM))),
@@ -407,8 +419,8 @@ Status mixed_int8_gemm_with_tile(const MixedInt8Args& p, cudaStream_t stream) {
   if (p.regular.scales.a_zero_points != nullptr)
     return Status::invalid_argument("regular.scales.a_zero_points",
                                     "must be null: LLM.int8() quantizes activations symmetrically per token");
-  if (p.k_outliers < 0)
-    return Status::invalid_argument("k_outliers", str_cat("must be >= 0, got ", p.k_outliers));
+  if (p.k_outliers < 0 || p.k_outliers > (1 << 29))
+    return Status::invalid_argument("k_outliers", str_cat("must be in [0, 2^29], got ", p.k_outliers));
   if (p.k_outliers > 0) {
     if (p.k_outliers % 8 != 0)
       return Status::invalid_argument(

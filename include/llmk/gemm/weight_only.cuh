@@ -180,7 +180,9 @@ __global__ void __launch_bounds__(kRepackThreads) weight_only_repack_kernel(Weig
       std::uint32_t code = 0;
       if (n < r.n) {
         const int src_k = r.perm != nullptr ? r.perm[k] : k;
-        code = wo_plain_code(w, r.ld_bytes, n, src_k, r.bits) ^ flip;
+        // A perm entry outside [0, K) (act_order_permutation marks a malformed g_idx with -1) reads nothing
+        // and yields code 0 instead of an out-of-bounds read.
+        if (src_k >= 0 && src_k < r.k) code = wo_plain_code(w, r.ld_bytes, n, src_k, r.bits) ^ flip;
       }
       word |= code << (r.bits * f);
     }
