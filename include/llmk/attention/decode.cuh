@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "llmk/attention/args.cuh"
+#include "llmk/attention/kv_access.cuh"
 #include "llmk/attention/mask.cuh"
 #include "llmk/attention/online_softmax.cuh"
 #include "llmk/attention/tile_ops.cuh"
@@ -29,6 +30,7 @@
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/core/vector.cuh"
+#include "llmk/kvcache/paged_kv.cuh"
 
 namespace llmk::attention {
 
@@ -95,9 +97,9 @@ inline std::size_t decode_workspace_bytes(int batch, int heads, int head_dim, in
 }  // namespace detail
 
 /// The split kernel. Grid: (num_splits, num_kv_heads * ceil(group / 16), batch).
-template <class T, class Cfg>
+template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(Cfg::kThreads)
-    decode_kernel(DecodeArgs<T> args, detail::ScoreTransform transform, detail::DecodeWorkspace ws) {
+    decode_kernel(DecodeArgs<T> args, detail::ScoreTransform transform, detail::DecodeWorkspace ws, Kv kv) {
   constexpr int D = Cfg::kHeadDim, Bc = Cfg::kBc, P = Cfg::kPitch, S = Cfg::kStages, W = Cfg::kWarps;
   constexpr int kRows = Cfg::kRows, kD8 = Cfg::kD8;
 
@@ -108,7 +110,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int heads_here = min(kRows, kv_head * group + group - head0);
 
   // This split's keys: the visible range cut into num_splits chunks of whole tiles.
-  const int kv_len = args.kv_lens != nullptr ? args.kv_lens[b] : args.max_kv_len;
+  const int kv_len = kv.length(b);
   const Mask mask = make_mask(1, kv_len, false, args.options.window_left, -1);
   const int visible_first = mask.first_key(0), visible_end = kv_len;
   const int chunk = round_up(ceil_div(max(visible_end - visible_first, 0), ws.num_splits), Bc);
@@ -127,22 +129,16 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     return args.q + static_cast<std::int64_t>(b) * args.q_stride_batch +
            static_cast<std::int64_t>(head0 + r) * args.q_stride_head;
   };
-  const std::int64_t k_base = static_cast<std::int64_t>(b) * args.k_stride_batch +
-                              static_cast<std::int64_t>(kv_head) * args.k_stride_head;
-  const std::int64_t v_base = static_cast<std::int64_t>(b) * args.v_stride_batch +
-                              static_cast<std::int64_t>(kv_head) * args.v_stride_head;
   auto load_kv = [&](int tile, int slot) {
     const int key0 = key_begin + tile * Bc;
     auto k_row = [&](int r) -> const T* {
-      return key0 + r < key_end ? args.k + k_base + static_cast<std::int64_t>(key0 + r) * args.k_stride_token
-                                : nullptr;
+      return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
     };
     auto v_row = [&](int r) -> const T* {
-      return key0 + r < key_end ? args.v + v_base + static_cast<std::int64_t>(key0 + r) * args.v_stride_token
-                                : nullptr;
+      return key0 + r < key_end ? kv.v_row(b, kv_head, key0 + r) : nullptr;
     };
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, args.k, tid);
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, args.v, tid);
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
   };
 
   detail::load_rows_async<kRows, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
@@ -287,31 +283,39 @@ __global__ void __launch_bounds__(D / 8) decode_merge_kernel(DecodeArgs<T> args,
 namespace detail {
 
 template <class T>
-Status validate_decode(const DecodeArgs<T>& a) {
+Status validate_decode(const DecodeArgs<T>& a, bool dense_kv = true) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "decode supports half and bfloat16");
   if (a.batch < 1) return Status::invalid_argument("batch", str_cat("must be >= 1, got ", a.batch));
   LLMK_RETURN_IF_ERROR(check_heads(a.num_heads, a.num_kv_heads));
   LLMK_RETURN_IF_ERROR(check_options(a.options));
   LLMK_RETURN_IF_ERROR(check_tensor_pointer("q", a.q));
-  LLMK_RETURN_IF_ERROR(check_tensor_pointer("k", a.k));
-  LLMK_RETURN_IF_ERROR(check_tensor_pointer("v", a.v));
   LLMK_RETURN_IF_ERROR(check_tensor_pointer("o", a.o));
   if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
   const std::int64_t d = a.head_dim;
   LLMK_RETURN_IF_ERROR(check_stride("q_stride_head", a.q_stride_head));
-  LLMK_RETURN_IF_ERROR(check_stride("k_stride_head", a.k_stride_head));
-  LLMK_RETURN_IF_ERROR(check_stride("v_stride_head", a.v_stride_head));
   LLMK_RETURN_IF_ERROR(check_stride("o_stride_head", a.o_stride_head));
-  LLMK_RETURN_IF_ERROR(check_stride("k_stride_token", a.k_stride_token));
-  LLMK_RETURN_IF_ERROR(check_stride("v_stride_token", a.v_stride_token));
   if (a.batch > 1) {
     LLMK_RETURN_IF_ERROR(check_stride("q_stride_batch", a.q_stride_batch));
-    LLMK_RETURN_IF_ERROR(check_stride("k_stride_batch", a.k_stride_batch));
-    LLMK_RETURN_IF_ERROR(check_stride("v_stride_batch", a.v_stride_batch));
     LLMK_RETURN_IF_ERROR(check_stride("o_stride_batch", a.o_stride_batch));
   }
-  if (a.q_stride_head < d || a.k_stride_head < d || a.v_stride_head < d || a.o_stride_head < d)
-    return Status::invalid_argument("q/k/v/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
+  if (a.q_stride_head < d || a.o_stride_head < d)
+    return Status::invalid_argument("q/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
+  if (dense_kv) {
+    LLMK_RETURN_IF_ERROR(check_tensor_pointer("k", a.k));
+    LLMK_RETURN_IF_ERROR(check_tensor_pointer("v", a.v));
+    LLMK_RETURN_IF_ERROR(check_stride("k_stride_head", a.k_stride_head));
+    LLMK_RETURN_IF_ERROR(check_stride("v_stride_head", a.v_stride_head));
+    LLMK_RETURN_IF_ERROR(check_stride("k_stride_token", a.k_stride_token));
+    LLMK_RETURN_IF_ERROR(check_stride("v_stride_token", a.v_stride_token));
+    if (a.batch > 1) {
+      LLMK_RETURN_IF_ERROR(check_stride("k_stride_batch", a.k_stride_batch));
+      LLMK_RETURN_IF_ERROR(check_stride("v_stride_batch", a.v_stride_batch));
+    }
+    if (a.k_stride_head < d || a.v_stride_head < d)
+      return Status::invalid_argument("k/v_stride_head", str_cat("must be >= head_dim (", d, ")"));
+  } else if (a.k != nullptr || a.v != nullptr || a.kv_lens != nullptr) {
+    return Status::invalid_argument("k/v/kv_lens", "must be null: keys and values come from the paged cache");
+  }
   // Output rows of different (batch, head) pairs must not overlap: batch-major or head-major layouts.
   if (a.batch > 1 || a.num_heads > 1) {
     const bool batch_major = a.o_stride_batch >= a.o_stride_head * a.num_heads;
@@ -326,7 +330,7 @@ Status validate_decode(const DecodeArgs<T>& a) {
   }
   if ((a.max_kv_len < 0) || (a.max_kv_len > (1 << 30)))
     return Status::invalid_argument("max_kv_len", str_cat("must be in [0, 2^30], got ", a.max_kv_len));
-  if (a.kv_lens != nullptr) {
+  if (dense_kv && a.kv_lens != nullptr) {
     if (a.kv_lens_host == nullptr)
       return Status::invalid_argument("kv_lens_host",
                                       "must be given with kv_lens (the host copy is validated)");
@@ -352,13 +356,9 @@ inline int device_sm_count() {
   return 132;  // H100 SXM; the simulator plans as if it were one
 }
 
+// The split count (num_splits = 0: the heuristic) and workspace for sequences of at most max_len keys.
 template <class T, class Cfg>
-Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits) {
-  if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
-  if (args.head_dim != Cfg::kHeadDim)
-    return Status::invalid_argument(
-        "head_dim", str_cat("is ", args.head_dim, " but this configuration is compiled for ", Cfg::kHeadDim));
-  LLMK_RETURN_IF_ERROR(validate_decode(args));
+Status plan_splits(const DecodeArgs<T>& args, int max_len, DecodePlan* plan, int num_splits) {
   if (num_splits < 0 || num_splits > kMaxDecodeSplits)
     return Status::invalid_argument(
         "num_splits", str_cat("must be in [0, ", kMaxDecodeSplits, "] (0: heuristic), got ", num_splits));
@@ -366,10 +366,10 @@ Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int 
     const long long blocks = static_cast<long long>(args.batch) * args.num_kv_heads *
                              ceil_div(args.num_heads / args.num_kv_heads, 16);
     // A sliding window bounds the keys any split can see.
-    const int visible = args.options.window_left >= 0
-                            ? static_cast<int>(min<long long>(
-                                  args.max_kv_len, static_cast<long long>(args.options.window_left) + 1))
-                            : args.max_kv_len;
+    const int visible =
+        args.options.window_left >= 0
+            ? static_cast<int>(min<long long>(max_len, static_cast<long long>(args.options.window_left) + 1))
+            : max_len;
     num_splits = choose_decode_splits(blocks, visible, Cfg::kBc, device_sm_count());
   }
   plan->num_splits = num_splits;
@@ -377,36 +377,14 @@ Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int 
   return {};
 }
 
-}  // namespace detail
-
-/// Plans decode_with_config(): the split count (num_splits = 0 lets the heuristic choose from batch, heads,
-/// length and the SM count) and the workspace it needs. Validates the arguments.
-template <class T, class Cfg>
-Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits = 0) {
-  return detail::plan_decode_with_config<T, Cfg>(args, plan, num_splits);
-}
-
-/// Split-KV decode with an explicit configuration. The caller owns the workspace (CUB style): plan first,
-/// allocate plan.workspace_bytes (16-byte aligned; nothing when 0), then run.
-///
-///   llmk::attention::DecodeArgs<llmk::half> a;   // q [B, H, 128], k/v [B, max_len, H_kv, 128], ...
-///   llmk::attention::DecodePlan plan;
-///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode(a, &plan));
-///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
-///   LLMK_RETURN_IF_ERROR(llmk::attention::decode(a, plan, ws.data(), ws.size(), stream));
-template <class T, class Cfg>
-Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace,
-                          std::size_t workspace_bytes, cudaStream_t stream) {
-  if (args.head_dim != Cfg::kHeadDim)
-    return Status::invalid_argument(
-        "head_dim", str_cat("is ", args.head_dim, " but this configuration is compiled for ", Cfg::kHeadDim));
-  LLMK_RETURN_IF_ERROR(detail::validate_decode(args));
+template <class T, class Cfg, class Kv>
+Status launch_decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace,
+                     std::size_t workspace_bytes, const Kv& kv, cudaStream_t stream) {
   if (plan.num_splits < 1 || plan.num_splits > kMaxDecodeSplits)
     return Status::invalid_argument("plan.num_splits", str_cat("must be in [1, ", kMaxDecodeSplits, "], got ",
                                                                plan.num_splits, " (use plan_decode)"));
-  const std::size_t need =
-      detail::decode_workspace_bytes(args.batch, args.num_heads, args.head_dim, plan.num_splits);
-  detail::DecodeWorkspace ws;
+  const std::size_t need = decode_workspace_bytes(args.batch, args.num_heads, args.head_dim, plan.num_splits);
+  DecodeWorkspace ws;
   ws.num_splits = plan.num_splits;
   if (need > 0) {
     if (workspace == nullptr)
@@ -425,53 +403,135 @@ Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, voi
   const dim3 grid(static_cast<unsigned>(plan.num_splits),
                   static_cast<unsigned>(args.num_kv_heads * ceil_div(group, Cfg::kRows)),
                   static_cast<unsigned>(args.batch));
-  LLMK_RETURN_IF_ERROR(launch(decode_kernel<T, Cfg>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args,
-                              detail::ScoreTransform::make(args.options.softmax_scale, args.options.softcap),
-                              ws));
+  LLMK_RETURN_IF_ERROR(launch(decode_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
+                              args, ScoreTransform::make(args.options.softmax_scale, args.options.softcap),
+                              ws, kv));
   if (plan.num_splits == 1) return {};
   return launch(decode_merge_kernel<T, Cfg::kHeadDim>,
                 dim3(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch)),
                 dim3(Cfg::kHeadDim / 8), 0, stream, args, ws);
 }
 
+template <class T>
+BatchedKv<T> batched_kv(const DecodeArgs<T>& a) {
+  return {a.k,
+          a.v,
+          a.k_stride_batch,
+          a.k_stride_token,
+          a.k_stride_head,
+          a.v_stride_batch,
+          a.v_stride_token,
+          a.v_stride_head,
+          a.kv_lens,
+          a.max_kv_len};
+}
+
+constexpr const char* kDecodeInstantiation =
+    "plan_decode_with_config / decode_with_config with DefaultDecodeConfig<";
+constexpr const char* kPagedDecodeInstantiation =
+    "plan_decode_paged_with_config / decode_paged_with_config with DefaultDecodeConfig<";
+
+}  // namespace detail
+
+/// Plans decode_with_config(): the split count (num_splits = 0 lets the heuristic choose from batch, heads,
+/// length and the SM count) and the workspace it needs. Validates the arguments.
+template <class T, class Cfg>
+Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits = 0) {
+  if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(detail::validate_decode(args));
+  return detail::plan_splits<T, Cfg>(args, args.max_kv_len, plan, num_splits);
+}
+
+/// Split-KV decode with an explicit configuration. The caller owns the workspace (CUB style): plan first,
+/// allocate plan.workspace_bytes (16-byte aligned; nothing when 0), then run.
+///
+///   llmk::attention::DecodeArgs<llmk::half> a;   // q [B, H, 128], k/v [B, max_len, H_kv, 128], ...
+///   llmk::attention::DecodePlan plan;
+///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode(a, &plan));
+///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+///   LLMK_RETURN_IF_ERROR(llmk::attention::decode(a, plan, ws.data(), ws.size(), stream));
+template <class T, class Cfg>
+Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace,
+                          std::size_t workspace_bytes, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(detail::validate_decode(args));
+  return detail::launch_decode<T, Cfg>(args, plan, workspace, workspace_bytes, detail::batched_kv(args),
+                                       stream);
+}
+
+/// Plans decode_paged_with_config(): as plan_decode_with_config, with the lengths taken from the page table.
+/// args.k, args.v and args.kv_lens must be null (args.max_kv_len is ignored).
+template <class T, class Cfg>
+Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages,
+                                     DecodePlan* plan, int num_splits = 0) {
+  if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(detail::validate_decode(args, /*dense_kv=*/false));
+  kvcache::PagedKv<T> view = pages;
+  int max_len = 0;
+  LLMK_RETURN_IF_ERROR(
+      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, &max_len));
+  return detail::plan_splits<T, Cfg>(args, max_len, plan, num_splits);
+}
+
+/// Split-KV decode over a paged KV cache (llmk/kvcache/paged_kv.cuh: NHD or HND pages, CSR or block-table
+/// form, any page size). Same kernel as decode_with_config; rows come through the page table.
+///
+///   llmk::kvcache::PagedKv<llmk::half> pages;   // k_pages, v_pages, strides, page_size, num_pages, table
+///   llmk::attention::DecodePlan plan;
+///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode_paged(a, pages, &plan));
+///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+///   LLMK_RETURN_IF_ERROR(llmk::attention::decode_paged(a, pages, plan, ws.data(), ws.size(), stream));
+template <class T, class Cfg>
+Status decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages,
+                                const DecodePlan& plan, void* workspace, std::size_t workspace_bytes,
+                                cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(detail::validate_decode(args, /*dense_kv=*/false));
+  kvcache::PagedKv<T> view = pages;
+  LLMK_RETURN_IF_ERROR(
+      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
+  return detail::launch_decode<T, Cfg>(args, plan, workspace, workspace_bytes, detail::PagedKvRows<T>{view},
+                                       stream);
+}
+
 /// plan_decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles.
 template <class T>
 Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits = 0) {
-  switch (args.head_dim) {
-    case 64:
-      return plan_decode_with_config<T, DefaultDecodeConfig<64>>(args, plan, num_splits);
-    case 96:
-      return plan_decode_with_config<T, DefaultDecodeConfig<96>>(args, plan, num_splits);
-    case 128:
-      return plan_decode_with_config<T, DefaultDecodeConfig<128>>(args, plan, num_splits);
-    case 256:
-      return plan_decode_with_config<T, DefaultDecodeConfig<256>>(args, plan, num_splits);
-    default:
-      return Status::invalid_argument(
-          "head_dim",
-          str_cat(args.head_dim,
-                  " is not dispatched at runtime (64, 96, 128, 256 are); for a multiple of 16 up to 256 "
-                  "use plan_decode_with_config / decode_with_config with DefaultDecodeConfig<",
-                  args.head_dim, ">"));
-  }
+  return detail::dispatch_head_dim(args.head_dim, detail::kDecodeInstantiation, [&](auto dim) {
+    return plan_decode_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(args, plan, num_splits);
+  });
 }
 
 /// decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles; see there.
 template <class T>
 Status decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace, std::size_t workspace_bytes,
               cudaStream_t stream) {
-  switch (args.head_dim) {
-    case 64:
-      return decode_with_config<T, DefaultDecodeConfig<64>>(args, plan, workspace, workspace_bytes, stream);
-    case 96:
-      return decode_with_config<T, DefaultDecodeConfig<96>>(args, plan, workspace, workspace_bytes, stream);
-    case 128:
-      return decode_with_config<T, DefaultDecodeConfig<128>>(args, plan, workspace, workspace_bytes, stream);
-    case 256:
-      return decode_with_config<T, DefaultDecodeConfig<256>>(args, plan, workspace, workspace_bytes, stream);
-    default:
-      return plan_decode(args, nullptr, 0);  // the same "not dispatched" error
-  }
+  return detail::dispatch_head_dim(args.head_dim, detail::kDecodeInstantiation, [&](auto dim) {
+    return decode_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(args, plan, workspace,
+                                                                            workspace_bytes, stream);
+  });
+}
+
+/// plan_decode_paged_with_config() for the runtime head dims.
+template <class T>
+Status plan_decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages, DecodePlan* plan,
+                         int num_splits = 0) {
+  return detail::dispatch_head_dim(args.head_dim, detail::kPagedDecodeInstantiation, [&](auto dim) {
+    return plan_decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(args, pages, plan,
+                                                                                       num_splits);
+  });
+}
+
+/// decode_paged_with_config() for the runtime head dims.
+template <class T>
+Status decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages, const DecodePlan& plan,
+                    void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+  return detail::dispatch_head_dim(args.head_dim, detail::kPagedDecodeInstantiation, [&](auto dim) {
+    return decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(
+        args, pages, plan, workspace, workspace_bytes, stream);
+  });
 }
 
 }  // namespace llmk::attention

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "llmk/attention/args.cuh"
+#include "llmk/attention/kv_access.cuh"
 #include "llmk/attention/mask.cuh"
 #include "llmk/attention/online_softmax.cuh"
 #include "llmk/attention/tile_ops.cuh"
@@ -26,6 +27,7 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/kvcache/paged_kv.cuh"
 
 namespace llmk::attention {
 
@@ -80,13 +82,15 @@ LLMK_DEVICE SequenceSpan sequence_span(const PrefillArgs<T>& a, int b) {
 }  // namespace detail
 
 /// The prefill kernel. Grid: (query-row tiles of the longest sequence, num_kv_heads, batch).
-template <class T, class Cfg>
+template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(Cfg::kThreads)
-    prefill_kernel(PrefillArgs<T> args, detail::ScoreTransform transform) {
+    prefill_kernel(PrefillArgs<T> args, detail::ScoreTransform transform, Kv kv) {
   constexpr int D = Cfg::kHeadDim, Br = Cfg::kBr, Bc = Cfg::kBc, P = Cfg::kPitch, S = Cfg::kStages;
   constexpr int kMmaM = Cfg::kMmaM, kN8 = Cfg::kN8, kD8 = Cfg::kD8;
 
-  const detail::SequenceSpan seq = detail::sequence_span(args, static_cast<int>(blockIdx.z));
+  const int b = static_cast<int>(blockIdx.z);
+  detail::SequenceSpan seq = detail::sequence_span(args, b);
+  seq.kv_len = kv.length(b);
   const int kv_head = static_cast<int>(blockIdx.y);
   const int group = args.num_heads / args.num_kv_heads;
   const int rows_total = seq.q_len * group;  // packed (token, head) rows of this sequence and KV head
@@ -119,18 +123,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const int key0 = tile * Bc;
     auto k_row = [&](int r) -> const T* {
       const int key = key0 + r;
-      if (key >= kv_end) return nullptr;  // zero-filled: finite, and masked below
-      return args.k + (static_cast<std::int64_t>(seq.kv_begin) + key) * args.k_stride_token +
-             static_cast<std::int64_t>(kv_head) * args.k_stride_head;
+      return key < kv_end ? kv.k_row(b, kv_head, key) : nullptr;  // past the end: zero-filled, masked below
     };
     auto v_row = [&](int r) -> const T* {
       const int key = key0 + r;
-      if (key >= kv_end) return nullptr;
-      return args.v + (static_cast<std::int64_t>(seq.kv_begin) + key) * args.v_stride_token +
-             static_cast<std::int64_t>(kv_head) * args.v_stride_head;
+      return key < kv_end ? kv.v_row(b, kv_head, key) : nullptr;
     };
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, args.k, tid);
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, args.v, tid);
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
+    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
   };
 
   // Prologue: Q joins the first K/V group; Stages - 1 tiles in flight.
@@ -218,33 +218,38 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 namespace detail {
 
 template <class T>
-Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len) {
+Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len, bool dense_kv = true) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "prefill supports half and bfloat16");
   if (a.batch < 1) return Status::invalid_argument("batch", str_cat("must be >= 1, got ", a.batch));
   LLMK_RETURN_IF_ERROR(check_heads(a.num_heads, a.num_kv_heads));
   LLMK_RETURN_IF_ERROR(check_options(a.options));
   LLMK_RETURN_IF_ERROR(check_tensor_pointer("q", a.q));
-  LLMK_RETURN_IF_ERROR(check_tensor_pointer("k", a.k));
-  LLMK_RETURN_IF_ERROR(check_tensor_pointer("v", a.v));
   LLMK_RETURN_IF_ERROR(check_tensor_pointer("o", a.o));
   if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
   const std::int64_t d = a.head_dim;
   LLMK_RETURN_IF_ERROR(check_stride("q_stride_head", a.q_stride_head));
-  LLMK_RETURN_IF_ERROR(check_stride("k_stride_head", a.k_stride_head));
-  LLMK_RETURN_IF_ERROR(check_stride("v_stride_head", a.v_stride_head));
   LLMK_RETURN_IF_ERROR(check_stride("o_stride_head", a.o_stride_head));
   LLMK_RETURN_IF_ERROR(check_stride("q_stride_token", a.q_stride_token));
-  LLMK_RETURN_IF_ERROR(check_stride("k_stride_token", a.k_stride_token));
-  LLMK_RETURN_IF_ERROR(check_stride("v_stride_token", a.v_stride_token));
   LLMK_RETURN_IF_ERROR(check_stride("o_stride_token", a.o_stride_token));
-  if (a.q_stride_head < d || a.k_stride_head < d || a.v_stride_head < d || a.o_stride_head < d)
-    return Status::invalid_argument("q/k/v/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
-  if ((a.cu_seqlens_q == nullptr) != (a.cu_seqlens_k == nullptr))
-    return Status::invalid_argument("cu_seqlens_q/cu_seqlens_k", "give both or neither");
+  if (a.q_stride_head < d || a.o_stride_head < d)
+    return Status::invalid_argument("q/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
+  if (dense_kv) {
+    LLMK_RETURN_IF_ERROR(check_tensor_pointer("k", a.k));
+    LLMK_RETURN_IF_ERROR(check_tensor_pointer("v", a.v));
+    LLMK_RETURN_IF_ERROR(check_stride("k_stride_head", a.k_stride_head));
+    LLMK_RETURN_IF_ERROR(check_stride("v_stride_head", a.v_stride_head));
+    LLMK_RETURN_IF_ERROR(check_stride("k_stride_token", a.k_stride_token));
+    LLMK_RETURN_IF_ERROR(check_stride("v_stride_token", a.v_stride_token));
+    if (a.k_stride_head < d || a.v_stride_head < d)
+      return Status::invalid_argument("k/v_stride_head", str_cat("must be >= head_dim (", d, ")"));
+    if ((a.cu_seqlens_q == nullptr) != (a.cu_seqlens_k == nullptr))
+      return Status::invalid_argument("cu_seqlens_q/cu_seqlens_k", "give both or neither");
+  } else if (a.cu_seqlens_k != nullptr || a.k != nullptr || a.v != nullptr) {
+    return Status::invalid_argument("k/v/cu_seqlens_k",
+                                    "must be null: keys and values come from the paged cache");
+  }
   if (a.cu_seqlens_q != nullptr) {
-    int max_kv = 0;
     LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_q_host", a.cu_seqlens_q_host, a.batch, max_q_len));
-    LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_k_host", a.cu_seqlens_k_host, a.batch, &max_kv));
   } else {
     if (a.q_len < 0) return Status::invalid_argument("q_len", str_cat("must be >= 0, got ", a.q_len));
     if (a.kv_len < 0) return Status::invalid_argument("kv_len", str_cat("must be >= 0, got ", a.kv_len));
@@ -253,13 +258,13 @@ Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len) {
     *max_q_len = a.q_len;
   }
   // Lengths stay below 2^30 so that tile arithmetic (tile * Bc + Bc, token * group) cannot overflow int.
-  {
+  if (dense_kv) {
     int max_kv = a.kv_len;
     if (a.cu_seqlens_k != nullptr)
       LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_k_host", a.cu_seqlens_k_host, a.batch, &max_kv));
-    if (*max_q_len > (1 << 30) || max_kv > (1 << 30))
-      return Status::invalid_argument("q_len/kv_len", "sequence lengths must be <= 2^30");
+    if (max_kv > (1 << 30)) return Status::invalid_argument("kv_len", "sequence lengths must be <= 2^30");
   }
+  if (*max_q_len > (1 << 30)) return Status::invalid_argument("q_len", "sequence lengths must be <= 2^30");
   // Output rows of different (token, head) pairs must not overlap: token-major or head-major layouts.
   const std::int64_t total_q =
       a.cu_seqlens_q != nullptr ? a.cu_seqlens_q_host[a.batch] : static_cast<std::int64_t>(a.batch) * a.q_len;
@@ -277,6 +282,16 @@ Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len) {
   if (a.num_kv_heads > 65535 || a.batch > 65535)
     return Status::invalid_argument("num_kv_heads/batch", "must be <= 65535 (grid y and z)");
   return {};
+}
+
+template <class T, class Cfg, class Kv>
+Status launch_prefill(const PrefillArgs<T>& args, int max_q_len, const Kv& kv, cudaStream_t stream) {
+  const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
+  if (rows == 0) return {};
+  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, Cfg::kBr)),
+                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
+  return launch(prefill_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args,
+                ScoreTransform::make(args.options.softmax_scale, args.options.softcap), kv);
 }
 
 }  // namespace detail
@@ -298,40 +313,57 @@ Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len) {
 /// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0).
 template <class T, class Cfg>
 Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
-  if (args.head_dim != Cfg::kHeadDim)
-    return Status::invalid_argument(
-        "head_dim", str_cat("is ", args.head_dim, " but this configuration is compiled for ", Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
   LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len));
-  const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
-  if (rows == 0) return {};
-  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, Cfg::kBr)),
-                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
-  return launch(prefill_kernel<T, Cfg>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args,
-                detail::ScoreTransform::make(args.options.softmax_scale, args.options.softcap));
+  const detail::RaggedKv<T> kv{args.k,
+                               args.v,
+                               args.k_stride_token,
+                               args.k_stride_head,
+                               args.v_stride_token,
+                               args.v_stride_head,
+                               args.cu_seqlens_k,
+                               args.kv_len};
+  return detail::launch_prefill<T, Cfg>(args, max_q_len, kv, stream);
+}
+
+/// Prefill over a paged KV cache (chunked prefill): the queries of each sequence (args.q with cu_seqlens_q or
+/// q_len, as for prefill_with_config) attend to the keys of the sequence's pages, bottom-right aligned:
+/// append the chunk's own K/V to the cache first (llmk::kvcache::append_kv), then a causal mask lets each new
+/// token see the cached prefix and the chunk up to itself. args.k, args.v and args.cu_seqlens_k must be null.
+///
+///   llmk::kvcache::PagedKv<llmk::half> pages;   // pools, strides, page_size, num_pages, one table form
+///   a.q = chunk_q; a.cu_seqlens_q = ...; a.options.causal = true;
+///   llmk::Status s = llmk::attention::prefill_paged(a, pages, stream);
+template <class T, class Cfg>
+Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T>& pages,
+                                 cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
+  int max_q_len = 0;
+  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len, /*dense_kv=*/false));
+  kvcache::PagedKv<T> view = pages;
+  LLMK_RETURN_IF_ERROR(
+      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
+  return detail::launch_prefill<T, Cfg>(args, max_q_len, detail::PagedKvRows<T>{view}, stream);
 }
 
 /// Prefill attention for the runtime head dims {64, 96, 128, 256} with the default tiles; any other head dim
 /// returns Status::invalid_argument naming the explicit instantiation to use. See prefill_with_config().
 template <class T>
 Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
-  switch (args.head_dim) {
-    case 64:
-      return prefill_with_config<T, DefaultPrefillConfig<64>>(args, stream);
-    case 96:
-      return prefill_with_config<T, DefaultPrefillConfig<96>>(args, stream);
-    case 128:
-      return prefill_with_config<T, DefaultPrefillConfig<128>>(args, stream);
-    case 256:
-      return prefill_with_config<T, DefaultPrefillConfig<256>>(args, stream);
-    default:
-      return Status::invalid_argument(
-          "head_dim",
-          str_cat(args.head_dim,
-                  " is not dispatched at runtime (64, 96, 128, 256 are); for a multiple of 16 up to "
-                  "256 call prefill_with_config<T, DefaultPrefillConfig<",
-                  args.head_dim, ">>"));
-  }
+  return detail::dispatch_head_dim(
+      args.head_dim, "prefill_with_config<T, DefaultPrefillConfig<", [&](auto dim) {
+        return prefill_with_config<T, DefaultPrefillConfig<decltype(dim)::value>>(args, stream);
+      });
+}
+
+/// prefill_paged_with_config() for the runtime head dims {64, 96, 128, 256}.
+template <class T>
+Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T>& pages, cudaStream_t stream) {
+  return detail::dispatch_head_dim(
+      args.head_dim, "prefill_paged_with_config<T, DefaultPrefillConfig<", [&](auto dim) {
+        return prefill_paged_with_config<T, DefaultPrefillConfig<decltype(dim)::value>>(args, pages, stream);
+      });
 }
 
 }  // namespace llmk::attention

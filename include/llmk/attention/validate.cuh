@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "llmk/attention/args.cuh"
 #include "llmk/core/status.cuh"
@@ -73,6 +74,36 @@ inline Status check_offsets(std::string_view name, const int* cu, int batch, int
     if (len > *max_len) *max_len = static_cast<int>(len);
   }
   return {};
+}
+
+inline Status check_head_dim(int head_dim, int compiled) {
+  if (head_dim != compiled)
+    return Status::invalid_argument(
+        "head_dim", str_cat("is ", head_dim, " but this configuration is compiled for ", compiled));
+  return {};
+}
+
+/// The one runtime-to-compile-time switch of the attention launchers: calls f(std::integral_constant<int, D>)
+/// for the runtime head dims {64, 96, 128, 256}; any other head dim is an error naming the explicit
+/// instantiation (`instantiate` is its prefix, e.g. "prefill_with_config<T, DefaultPrefillConfig<").
+template <class F>
+Status dispatch_head_dim(int head_dim, const char* instantiate, F&& f) {
+  switch (head_dim) {
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 96:
+      return f(std::integral_constant<int, 96>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    case 256:
+      return f(std::integral_constant<int, 256>{});
+    default:
+      return Status::invalid_argument(
+          "head_dim", str_cat(head_dim,
+                              " is not dispatched at runtime (64, 96, 128, 256 are); for a multiple of 16 "
+                              "up to 256 call ",
+                              instantiate, head_dim, ">>"));
+  }
 }
 
 }  // namespace llmk::attention::detail

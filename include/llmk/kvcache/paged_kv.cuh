@@ -1,0 +1,182 @@
+// llmk/kvcache/paged_kv.cuh: the view of a paged KV cache that the paged attention kernels read.
+//
+// The cache is a pool of num_pages pages of page_size token slots. A page holds, for every KV head, page_size
+// rows of head_dim elements; where they are is given by three strides (elements):
+//     row(page, slot, head) = pages + page * stride_page + slot * stride_slot + head * stride_head
+//   NHD [pages, page_size, kv_heads, head_dim]: stride_page = page_size * H * D, stride_slot = H * D,
+//   stride_head = D HND [pages, kv_heads, page_size, head_dim]: stride_page = H * page_size * D, stride_slot
+//   = D, stride_head = page_size * D
+// (make_nhd_strides / make_hnd_strides). K and V have their own base pointers and share the layout: separate
+// pools, or one pool with V at an offset from K.
+//
+// Which pages a sequence owns is given in one of the two forms engines use:
+//   CSR:          page_indptr [batch + 1], page_indices [page_indptr[batch]], last_page_len [batch]:
+//                 sequence b owns pages page_indices[page_indptr[b] ..], its last one filled to
+//                 last_page_len[b] (FlashInfer's form; a sequence with no page has length 0);
+//   block table:  block_table [batch, max_blocks_per_seq] int32 + seq_lens [batch] (vLLM's form).
+// Token `key` of sequence b is in logical page key / page_size, slot key % page_size (a shift and a mask when
+// page_size is a power of two).
+//
+// A page index outside [0, num_pages) is a caller bug: in the simulator and in GPU builds without NDEBUG the
+// kernel traps (the simulator reports block, thread and line); with NDEBUG on the GPU the row reads as zeros.
+// It is never read out of bounds.
+#pragma once
+
+#include <cstdint>
+
+#include "llmk/config.cuh"
+#include "llmk/core/status.cuh"
+
+namespace llmk::kvcache {
+
+/// Page strides of one layout (elements).
+struct PageStrides {
+  std::int64_t page = 0, slot = 0, head = 0;
+};
+/// NHD: [pages, page_size, kv_heads, head_dim].
+constexpr PageStrides make_nhd_strides(int page_size, int kv_heads, int head_dim) {
+  return {static_cast<std::int64_t>(page_size) * kv_heads * head_dim,
+          static_cast<std::int64_t>(kv_heads) * head_dim, head_dim};
+}
+/// HND: [pages, kv_heads, page_size, head_dim].
+constexpr PageStrides make_hnd_strides(int page_size, int kv_heads, int head_dim) {
+  return {static_cast<std::int64_t>(kv_heads) * page_size * head_dim, head_dim,
+          static_cast<std::int64_t>(page_size) * head_dim};
+}
+
+/// A paged KV cache and the page tables of a batch (device pointers, plus host copies for validation).
+template <class T>
+struct PagedKv {
+  const T* k_pages = nullptr;
+  const T* v_pages = nullptr;
+  PageStrides strides;
+  int page_size = 0;
+  int num_pages = 0;
+
+  // CSR form (all three, or none).
+  const int* page_indptr = nullptr;
+  const int* page_indices = nullptr;
+  const int* last_page_len = nullptr;
+  const int* page_indptr_host = nullptr;    // required with the CSR form
+  const int* last_page_len_host = nullptr;  // required with the CSR form
+
+  // Block-table form (both, or none).
+  const int* block_table = nullptr;
+  int max_blocks_per_seq = 0;
+  const int* seq_lens = nullptr;
+  const int* seq_lens_host = nullptr;  // required with the block-table form
+
+  // Set by the launchers: log2(page_size) when it is a power of two, else -1.
+  int page_shift = -1;
+
+  /// Tokens of sequence b.
+  LLMK_HOST_DEVICE int length(int b) const {
+    if (block_table != nullptr) return seq_lens[b];
+    const int pages = page_indptr[b + 1] - page_indptr[b];
+    return pages == 0 ? 0 : (pages - 1) * page_size + last_page_len[b];
+  }
+  /// Physical page of logical page `logical` of sequence b, or -1 (after a trap in checked builds) when the
+  /// table names a page outside the pool.
+  LLMK_DEVICE int physical_page(int b, int logical) const {
+    const int p = block_table != nullptr
+                      ? block_table[static_cast<std::int64_t>(b) * max_blocks_per_seq + logical]
+                      : page_indices[page_indptr[b] + logical];
+    if (p < 0 || p >= num_pages) {
+#if defined(LLMK_SIM) || (LLMK_DEVICE_PASS && !defined(NDEBUG))
+      __trap();
+#endif
+      return -1;
+    }
+    return p;
+  }
+  /// Offset (elements) of token `key`'s row for KV head `head` of sequence b, or -1 for a bad page.
+  LLMK_DEVICE std::int64_t row_offset(int b, int head, int key) const {
+    const int logical = page_shift >= 0 ? key >> page_shift : key / page_size;
+    const int slot = page_shift >= 0 ? key & (page_size - 1) : key - logical * page_size;
+    const int p = physical_page(b, logical);
+    if (p < 0) return -1;
+    return static_cast<std::int64_t>(p) * strides.page + static_cast<std::int64_t>(slot) * strides.slot +
+           static_cast<std::int64_t>(head) * strides.head;
+  }
+};
+
+/// Validates a paged view for `batch` sequences with `kv_heads` heads of `head_dim` and sets its page_shift;
+/// *max_len (optional) receives the longest sequence. Uses the host copies of the table lengths.
+template <class T>
+Status validate_paged_kv(PagedKv<T>& p, int batch, int kv_heads, int head_dim, int* max_len) {
+  auto aligned = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  if (p.k_pages == nullptr) return Status::invalid_argument("pages.k_pages", "must not be null");
+  if (p.v_pages == nullptr) return Status::invalid_argument("pages.v_pages", "must not be null");
+  if (!aligned(p.k_pages) || !aligned(p.v_pages))
+    return Status::invalid_argument("pages.k_pages/v_pages", "must be 16-byte aligned");
+  if (p.page_size < 1)
+    return Status::invalid_argument("pages.page_size", str_cat("must be >= 1, got ", p.page_size));
+  if (p.num_pages < 1)
+    return Status::invalid_argument("pages.num_pages", str_cat("must be >= 1, got ", p.num_pages));
+  const std::int64_t strides[3] = {p.strides.page, p.strides.slot, p.strides.head};
+  const char* names[3] = {"pages.strides.page", "pages.strides.slot", "pages.strides.head"};
+  for (int i = 0; i < 3; ++i)
+    if (strides[i] <= 0 || strides[i] % 8 != 0)
+      return Status::invalid_argument(
+          names[i], str_cat("must be a positive multiple of 8 elements (16 bytes), got ", strides[i]));
+  if (p.strides.slot < head_dim && p.strides.head < head_dim)
+    return Status::invalid_argument("pages.strides", "rows of head_dim elements overlap");
+  (void)kv_heads;
+  const bool csr = p.page_indptr != nullptr || p.page_indices != nullptr || p.last_page_len != nullptr;
+  const bool table = p.block_table != nullptr || p.seq_lens != nullptr;
+  if (csr == table)
+    return Status::invalid_argument("pages",
+                                    "give exactly one table form: CSR (page_indptr, page_indices, "
+                                    "last_page_len) or a block table (block_table, seq_lens)");
+  long long longest = 0;
+  if (csr) {
+    if (p.page_indptr == nullptr || p.page_indices == nullptr || p.last_page_len == nullptr)
+      return Status::invalid_argument("pages.page_indptr/page_indices/last_page_len", "give all three");
+    if (p.page_indptr_host == nullptr || p.last_page_len_host == nullptr)
+      return Status::invalid_argument("pages.page_indptr_host/last_page_len_host",
+                                      "host copies are required (lengths are validated on the host)");
+    if (p.page_indptr_host[0] != 0)
+      return Status::invalid_argument("pages.page_indptr",
+                                      str_cat("must start at 0, got ", p.page_indptr_host[0]));
+    for (int b = 0; b < batch; ++b) {
+      const long long pages = static_cast<long long>(p.page_indptr_host[b + 1]) - p.page_indptr_host[b];
+      if (pages < 0)
+        return Status::invalid_argument("pages.page_indptr", str_cat("must not decrease (sequence ", b, ")"));
+      if (pages > 0 && (p.last_page_len_host[b] < 1 || p.last_page_len_host[b] > p.page_size))
+        return Status::invalid_argument("pages.last_page_len",
+                                        str_cat("must be in [1, page_size = ", p.page_size,
+                                                "] for a sequence with pages; "
+                                                "sequence ",
+                                                b, " has ", p.last_page_len_host[b]));
+      const long long len = pages == 0 ? 0 : (pages - 1) * p.page_size + p.last_page_len_host[b];
+      longest = len > longest ? len : longest;
+    }
+  } else {
+    if (p.block_table == nullptr || p.seq_lens == nullptr)
+      return Status::invalid_argument("pages.block_table/seq_lens", "give both");
+    if (p.seq_lens_host == nullptr)
+      return Status::invalid_argument("pages.seq_lens_host",
+                                      "host copy is required (lengths are validated on the host)");
+    if (p.max_blocks_per_seq < 1)
+      return Status::invalid_argument("pages.max_blocks_per_seq",
+                                      str_cat("must be >= 1, got ", p.max_blocks_per_seq));
+    for (int b = 0; b < batch; ++b) {
+      const long long len = p.seq_lens_host[b];
+      if (len < 0 || len > static_cast<long long>(p.max_blocks_per_seq) * p.page_size)
+        return Status::invalid_argument("pages.seq_lens",
+                                        str_cat("must be in [0, max_blocks_per_seq * page_size = ",
+                                                static_cast<long long>(p.max_blocks_per_seq) * p.page_size,
+                                                "], sequence ", b, " has ", len));
+      longest = len > longest ? len : longest;
+    }
+  }
+  if (longest > (1 << 30)) return Status::invalid_argument("pages", "sequence lengths must be <= 2^30");
+  p.page_shift = -1;
+  if ((p.page_size & (p.page_size - 1)) == 0)
+    for (int s = 0; s < 31; ++s)
+      if ((1 << s) == p.page_size) p.page_shift = s;
+  if (max_len != nullptr) *max_len = static_cast<int>(longest);
+  return {};
+}
+
+}  // namespace llmk::kvcache
