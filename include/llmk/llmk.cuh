@@ -18,7 +18,11 @@
 #include "llmk/arch/arch.cuh"
 
 #include "llmk/gemm/tile_gemm.cuh"
+#include "llmk/gemm/w8a8.cuh"
+#include "llmk/gemm/weight_only.cuh"
 
 #include "llmk/quant/quant.cuh"
 
 #include "llmk/attention/attention.cuh"
+
+#include "llmk/kvcache/paged_kv.cuh"

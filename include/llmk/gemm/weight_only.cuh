@@ -663,7 +663,7 @@ namespace detail {
 
 constexpr int kPermuteThreads = 256;
 
-// a_perm[m, k'] = a[m, perm[k']] (row pitch K), 8 elements (one 16-byte store) per thread; a perm entry out
+// a_perm[m, k'] = a[m, perm[k']] (row pitch K), 8 elements per thread; a perm entry out
 // of [0, K) gives NaN.
 template <class T>
 __global__ void __launch_bounds__(kPermuteThreads)
