@@ -65,18 +65,18 @@ inline constexpr int kRuntimeHeadDims[] = {64, 96, 128, 256};
 
 namespace detail {
 
-/// Where sequence b's queries and keys are: token offsets and lengths.
+/// Where sequence b's queries are (token offset and count); kv_len is filled from the K/V accessor.
 struct SequenceSpan {
-  int q_begin, q_len, kv_begin, kv_len;
+  int q_begin, q_len, kv_len;
 };
 
 template <class T>
 LLMK_DEVICE SequenceSpan sequence_span(const PrefillArgs<T>& a, int b) {
   if (a.cu_seqlens_q != nullptr) {
-    const int q0 = a.cu_seqlens_q[b], k0 = a.cu_seqlens_k[b];
-    return {q0, a.cu_seqlens_q[b + 1] - q0, k0, a.cu_seqlens_k[b + 1] - k0};
+    const int q0 = a.cu_seqlens_q[b];
+    return {q0, a.cu_seqlens_q[b + 1] - q0, 0};
   }
-  return {b * a.q_len, a.q_len, b * a.kv_len, a.kv_len};
+  return {b * a.q_len, a.q_len, 0};
 }
 
 }  // namespace detail

@@ -1,0 +1,214 @@
+// llmk/kvcache/cache_ops.cuh: the kernels that write and move pages of a paged KV cache (paged_kv.cuh):
+//   append_kv     new tokens' K and V rows into their slots (slot = page * page_size + offset; -1 = skip),
+//                 the write side of prefill chunks and decode steps;
+//   copy_pages    whole pages src[i] -> dst[i] for every KV head (copy-on-write after a fork);
+// and the host conversion between the two page-table forms.
+//
+// Both kernels move rows of head_dim elements in 16-byte vectors, one warp per row. A slot or page outside
+// the pool traps in the simulator and in GPU builds without NDEBUG, and is skipped otherwise: never an
+// out-of-bounds write.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "llmk/config.cuh"
+#include "llmk/core/launch.cuh"
+#include "llmk/core/math.cuh"
+#include "llmk/core/numeric.cuh"
+#include "llmk/core/status.cuh"
+#include "llmk/core/vector.cuh"
+#include "llmk/kvcache/paged_kv.cuh"
+
+namespace llmk::kvcache {
+
+/// Arguments of append_kv. New K/V: [num_tokens, kv_heads, head_dim] with strides (elements); slot_mapping
+/// [num_tokens] (device, int64): token t goes to page slot_mapping[t] / page_size, offset % page_size.
+template <class T>
+struct AppendArgs {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  std::int64_t k_stride_token = 0, k_stride_head = 0, v_stride_token = 0, v_stride_head = 0;
+  const std::int64_t* slot_mapping = nullptr;
+  int num_tokens = 0, kv_heads = 0, head_dim = 0;
+  T* k_pages = nullptr;
+  T* v_pages = nullptr;
+  PageStrides strides;
+  int page_size = 0, num_pages = 0;
+};
+
+namespace detail {
+
+LLMK_DEVICE bool checked_index(long long index, long long limit) {
+  if (index >= 0 && index < limit) return true;
+#if defined(LLMK_SIM) || (LLMK_DEVICE_PASS && !defined(NDEBUG))
+  __trap();
+#endif
+  return false;
+}
+
+}  // namespace detail
+
+/// One warp per (token, head) row, grid-stride.
+template <class T>
+__global__ void __launch_bounds__(256) append_kv_kernel(AppendArgs<T> a) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const long long rows = static_cast<long long>(a.num_tokens) * a.kv_heads;
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long row = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
+       row += warps) {
+    const int token = static_cast<int>(row / a.kv_heads), head = static_cast<int>(row % a.kv_heads);
+    const std::int64_t slot = a.slot_mapping[token];
+    if (slot < 0) continue;  // -1: padding token, nothing to write
+    const std::int64_t page = slot / a.page_size, offset = slot % a.page_size;
+    if (!detail::checked_index(page, a.num_pages)) continue;
+    const std::int64_t dst = page * a.strides.page + offset * a.strides.slot + head * a.strides.head;
+    const T* ks = a.k + token * a.k_stride_token + static_cast<std::int64_t>(head) * a.k_stride_head;
+    const T* vs = a.v + token * a.v_stride_token + static_cast<std::int64_t>(head) * a.v_stride_head;
+    for (int c = lane * 8; c < a.head_dim; c += 32 * 8) {
+      store16(a.k_pages + dst + c, load16(ks + c));
+      store16(a.v_pages + dst + c, load16(vs + c));
+    }
+  }
+}
+
+/// Copies page src[i] to page dst[i] (all slots, all heads, K and V): one block per pair, one warp per row.
+template <class T>
+__global__ void __launch_bounds__(256)
+    copy_pages_kernel(T* k_pages, T* v_pages, PageStrides strides, int page_size, int num_pages, int kv_heads,
+                      int head_dim, const int* src, const int* dst) {
+  const int pair = static_cast<int>(blockIdx.x), lane = static_cast<int>(threadIdx.x % 32);
+  const int from = src[pair], to = dst[pair];
+  if (!detail::checked_index(from, num_pages) || !detail::checked_index(to, num_pages)) return;
+  const int rows = page_size * kv_heads;
+  for (int row = static_cast<int>(threadIdx.x / 32); row < rows; row += static_cast<int>(blockDim.x / 32)) {
+    const int slot = row / kv_heads, head = row % kv_heads;
+    const std::int64_t in_page = slot * strides.slot + head * strides.head;
+    const std::int64_t s = from * strides.page + in_page, d = to * strides.page + in_page;
+    for (int c = lane * 8; c < head_dim; c += 32 * 8) {
+      store16(k_pages + d + c, load16(k_pages + s + c));
+      store16(v_pages + d + c, load16(v_pages + s + c));
+    }
+  }
+}
+
+namespace detail {
+
+inline Status check_pool(const void* k_pages, const void* v_pages, const PageStrides& s, int page_size,
+                         int num_pages, int kv_heads, int head_dim) {
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (k_pages == nullptr || v_pages == nullptr)
+    return Status::invalid_argument("k_pages/v_pages", "must not be null");
+  if (!aligned(k_pages) || !aligned(v_pages))
+    return Status::invalid_argument("k_pages/v_pages", "must be 16-byte aligned");
+  if (page_size < 1) return Status::invalid_argument("page_size", str_cat("must be >= 1, got ", page_size));
+  if (num_pages < 1) return Status::invalid_argument("num_pages", str_cat("must be >= 1, got ", num_pages));
+  if (kv_heads < 1) return Status::invalid_argument("kv_heads", str_cat("must be >= 1, got ", kv_heads));
+  if (head_dim < 8 || head_dim % 8 != 0)
+    return Status::invalid_argument(
+        "head_dim", str_cat("must be a positive multiple of 8 (16-byte rows), got ", head_dim));
+  if (s.page <= 0 || s.slot <= 0 || s.head <= 0 || s.page % 8 != 0 || s.slot % 8 != 0 || s.head % 8 != 0)
+    return Status::invalid_argument("strides",
+                                    "page, slot and head strides must be positive multiples of 8 elements");
+  return {};
+}
+
+}  // namespace detail
+
+/// Writes the new tokens' K and V rows into their slots (T = llmk::half or llmk::bfloat16; the pages and the
+/// new rows have the same type).
+///
+///   llmk::kvcache::AppendArgs<llmk::half> a;
+///   a.k = k_new; a.v = v_new; a.k_stride_token = a.v_stride_token = H_kv * D; a.k_stride_head = ... = D;
+///   a.slot_mapping = slots; a.num_tokens = n; a.kv_heads = H_kv; a.head_dim = D;
+///   a.k_pages = k_pool; a.v_pages = v_pool; a.strides = llmk::kvcache::make_nhd_strides(16, H_kv, D);
+///   a.page_size = 16; a.num_pages = pool_pages;
+///   llmk::Status s = llmk::kvcache::append_kv(a, stream);
+template <class T>
+Status append_kv(const AppendArgs<T>& a, cudaStream_t stream) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
+                "append_kv: llmk::half or llmk::bfloat16");
+  LLMK_RETURN_IF_ERROR(
+      detail::check_pool(a.k_pages, a.v_pages, a.strides, a.page_size, a.num_pages, a.kv_heads, a.head_dim));
+  if (a.num_tokens < 0)
+    return Status::invalid_argument("num_tokens", str_cat("must be >= 0, got ", a.num_tokens));
+  if (a.num_tokens == 0) return {};
+  if (a.k == nullptr || a.v == nullptr) return Status::invalid_argument("k/v", "must not be null");
+  if (reinterpret_cast<std::uintptr_t>(a.k) % 16 != 0 || reinterpret_cast<std::uintptr_t>(a.v) % 16 != 0)
+    return Status::invalid_argument("k/v", "must be 16-byte aligned");
+  if (a.slot_mapping == nullptr) return Status::invalid_argument("slot_mapping", "must not be null");
+  for (std::int64_t s : {a.k_stride_token, a.k_stride_head, a.v_stride_token, a.v_stride_head})
+    if (s <= 0 || s % 8 != 0)
+      return Status::invalid_argument("k/v strides",
+                                      "must be positive multiples of 8 elements (16-byte rows)");
+  const long long rows = static_cast<long long>(a.num_tokens) * a.kv_heads;
+  const unsigned blocks = static_cast<unsigned>(min<long long>(ceil_div<long long>(rows, 8), 65535));
+  return launch(append_kv_kernel<T>, dim3(blocks), dim3(256), 0, stream, a);
+}
+
+/// Copies pages src[i] -> dst[i] for i < num_pairs (device arrays), K and V, every slot and head: the
+/// copy-on-write the block allocator asks for after a fork. Pairs must not overlap (a page both written and
+/// read by different pairs).
+///
+///   llmk::Status s = llmk::kvcache::copy_pages(k_pool, v_pool, strides, 16, pool_pages, H_kv, D,
+///                                              d_src, d_dst, n_copies, stream);
+template <class T>
+Status copy_pages(T* k_pages, T* v_pages, PageStrides strides, int page_size, int num_pages, int kv_heads,
+                  int head_dim, const int* src, const int* dst, int num_pairs, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(
+      detail::check_pool(k_pages, v_pages, strides, page_size, num_pages, kv_heads, head_dim));
+  if (num_pairs < 0) return Status::invalid_argument("num_pairs", str_cat("must be >= 0, got ", num_pairs));
+  if (num_pairs == 0) return {};
+  if (src == nullptr || dst == nullptr) return Status::invalid_argument("src/dst", "must not be null");
+  return launch(copy_pages_kernel<T>, dim3(static_cast<unsigned>(num_pairs)), dim3(256), 0, stream, k_pages,
+                v_pages, strides, page_size, num_pages, kv_heads, head_dim, src, dst);
+}
+
+/// A block table in the padded form: [batch, max_blocks] page ids (-1 past a sequence's pages) + lengths.
+struct BlockTable {
+  int max_blocks = 0;
+  std::vector<int> table;     // batch * max_blocks
+  std::vector<int> seq_lens;  // batch
+};
+/// A page table in CSR form.
+struct CsrPageTable {
+  std::vector<int> indptr;         // batch + 1
+  std::vector<int> indices;        // indptr[batch]
+  std::vector<int> last_page_len;  // batch
+};
+
+/// CSR -> padded block table (host). max_blocks = the most pages of any sequence (at least 1).
+inline BlockTable csr_to_block_table(const CsrPageTable& csr, int page_size) {
+  BlockTable out;
+  const int batch = static_cast<int>(csr.indptr.size()) - 1;
+  for (int b = 0; b < batch; ++b) out.max_blocks = max(out.max_blocks, csr.indptr[b + 1] - csr.indptr[b]);
+  out.max_blocks = max(out.max_blocks, 1);
+  out.table.assign(static_cast<std::size_t>(batch) * out.max_blocks, -1);
+  out.seq_lens.assign(batch, 0);
+  for (int b = 0; b < batch; ++b) {
+    const int pages = csr.indptr[b + 1] - csr.indptr[b];
+    for (int i = 0; i < pages; ++i)
+      out.table[static_cast<std::size_t>(b) * out.max_blocks + i] = csr.indices[csr.indptr[b] + i];
+    out.seq_lens[b] = pages == 0 ? 0 : (pages - 1) * page_size + csr.last_page_len[b];
+  }
+  return out;
+}
+
+/// Padded block table -> CSR (host): ceil(seq_len / page_size) pages per sequence.
+inline CsrPageTable block_table_to_csr(const BlockTable& bt, int page_size) {
+  CsrPageTable out;
+  const int batch = static_cast<int>(bt.seq_lens.size());
+  out.indptr.assign(batch + 1, 0);
+  out.last_page_len.assign(batch, 0);
+  for (int b = 0; b < batch; ++b) {
+    const int pages = ceil_div(bt.seq_lens[b], page_size);
+    for (int i = 0; i < pages; ++i)
+      out.indices.push_back(bt.table[static_cast<std::size_t>(b) * bt.max_blocks + i]);
+    out.indptr[b + 1] = out.indptr[b] + pages;
+    out.last_page_len[b] = pages == 0 ? 0 : bt.seq_lens[b] - (pages - 1) * page_size;
+  }
+  return out;
+}
+
+}  // namespace llmk::kvcache

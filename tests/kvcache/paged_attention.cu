@@ -1,0 +1,457 @@
+// Tests of the paged KV cache kernels: append_kv / copy_pages, and paged decode / paged (chunked) prefill,
+// which must equal the dense kernels bit for bit on the same logical data (same tiles, same order) and the
+// fp64 reference within the attention tolerance; both table forms and both page layouts give identical
+// results.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "attention/attention_check.hpp"
+#include "llmk/attention/decode.cuh"
+#include "llmk/attention/prefill.cuh"
+#include "llmk/core/memory.cuh"
+#include "llmk/kvcache/cache_ops.cuh"
+#include "llmk/kvcache/paged_kv.cuh"
+#include "support/test_env.hpp"
+
+namespace {
+
+namespace attn = llmk::attention;
+namespace kv = llmk::kvcache;
+using f16 = llmk::half;
+using bf16 = llmk::bfloat16;
+
+struct Setup {
+  std::vector<int> lens;  // keys per sequence
+  int heads = 4, kv_heads = 2, dim = 64, page_size = 16;
+  int shared_prefix = 0;  // sequence 1 starts with sequence 0's first `shared_prefix` tokens, in shared pages
+  bool hnd = false;
+};
+
+// A paged cache holding the logical K/V of every sequence, and the same data densely.
+template <class T>
+struct Cache {
+  Setup s;
+  std::vector<int> kv_begin;  // ragged offsets
+  std::vector<T> k, v;        // ragged [total, kv_heads, dim] (reference layout)
+  kv::CsrPageTable csr;
+  kv::BlockTable table;
+  int num_pages = 0;
+  kv::PageStrides strides;
+  llmk::DeviceBuffer<T> k_pool, v_pool;
+  llmk::DeviceBuffer<int> d_indptr, d_indices, d_last, d_table, d_lens;
+
+  kv::PagedKv<T> view(bool csr_form) const {
+    kv::PagedKv<T> p;
+    p.k_pages = k_pool.data();
+    p.v_pages = v_pool.data();
+    p.strides = strides;
+    p.page_size = s.page_size;
+    p.num_pages = num_pages;
+    if (csr_form) {
+      p.page_indptr = d_indptr.data();
+      p.page_indices = d_indices.data();
+      p.last_page_len = d_last.data();
+      p.page_indptr_host = csr.indptr.data();
+      p.last_page_len_host = csr.last_page_len.data();
+    } else {
+      p.block_table = d_table.data();
+      p.max_blocks_per_seq = table.max_blocks;
+      p.seq_lens = d_lens.data();
+      p.seq_lens_host = table.seq_lens.data();
+    }
+    return p;
+  }
+};
+
+template <class T>
+void make_cache(Cache<T>& c, const Setup& s, std::mt19937& rng) {
+  c.s = s;
+  const int batch = static_cast<int>(s.lens.size()), row = s.kv_heads * s.dim;
+  c.kv_begin.assign(batch + 1, 0);
+  for (int b = 0; b < batch; ++b) c.kv_begin[b + 1] = c.kv_begin[b] + s.lens[b];
+  c.k = llmk::test::random_tensor<T>(static_cast<std::int64_t>(c.kv_begin[batch]) * row, 1.0f, rng);
+  c.v = llmk::test::random_tensor<T>(static_cast<std::int64_t>(c.kv_begin[batch]) * row, 1.0f, rng);
+  // Only whole pages are shared, and only as many as both sequences have.
+  const int shared_pages = batch < 2 ? 0 : std::min({s.shared_prefix, s.lens[0], s.lens[1]}) / s.page_size;
+  for (int t = 0; t < shared_pages * s.page_size; ++t)
+    for (int e = 0; e < row; ++e) {
+      c.k[(c.kv_begin[1] + t) * row + e] = c.k[t * row + e];
+      c.v[(c.kv_begin[1] + t) * row + e] = c.v[t * row + e];
+    }
+  // Pages: a shuffled pool with spare pages; sequence 1 reuses sequence 0's first pages.
+  int needed = 0;
+  for (int len : s.lens) needed += llmk::ceil_div(len, s.page_size);
+  c.num_pages = needed + 5;
+  std::vector<int> ids(c.num_pages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  int next = 0;
+  c.csr.indptr.assign(batch + 1, 0);
+  c.csr.last_page_len.assign(batch, 0);
+  for (int b = 0; b < batch; ++b) {
+    const int pages = llmk::ceil_div(s.lens[b], s.page_size);
+    for (int i = 0; i < pages; ++i)
+      c.csr.indices.push_back(b == 1 && i < shared_pages ? c.csr.indices[i] : ids[next++]);
+    c.csr.indptr[b + 1] = c.csr.indptr[b] + pages;
+    c.csr.last_page_len[b] = pages == 0 ? 0 : s.lens[b] - (pages - 1) * s.page_size;
+  }
+  c.table = kv::csr_to_block_table(c.csr, s.page_size);
+  c.strides = s.hnd ? kv::make_hnd_strides(s.page_size, s.kv_heads, s.dim)
+                    : kv::make_nhd_strides(s.page_size, s.kv_heads, s.dim);
+  c.k_pool = llmk::DeviceBuffer<T>(static_cast<std::size_t>(c.num_pages) * c.strides.page);  // poisoned
+  c.v_pool = llmk::DeviceBuffer<T>(static_cast<std::size_t>(c.num_pages) * c.strides.page);
+  // Write every token through append_kv (the shared prefix of sequence 1 is skipped with slot -1).
+  std::vector<std::int64_t> slots;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < s.lens[b]; ++t) {
+      const bool shared = b == 1 && t < shared_pages * s.page_size;
+      const int page = c.csr.indices[c.csr.indptr[b] + t / s.page_size];
+      slots.push_back(shared ? -1 : static_cast<std::int64_t>(page) * s.page_size + t % s.page_size);
+    }
+  if (!slots.empty()) {
+    llmk::DeviceBuffer<T> d_k(c.k), d_v(c.v);
+    llmk::DeviceBuffer<std::int64_t> d_slots(slots);
+    kv::AppendArgs<T> a;
+    a.k = d_k.data();
+    a.v = d_v.data();
+    a.k_stride_token = a.v_stride_token = row;
+    a.k_stride_head = a.v_stride_head = s.dim;
+    a.slot_mapping = d_slots.data();
+    a.num_tokens = static_cast<int>(slots.size());
+    a.kv_heads = s.kv_heads;
+    a.head_dim = s.dim;
+    a.k_pages = c.k_pool.data();
+    a.v_pages = c.v_pool.data();
+    a.strides = c.strides;
+    a.page_size = s.page_size;
+    a.num_pages = c.num_pages;
+    const llmk::Status st = kv::append_kv(a, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+  }
+  c.d_indptr = llmk::DeviceBuffer<int>(c.csr.indptr);
+  c.d_indices = llmk::DeviceBuffer<int>(c.csr.indices.empty() ? std::vector<int>{0} : c.csr.indices);
+  c.d_last = llmk::DeviceBuffer<int>(c.csr.last_page_len);
+  c.d_table = llmk::DeviceBuffer<int>(c.table.table);
+  c.d_lens = llmk::DeviceBuffer<int>(c.table.seq_lens);
+}
+
+// Every token's row read back from the pools equals what was written (exact).
+template <class T>
+void check_read_back(const Cache<T>& c) {
+  const std::vector<T> kp = c.k_pool.to_host(), vp = c.v_pool.to_host();
+  const int row = c.s.kv_heads * c.s.dim;
+  int bad = 0;
+  for (std::size_t b = 0; b < c.s.lens.size(); ++b)
+    for (int t = 0; t < c.s.lens[b]; ++t) {
+      const int page = c.csr.indices[c.csr.indptr[b] + t / c.s.page_size], slot = t % c.s.page_size;
+      for (int h = 0; h < c.s.kv_heads; ++h)
+        for (int d = 0; d < c.s.dim; ++d) {
+          const std::int64_t at = page * c.strides.page + slot * c.strides.slot + h * c.strides.head + d;
+          const std::int64_t want = (c.kv_begin[b] + t) * static_cast<std::int64_t>(row) + h * c.s.dim + d;
+          bad += kp[at].bits != c.k[want].bits || vp[at].bits != c.v[want].bits;
+        }
+    }
+  CHECK(bad == 0);
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].bits != b[i].bits) return false;
+  return true;
+}
+
+// Decode over the cache: form 0 dense [batch, max_len, kv_heads, dim], 1 paged CSR, 2 paged block table.
+template <class T>
+std::vector<T> run_decode(const Cache<T>& c, const std::vector<T>& q, int splits, int form,
+                          std::vector<float>* lse_out) {
+  const Setup& s = c.s;
+  const int batch = static_cast<int>(s.lens.size());
+  attn::DecodeArgs<T> a;
+  llmk::DeviceBuffer<T> d_q(q), d_o(static_cast<std::size_t>(batch) * s.heads * s.dim);
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
+  a.q = d_q.data();
+  a.q_stride_batch = a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.o = d_o.data();
+  a.lse = d_lse.data();
+  a.batch = batch;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = attn::default_scale(s.dim);
+  attn::DecodePlan plan;
+  llmk::DeviceBuffer<T> dk, dv;
+  llmk::DeviceBuffer<int> dl;
+  llmk::Status st;
+  if (form == 0) {
+    const int max_len = std::max(1, *std::max_element(s.lens.begin(), s.lens.end()));
+    const int row = s.kv_heads * s.dim;
+    std::vector<T> k(static_cast<std::size_t>(batch) * max_len * row, T(0.0f)), v(k.size(), T(0.0f));
+    for (int b = 0; b < batch; ++b)
+      for (int t = 0; t < s.lens[b]; ++t)
+        for (int e = 0; e < row; ++e) {
+          k[(static_cast<std::size_t>(b) * max_len + t) * row + e] = c.k[(c.kv_begin[b] + t) * row + e];
+          v[(static_cast<std::size_t>(b) * max_len + t) * row + e] = c.v[(c.kv_begin[b] + t) * row + e];
+        }
+    dk = llmk::DeviceBuffer<T>(k);
+    dv = llmk::DeviceBuffer<T>(v);
+    dl = llmk::DeviceBuffer<int>(s.lens);
+    a.k = dk.data();
+    a.v = dv.data();
+    a.k_stride_batch = a.v_stride_batch = static_cast<std::int64_t>(max_len) * row;
+    a.k_stride_token = a.v_stride_token = row;
+    a.k_stride_head = a.v_stride_head = s.dim;
+    a.kv_lens = dl.data();
+    a.kv_lens_host = s.lens.data();
+    a.max_kv_len = max_len;
+    REQUIRE(attn::plan_decode(a, &plan, splits).ok());
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+    st = attn::decode(a, plan, ws.data(), ws.size(), nullptr);
+  } else {
+    const kv::PagedKv<T> pages = c.view(form == 1);
+    REQUIRE(attn::plan_decode_paged(a, pages, &plan, splits).ok());
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+    st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+  }
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  if (lse_out != nullptr) *lse_out = d_lse.to_host();
+  return d_o.to_host();
+}
+
+template <class T>
+void check_decode(const Setup& s, std::mt19937& rng, int splits) {
+  CAPTURE(s.page_size);
+  CAPTURE(s.hnd);
+  CAPTURE(s.shared_prefix);
+  CAPTURE(splits);
+  Cache<T> c;
+  make_cache<T>(c, s, rng);
+  check_read_back(c);
+  const int batch = static_cast<int>(s.lens.size());
+  const std::vector<T> q =
+      llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+  std::vector<float> lse_dense, lse_csr, lse_table;
+  const auto dense = run_decode(c, q, splits, 0, &lse_dense);
+  const auto csr = run_decode(c, q, splits, 1, &lse_csr);
+  const auto table = run_decode(c, q, splits, 2, &lse_table);
+  CHECK(same_bits(dense, csr));
+  CHECK(same_bits(dense, table));
+  CHECK(lse_dense == lse_csr);
+  CHECK(lse_dense == lse_table);
+  llmk::reference::AttentionProblem p;
+  p.q_lens.assign(batch, 1);
+  p.kv_lens = s.lens;
+  p.num_heads = s.heads;
+  p.num_kv_heads = s.kv_heads;
+  p.head_dim = s.dim;
+  p.options.softmax_scale = attn::default_scale(s.dim);
+  llmk::test::check_attention(p, q, c.k, c.v, csr, &lse_csr);
+}
+
+}  // namespace
+
+TEST_CASE("append_kv then read back; paged decode == dense decode bit for bit, both table forms") {
+  std::mt19937 rng(601);
+  const std::vector<int> page_sizes =
+      llmk::test::fast() ? std::vector<int>{1, 16} : std::vector<int>{1, 3, 8, 16, 128};
+  for (int ps : page_sizes) {
+    Setup s;
+    s.lens = {ps * 3 + 1, ps * 2 + (ps > 1 ? ps / 2 : 0), 0, 37};  // mid-page ends and an empty sequence
+    s.page_size = ps;
+    s.shared_prefix = ps * 2;  // sequence 1 shares sequence 0's first two pages
+    check_decode<f16>(s, rng, 1);
+    check_decode<f16>(s, rng, 3);
+  }
+}
+
+TEST_CASE("paged decode: HND and NHD; bf16; GQA 4 and MQA; head dim 128") {
+  std::mt19937 rng(602);
+  for (bool hnd : {false, true}) {
+    Setup s;
+    s.lens = {70, 129, 5};
+    s.page_size = 16;
+    s.hnd = hnd;
+    s.heads = 8;
+    s.kv_heads = 2;
+    s.dim = 128;
+    check_decode<bf16>(s, rng, 2);
+  }
+  Setup s;
+  s.lens = {45, 90};
+  s.page_size = 8;
+  s.heads = 4;
+  s.kv_heads = 1;
+  s.hnd = true;
+  check_decode<f16>(s, rng, 0);
+}
+
+TEST_CASE("paged (chunked) prefill: a chunk attends to the cached prefix and to itself, == dense prefill") {
+  std::mt19937 rng(603);
+  for (int ps : {3, 16}) {
+    for (bool hnd : {false, true}) {
+      Setup s;
+      s.lens = {40, 23, 1, 0};
+      s.page_size = ps;
+      s.hnd = hnd;
+      s.shared_prefix = 2 * ps;
+      CAPTURE(ps);
+      CAPTURE(hnd);
+      Cache<f16> c;
+      make_cache<f16>(c, s, rng);
+      const int batch = static_cast<int>(s.lens.size());
+      std::vector<int> q_lens(batch), cu_q(batch + 1, 0);  // the last min(len, 7) tokens are the new chunk
+      for (int b = 0; b < batch; ++b) {
+        q_lens[b] = std::min(s.lens[b], 7);
+        cu_q[b + 1] = cu_q[b] + q_lens[b];
+      }
+      const std::vector<f16> q =
+          llmk::test::random_tensor<f16>(static_cast<std::int64_t>(cu_q[batch]) * s.heads * s.dim, 1.0f, rng);
+      llmk::DeviceBuffer<f16> d_q(q), d_k(c.k), d_v(c.v);
+      llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
+      auto base = [&](f16* o, float* lse) {
+        attn::PrefillArgs<f16> a;
+        a.q = d_q.data();
+        a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.dim;
+        a.q_stride_head = a.o_stride_head = s.dim;
+        a.o = o;
+        a.lse = lse;
+        a.cu_seqlens_q = d_cu_q.data();
+        a.cu_seqlens_q_host = cu_q.data();
+        a.batch = batch;
+        a.num_heads = s.heads;
+        a.num_kv_heads = s.kv_heads;
+        a.head_dim = s.dim;
+        a.options.softmax_scale = attn::default_scale(s.dim);
+        a.options.causal = true;
+        return a;
+      };
+      const std::size_t n_out = static_cast<std::size_t>(cu_q[batch]) * s.heads * s.dim;
+      llmk::DeviceBuffer<f16> o_dense(n_out), o_paged(n_out);
+      llmk::DeviceBuffer<float> lse_dense(cu_q[batch] * s.heads), lse_paged(cu_q[batch] * s.heads);
+      attn::PrefillArgs<f16> dense = base(o_dense.data(), lse_dense.data());
+      dense.k = d_k.data();
+      dense.v = d_v.data();
+      dense.k_stride_token = dense.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
+      dense.k_stride_head = dense.v_stride_head = s.dim;
+      dense.cu_seqlens_k = d_cu_k.data();
+      dense.cu_seqlens_k_host = c.kv_begin.data();
+      REQUIRE(attn::prefill(dense, nullptr).ok());
+      for (bool csr : {true, false}) {
+        const llmk::Status st =
+            attn::prefill_paged(base(o_paged.data(), lse_paged.data()), c.view(csr), nullptr);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
+        CHECK(lse_dense.to_host() == lse_paged.to_host());
+      }
+      llmk::reference::AttentionProblem p;
+      p.q_lens = q_lens;
+      p.kv_lens = s.lens;
+      p.num_heads = s.heads;
+      p.num_kv_heads = s.kv_heads;
+      p.head_dim = s.dim;
+      p.options.softmax_scale = attn::default_scale(s.dim);
+      p.options.causal = true;
+      const std::vector<float> lse = lse_paged.to_host();
+      llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), &lse);
+    }
+  }
+}
+
+TEST_CASE("copy_pages copies K and V of every slot and head; table conversions round-trip") {
+  std::mt19937 rng(604);
+  Setup s;
+  s.lens = {50, 20};
+  s.page_size = 8;
+  s.hnd = true;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  std::vector<int> spare;  // pages no sequence uses
+  for (int p = 0; p < c.num_pages; ++p)
+    if (std::find(c.csr.indices.begin(), c.csr.indices.end(), p) == c.csr.indices.end()) spare.push_back(p);
+  const std::vector<int> src = {c.csr.indices[0], c.csr.indices[1]}, dst = {spare[0], spare[1]};
+  llmk::DeviceBuffer<int> d_src(src), d_dst(dst);
+  REQUIRE(kv::copy_pages(c.k_pool.data(), c.v_pool.data(), c.strides, s.page_size, c.num_pages, s.kv_heads,
+                         s.dim, d_src.data(), d_dst.data(), 2, nullptr)
+              .ok());
+  const std::vector<f16> kp = c.k_pool.to_host(), vp = c.v_pool.to_host();
+  for (int i = 0; i < 2; ++i) {
+    int bad = 0;
+    for (std::int64_t e = 0; e < c.strides.page; ++e)
+      bad += kp[src[i] * c.strides.page + e].bits != kp[dst[i] * c.strides.page + e].bits ||
+             vp[src[i] * c.strides.page + e].bits != vp[dst[i] * c.strides.page + e].bits;
+    CHECK(bad == 0);
+  }
+  const kv::CsrPageTable back = kv::block_table_to_csr(c.table, s.page_size);
+  CHECK(back.indptr == c.csr.indptr);
+  CHECK(back.indices == c.csr.indices);
+  CHECK(back.last_page_len == c.csr.last_page_len);
+}
+
+TEST_CASE("paged attention: bad tables are rejected; a page outside the pool is caught, never read") {
+  std::mt19937 rng(605);
+  Setup s;
+  s.lens = {20, 9};
+  s.page_size = 8;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  llmk::DeviceBuffer<f16> d_q(2 * s.heads * s.dim), d_o(2 * s.heads * s.dim);
+  attn::DecodeArgs<f16> a;
+  a.q = d_q.data();
+  a.o = d_o.data();
+  a.q_stride_batch = a.o_stride_batch = s.heads * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.batch = 2;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = 0.125f;
+  attn::DecodePlan plan;
+  auto expect = [&](const kv::PagedKv<f16>& p, const char* needle) {
+    const llmk::Status st = attn::plan_decode_paged(a, p, &plan, 1);
+    CHECK_FALSE(st.ok());
+    INFO(st.message());
+    CHECK(st.message().find(needle) != std::string::npos);
+  };
+  kv::PagedKv<f16> both = c.view(true);
+  both.block_table = c.d_table.data();
+  both.seq_lens = c.d_lens.data();
+  expect(both, "exactly one table form");
+  kv::PagedKv<f16> p = c.view(true);
+  p.page_indptr_host = nullptr;
+  expect(p, "host copies");
+  p = c.view(true);
+  std::vector<int> bad_last = c.csr.last_page_len;
+  bad_last[0] = 0;
+  p.last_page_len_host = bad_last.data();
+  expect(p, "last_page_len");
+  p = c.view(false);
+  std::vector<int> long_lens = c.table.seq_lens;
+  long_lens[1] = c.table.max_blocks * s.page_size + 1;
+  p.seq_lens_host = long_lens.data();
+  expect(p, "seq_lens");
+  p = c.view(false);
+  p.strides.slot = 12;
+  expect(p, "strides.slot");
+  attn::DecodeArgs<f16> with_k = a;
+  with_k.k = d_q.data();
+  CHECK(attn::plan_decode_paged(with_k, c.view(true), &plan, 1).message().find("paged cache") !=
+        std::string::npos);
+#if defined(LLMK_SIM)
+  // A table entry outside the pool: the kernel traps (a simulator error), nothing is read out of bounds.
+  std::vector<int> table = c.table.table;
+  table[1] = c.num_pages + 3;
+  llmk::DeviceBuffer<int> d_bad(table);
+  p = c.view(false);
+  p.block_table = d_bad.data();
+  REQUIRE(attn::plan_decode_paged(a, p, &plan, 1).ok());
+  const llmk::Status st = attn::decode_paged(a, p, plan, nullptr, 0, nullptr);
+  CHECK(st.code() == llmk::Status::Code::kSimulatorError);
+  CHECK(st.message().find("__trap") != std::string::npos);
+#endif
+}
