@@ -455,3 +455,217 @@ TEST_CASE("paged attention: bad tables are rejected; a page outside the pool is 
   CHECK(st.message().find("__trap") != std::string::npos);
 #endif
 }
+
+namespace {
+
+// A quantized copy of a plain cache: the same pages and tables, codes written by append_kv<T, Code> with
+// `mode`; returns the dequantized logical K/V (T(float(code) * scale), what the kernels compute with).
+template <class T, class Code>
+struct QuantCache {
+  llmk::DeviceBuffer<Code> k_pool, v_pool;
+  llmk::DeviceBuffer<float> k_scales, v_scales;
+  kv::KvScale mode = kv::KvScale::kNone;
+  std::vector<T> k_deq, v_deq;
+
+  kv::PagedKv<T, Code> view(const Cache<T>& c, bool csr_form) const {
+    const kv::PagedKv<T> plain = c.view(csr_form);
+    kv::PagedKv<T, Code> p;
+    p.k_pages = k_pool.data();
+    p.v_pages = v_pool.data();
+    p.scale_mode = mode;
+    p.k_scales = k_scales.data();
+    p.v_scales = v_scales.data();
+    p.strides = plain.strides;
+    p.page_size = plain.page_size;
+    p.num_pages = plain.num_pages;
+    p.page_indptr = plain.page_indptr;
+    p.page_indices = plain.page_indices;
+    p.last_page_len = plain.last_page_len;
+    p.page_indptr_host = plain.page_indptr_host;
+    p.last_page_len_host = plain.last_page_len_host;
+    p.block_table = plain.block_table;
+    p.max_blocks_per_seq = plain.max_blocks_per_seq;
+    p.seq_lens = plain.seq_lens;
+    p.seq_lens_host = plain.seq_lens_host;
+    return p;
+  }
+};
+
+template <class T, class Code>
+void make_quant_cache(QuantCache<T, Code>& qc, const Cache<T>& c, kv::KvScale mode, double* max_rel_err) {
+  const Setup& s = c.s;
+  const int batch = static_cast<int>(s.lens.size()), row = s.kv_heads * s.dim;
+  qc.mode = mode;
+  const std::size_t pool = static_cast<std::size_t>(c.num_pages) * c.strides.page;
+  qc.k_pool = llmk::DeviceBuffer<Code>(pool);
+  qc.v_pool = llmk::DeviceBuffer<Code>(pool);
+  // Static scales (per head / per tensor) from the absmax of the data, as a calibration would give.
+  const double qmax =
+      std::is_same_v<Code, std::int8_t> ? 127.0 : (std::is_same_v<Code, llmk::float8_e4m3> ? 448.0 : 57344.0);
+  const int n_static = mode == kv::KvScale::kPerHead ? s.kv_heads : 1;
+  std::vector<float> ks(mode == kv::KvScale::kPerTokenHead
+                            ? static_cast<std::size_t>(c.num_pages) * s.page_size * s.kv_heads
+                            : n_static,
+                        0.0f),
+      vs(ks.size(), 0.0f);
+  if (mode != kv::KvScale::kPerTokenHead) {
+    for (std::size_t i = 0; i < c.k.size(); ++i) {
+      const int h = mode == kv::KvScale::kPerHead ? static_cast<int>((i / s.dim) % s.kv_heads) : 0;
+      ks[h] = std::max(ks[h], std::fabs(c.k[i].to_float()) / static_cast<float>(qmax));
+      vs[h] = std::max(vs[h], std::fabs(c.v[i].to_float()) / static_cast<float>(qmax));
+    }
+  }
+  qc.k_scales = llmk::DeviceBuffer<float>(ks);
+  qc.v_scales = llmk::DeviceBuffer<float>(vs);
+  std::vector<std::int64_t> slots;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < s.lens[b]; ++t)
+      slots.push_back(static_cast<std::int64_t>(c.csr.indices[c.csr.indptr[b] + t / s.page_size]) *
+                          s.page_size +
+                      t % s.page_size);
+  llmk::DeviceBuffer<T> d_k(c.k), d_v(c.v);
+  llmk::DeviceBuffer<std::int64_t> d_slots(slots);
+  kv::AppendArgs<T, Code> a;
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.k_stride_token = a.v_stride_token = row;
+  a.k_stride_head = a.v_stride_head = s.dim;
+  a.slot_mapping = d_slots.data();
+  a.num_tokens = static_cast<int>(slots.size());
+  a.kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.k_pages = qc.k_pool.data();
+  a.v_pages = qc.v_pool.data();
+  a.strides = c.strides;
+  a.page_size = s.page_size;
+  a.num_pages = c.num_pages;
+  a.scale_mode = mode;
+  a.k_scales = qc.k_scales.data();
+  a.v_scales = qc.v_scales.data();
+  const llmk::Status st = kv::append_kv(a, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  // Read back and dequantize; the error against the written values is the quantization error.
+  const std::vector<Code> kp = qc.k_pool.to_host(), vp = qc.v_pool.to_host();
+  const std::vector<float> ksc = qc.k_scales.to_host(), vsc = qc.v_scales.to_host();
+  qc.k_deq.assign(c.k.size(), T(0.0f));
+  qc.v_deq.assign(c.v.size(), T(0.0f));
+  *max_rel_err = 0.0;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < s.lens[b]; ++t) {
+      const int page = c.csr.indices[c.csr.indptr[b] + t / s.page_size], slot = t % s.page_size;
+      for (int h = 0; h < s.kv_heads; ++h) {
+        const std::size_t si = mode == kv::KvScale::kPerTokenHead
+                                   ? (static_cast<std::size_t>(page) * s.page_size + slot) * s.kv_heads + h
+                                   : (mode == kv::KvScale::kPerHead ? h : 0);
+        for (int d = 0; d < s.dim; ++d) {
+          const std::int64_t at = page * c.strides.page + slot * c.strides.slot + h * c.strides.head + d;
+          const std::size_t li = (static_cast<std::size_t>(c.kv_begin[b]) + t) * row + h * s.dim + d;
+          qc.k_deq[li] = T(static_cast<float>(kp[at]) * ksc[si]);
+          qc.v_deq[li] = T(static_cast<float>(vp[at]) * vsc[si]);
+          // Error relative to the row's scale range (qmax * scale): half a step for int8, 2^-4 / 2^-3 for
+          // fp8.
+          *max_rel_err = std::max(*max_rel_err,
+                                  std::fabs(qc.k_deq[li].to_float() - c.k[li].to_float()) / (qmax * ksc[si]));
+        }
+      }
+    }
+}
+
+template <class T, class Code>
+void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
+  Setup s;
+  s.lens = {70, 33, 0, 9};
+  s.page_size = 16;
+  s.heads = 4;
+  s.kv_heads = 2;
+  Cache<T> c;
+  make_cache<T>(c, s, rng);
+  QuantCache<T, Code> qc;
+  double rel = 0.0;
+  make_quant_cache(qc, c, mode, &rel);
+  INFO("quantization error / (qmax * scale) = " << rel);
+  CHECK(rel <= rel_bound);
+  // Decode over the quantized cache == dense decode over the dequantized values (bit for bit), both forms.
+  Cache<T> deq;
+  deq.s = s;
+  deq.kv_begin = c.kv_begin;
+  deq.k = qc.k_deq;
+  deq.v = qc.v_deq;
+  const int batch = static_cast<int>(s.lens.size());
+  const std::vector<T> q =
+      llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+  std::vector<float> lse_dense;
+  const std::vector<T> dense = run_decode(deq, q, 2, 0, &lse_dense);
+  for (bool csr : {true, false}) {
+    attn::DecodeArgs<T> a;
+    llmk::DeviceBuffer<T> d_q(q), d_o(dense.size());
+    llmk::DeviceBuffer<float> d_lse(lse_dense.size());
+    a.q = d_q.data();
+    a.q_stride_batch = a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.dim;
+    a.q_stride_head = a.o_stride_head = s.dim;
+    a.o = d_o.data();
+    a.lse = d_lse.data();
+    a.batch = batch;
+    a.num_heads = s.heads;
+    a.num_kv_heads = s.kv_heads;
+    a.head_dim = s.dim;
+    a.options.softmax_scale = attn::default_scale(s.dim);
+    const kv::PagedKv<T, Code> pages = qc.view(c, csr);
+    attn::DecodePlan plan;
+    REQUIRE(attn::plan_decode_paged(a, pages, &plan, 2).ok());
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+    const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(same_bits(dense, d_o.to_host()));
+    CHECK(lse_dense == d_lse.to_host());
+  }
+  llmk::reference::AttentionProblem p;
+  p.q_lens.assign(batch, 1);
+  p.kv_lens = s.lens;
+  p.num_heads = s.heads;
+  p.num_kv_heads = s.kv_heads;
+  p.head_dim = s.dim;
+  p.options.softmax_scale = attn::default_scale(s.dim);
+  llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, dense, &lse_dense);
+  // Chunked prefill over the quantized cache == dense prefill over the dequantized values.
+  std::vector<int> cu_q(batch + 1, 0);
+  for (int b = 0; b < batch; ++b) cu_q[b + 1] = cu_q[b] + std::min(s.lens[b], 5);
+  const std::vector<T> qp =
+      llmk::test::random_tensor<T>(static_cast<std::int64_t>(cu_q[batch]) * s.heads * s.dim, 1.0f, rng);
+  llmk::DeviceBuffer<T> d_qp(qp), d_kd(qc.k_deq), d_vd(qc.v_deq), o1(qp.size()), o2(qp.size());
+  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
+  attn::PrefillArgs<T> a;
+  a.q = d_qp.data();
+  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.cu_seqlens_q = d_cu_q.data();
+  a.cu_seqlens_q_host = cu_q.data();
+  a.batch = batch;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = attn::default_scale(s.dim);
+  a.options.causal = true;
+  a.o = o1.data();
+  REQUIRE(attn::prefill_paged(a, qc.view(c, false), nullptr).ok());
+  a.o = o2.data();
+  a.k = d_kd.data();
+  a.v = d_vd.data();
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
+  a.k_stride_head = a.v_stride_head = s.dim;
+  a.cu_seqlens_k = d_cu_k.data();
+  a.cu_seqlens_k_host = c.kv_begin.data();
+  REQUIRE(attn::prefill(a, nullptr).ok());
+  CHECK(same_bits(o1.to_host(), o2.to_host()));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "quantized KV: int8 per token-head and per head, fp8 e4m3 / e5m2; append quantizes, kernels dequantize") {
+  std::mt19937 rng(606);
+  check_quantized<f16, std::int8_t>(kv::KvScale::kPerTokenHead, 0.5 / 127 + 1e-3, rng);
+  check_quantized<bf16, std::int8_t>(kv::KvScale::kPerHead, 0.5 / 127 + 4e-3, rng);
+  check_quantized<f16, llmk::float8_e4m3>(kv::KvScale::kPerTensor, 1.0 / 16 + 1e-3, rng);
+  check_quantized<f16, llmk::float8_e5m2>(kv::KvScale::kPerHead, 1.0 / 8 + 1e-3, rng);
+}

@@ -129,25 +129,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     return args.q + static_cast<std::int64_t>(b) * args.q_stride_batch +
            static_cast<std::int64_t>(head0 + r) * args.q_stride_head;
   };
-  auto load_kv = [&](int tile, int slot) {
-    const int key0 = key_begin + tile * Bc;
-    auto k_row = [&](int r) -> const T* {
-      return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
-    };
-    auto v_row = [&](int r) -> const T* {
-      return key0 + r < key_end ? kv.v_row(b, kv_head, key0 + r) : nullptr;
-    };
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
-  };
-
-  detail::load_rows_async<kRows, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (s < tiles) load_kv(s, s);
-    arch::cp_async_commit();
-  }
-
   // Every head sees the same keys (one query position); the split's range is the mask.
   detail::RowRanges<1> ranges;
   ranges.first[0][0] = ranges.first[0][1] = key_begin;
@@ -161,21 +142,56 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   FragmentSoftmax<1> softmax;
   softmax.init();
 
-  for (int i = 0; i < tiles; ++i) {
-    arch::cp_async_wait<S - 2>();
-    __syncthreads();
-    if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S);
-    arch::cp_async_commit();
-
-    const int warp_key0 = key_begin + i * Bc + warp * 16;
-    if (warp_key0 >= key_end) continue;  // this warp's keys of the last tile are all past the end
-    const T* k_tile = k_ring + (i % S) * Bc * P + warp * 16 * P;
-    const T* v_tile = v_ring + (i % S) * Bc * P + warp * 16 * P;
+  // One K/V tile in shared memory (keys tile_key0..): this warp's 16 keys of it.
+  auto attend = [&](const T* k_tile, const T* v_tile, int tile_key0) {
+    const int warp_key0 = tile_key0 + warp * 16;
+    if (warp_key0 >= key_end) return;  // this warp's keys of the last tile are all past the end
     float s[1][2][4];
-    detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile, lane, s);
+    detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile + warp * 16 * P, lane, s);
     detail::transform_scores(s, transform, warp_key0 + 16 > key_end, warp_key0, ranges, lane);
     softmax.update(s, o);
-    detail::accumulate_pv<T, 1, 2, kD8, P>(s, v_tile, lane, o);
+    detail::accumulate_pv<T, 1, 2, kD8, P>(s, v_tile + warp * 16 * P, lane, o);
+  };
+
+  detail::load_rows_async<kRows, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
+  if constexpr (detail::IsQuantizedKv<Kv>::value) {
+    // Quantized cache: the next tile's codes are loaded into registers while this one computes, then
+    // dequantized into the first ring slot.
+    arch::cp_async_commit();
+    detail::QuantizedTileLoader<T, typename Kv::Stored, Bc, D, P, Cfg::kThreads> codes;
+    if (tiles > 0) codes.load(kv, b, kv_head, key_begin, key_end, tid);
+    for (int i = 0; i < tiles; ++i) {
+      arch::cp_async_wait_all();
+      __syncthreads();  // the slot is free (previous tile computed) and Q has landed
+      codes.store(k_ring, v_ring, tid);
+      if (i + 1 < tiles) codes.load(kv, b, kv_head, key_begin + (i + 1) * Bc, key_end, tid);
+      __syncthreads();
+      attend(k_ring, v_ring, key_begin + i * Bc);
+    }
+  } else {
+    auto load_kv = [&](int tile, int slot) {
+      const int key0 = key_begin + tile * Bc;
+      auto k_row = [&](int r) -> const T* {
+        return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
+      };
+      auto v_row = [&](int r) -> const T* {
+        return key0 + r < key_end ? kv.v_row(b, kv_head, key0 + r) : nullptr;
+      };
+      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
+      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < tiles) load_kv(s, s);
+      arch::cp_async_commit();
+    }
+    for (int i = 0; i < tiles; ++i) {
+      arch::cp_async_wait<S - 2>();
+      __syncthreads();
+      if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S);
+      arch::cp_async_commit();
+      attend(k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
+    }
   }
   softmax.reduce_sums();
 
@@ -462,13 +478,13 @@ Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, voi
 
 /// Plans decode_paged_with_config(): as plan_decode_with_config, with the lengths taken from the page table.
 /// args.k, args.v and args.kv_lens must be null (args.max_kv_len is ignored).
-template <class T, class Cfg>
-Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages,
+template <class T, class Cfg, class Code = T>
+Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                      DecodePlan* plan, int num_splits = 0) {
   if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   LLMK_RETURN_IF_ERROR(detail::validate_decode(args, /*dense_kv=*/false));
-  kvcache::PagedKv<T> view = pages;
+  kvcache::PagedKv<T, Code> view = pages;
   int max_len = 0;
   LLMK_RETURN_IF_ERROR(
       kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, &max_len));
@@ -483,17 +499,17 @@ Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::P
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode_paged(a, pages, &plan));
 ///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::decode_paged(a, pages, plan, ws.data(), ws.size(), stream));
-template <class T, class Cfg>
-Status decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages,
+template <class T, class Cfg, class Code = T>
+Status decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                 const DecodePlan& plan, void* workspace, std::size_t workspace_bytes,
                                 cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   LLMK_RETURN_IF_ERROR(detail::validate_decode(args, /*dense_kv=*/false));
-  kvcache::PagedKv<T> view = pages;
+  kvcache::PagedKv<T, Code> view = pages;
   LLMK_RETURN_IF_ERROR(
       kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
-  return detail::launch_decode<T, Cfg>(args, plan, workspace, workspace_bytes, detail::PagedKvRows<T>{view},
-                                       stream);
+  return detail::launch_decode<T, Cfg>(args, plan, workspace, workspace_bytes,
+                                       detail::PagedKvRows<T, Code>{view}, stream);
 }
 
 /// plan_decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles.
@@ -515,21 +531,21 @@ Status decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace
 }
 
 /// plan_decode_paged_with_config() for the runtime head dims.
-template <class T>
-Status plan_decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages, DecodePlan* plan,
+template <class T, class Code>
+Status plan_decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages, DecodePlan* plan,
                          int num_splits = 0) {
   return detail::dispatch_head_dim(args.head_dim, detail::kPagedDecodeInstantiation, [&](auto dim) {
-    return plan_decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(args, pages, plan,
-                                                                                       num_splits);
+    return plan_decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>, Code>(
+        args, pages, plan, num_splits);
   });
 }
 
 /// decode_paged_with_config() for the runtime head dims.
-template <class T>
-Status decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T>& pages, const DecodePlan& plan,
+template <class T, class Code>
+Status decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages, const DecodePlan& plan,
                     void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   return detail::dispatch_head_dim(args.head_dim, detail::kPagedDecodeInstantiation, [&](auto dim) {
-    return decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(
+    return decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>, Code>(
         args, pages, plan, workspace, workspace_bytes, stream);
   });
 }

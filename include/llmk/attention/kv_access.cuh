@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "llmk/config.cuh"
+#include "llmk/core/numeric.cuh"
+#include "llmk/core/vector.cuh"
 #include "llmk/kvcache/paged_kv.cuh"
 
 namespace llmk::attention::detail {
@@ -63,21 +66,101 @@ struct BatchedKv {
 };
 
 /// A paged cache: rows through the page table (a bad page index zero-fills after the checked-build trap).
-template <class T>
+/// For a quantized cache (Code != T) the kernels take the quantized path: k_code_row / v_code_row give the
+/// codes and their scale, and the tile is dequantized into shared memory as T.
+template <class T, class Code = T>
 struct PagedKvRows {
-  kvcache::PagedKv<T> pages;
+  static constexpr bool kQuantized = !std::is_same_v<T, Code>;
+  using Stored = Code;
+  kvcache::PagedKv<T, Code> pages;
 
   LLMK_DEVICE int length(int b) const { return pages.length(b); }
-  LLMK_DEVICE const T* k_row(int b, int head, int key) const {
+  LLMK_DEVICE const Code* k_row(int b, int head, int key) const {
     const std::int64_t off = pages.row_offset(b, head, key);
     return off < 0 ? nullptr : pages.k_pages + off;
   }
-  LLMK_DEVICE const T* v_row(int b, int head, int key) const {
+  LLMK_DEVICE const Code* v_row(int b, int head, int key) const {
     const std::int64_t off = pages.row_offset(b, head, key);
     return off < 0 ? nullptr : pages.v_pages + off;
   }
-  LLMK_DEVICE const T* any_k() const { return pages.k_pages; }
-  LLMK_DEVICE const T* any_v() const { return pages.v_pages; }
+  LLMK_DEVICE const Code* any_k() const { return pages.k_pages; }
+  LLMK_DEVICE const Code* any_v() const { return pages.v_pages; }
+
+  /// The K and V codes of token `key` (nullptr for a bad page) and their scales.
+  LLMK_DEVICE void code_rows(int b, int head, int key, const Code*& k, const Code*& v, float& k_scale,
+                             float& v_scale) const {
+    const int ps = pages.page_size;
+    const int logical = pages.page_shift >= 0 ? key >> pages.page_shift : key / ps;
+    const int slot = pages.page_shift >= 0 ? key & (ps - 1) : key - logical * ps;
+    const int p = pages.physical_page(b, logical);
+    if (p < 0) {
+      k = v = nullptr;
+      k_scale = v_scale = 0.0f;
+      return;
+    }
+    const std::int64_t off = static_cast<std::int64_t>(p) * pages.strides.page +
+                             static_cast<std::int64_t>(slot) * pages.strides.slot +
+                             static_cast<std::int64_t>(head) * pages.strides.head;
+    k = pages.k_pages + off;
+    v = pages.v_pages + off;
+    k_scale = pages.scale(pages.k_scales, p, slot, head);
+    v_scale = pages.scale(pages.v_scales, p, slot, head);
+  }
+};
+
+/// Whether an accessor reads a quantized cache (only PagedKvRows<T, 8-bit code> does).
+template <class Kv>
+struct IsQuantizedKv : std::false_type {};
+template <class T, class Code>
+struct IsQuantizedKv<PagedKvRows<T, Code>> : std::bool_constant<PagedKvRows<T, Code>::kQuantized> {};
+
+/// Register-staged loads of a quantized K/V tile: kRows rows of kDim codes, 16 codes per chunk, kThreads
+/// threads. load() issues the global loads (kept in registers while the previous tile computes); store()
+/// dequantizes (float(code) * scale, rounded to T) into the T tiles the mma path reads.
+template <class T, class Code, int kRows, int kDim, int kPitch, int kThreads>
+struct QuantizedTileLoader {
+  static constexpr int kChunksPerRow = kDim / 16, kChunks = kRows * kChunksPerRow;
+  static constexpr int kPer = (kChunks + kThreads - 1) / kThreads;
+  Vector16<Code> k[kPer], v[kPer];
+  float ks[kPer], vs[kPer];
+
+  template <class Kv>
+  LLMK_DEVICE void load(const Kv& kv, int b, int head, int key0, int key_end, int tid) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = tid + i * kThreads;
+      ks[i] = vs[i] = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 16; ++e) k[i].elements[e] = v[i].elements[e] = Code{};
+      if (kChunks % kThreads != 0 && c >= kChunks) continue;
+      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
+      if (key0 + row >= key_end) continue;  // past the end: zeros
+      const Code *kr, *vr;
+      kv.code_rows(b, head, key0 + row, kr, vr, ks[i], vs[i]);
+      if (kr == nullptr) continue;
+      k[i] = load16(kr + col);
+      v[i] = load16(vr + col);
+    }
+  }
+  LLMK_DEVICE void store(T* k_tile, T* v_tile, int tid) const {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (kChunks % kThreads != 0 && c >= kChunks) break;
+      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        Vector16<T> ko, vo;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          ko.elements[e] = T(static_cast<float>(k[i].elements[8 * h + e]) * ks[i]);
+          vo.elements[e] = T(static_cast<float>(v[i].elements[8 * h + e]) * vs[i]);
+        }
+        store16(k_tile + row * kPitch + col + 8 * h, ko);
+        store16(v_tile + row * kPitch + col + 8 * h, vo);
+      }
+    }
+  }
 };
 
 }  // namespace llmk::attention::detail

@@ -119,28 +119,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int tile_begin = kv_first / Bc;
   const int tile_end = kv_first < kv_end ? ceil_div(kv_end, Bc) : tile_begin;
 
-  auto load_kv = [&](int tile, int slot) {
-    const int key0 = tile * Bc;
-    auto k_row = [&](int r) -> const T* {
-      const int key = key0 + r;
-      return key < kv_end ? kv.k_row(b, kv_head, key) : nullptr;  // past the end: zero-filled, masked below
-    };
-    auto v_row = [&](int r) -> const T* {
-      const int key = key0 + r;
-      return key < kv_end ? kv.v_row(b, kv_head, key) : nullptr;
-    };
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
-    detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
-  };
-
-  // Prologue: Q joins the first K/V group; Stages - 1 tiles in flight.
-  detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (tile_begin + s < tile_end) load_kv(tile_begin + s, s);
-    arch::cp_async_commit();
-  }
-
   // This thread's rows and their visible key ranges (padding rows copy the last real row: finite, unused).
   const int warp_row0 = warp * Cfg::kWarpRows;
   detail::RowRanges<kMmaM> ranges;
@@ -164,23 +142,61 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   FragmentSoftmax<kMmaM> softmax;
   softmax.init();
 
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int i = tile - tile_begin;
-    // Tile i has landed once at most S - 2 newer groups are pending; the barrier publishes every thread's
-    // copies and guarantees the slot refilled below (read in iteration i - 1) is free.
-    arch::cp_async_wait<S - 2>();
-    __syncthreads();
-    if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S);
-    arch::cp_async_commit();
-
-    const T* k_tile = k_ring + (i % S) * Bc * P;
-    const T* v_tile = v_ring + (i % S) * Bc * P;
+  // One K/V tile (keys tile * Bc ..) in shared memory: S = Q K^T, mask, online softmax, O += P V.
+  auto attend = [&](const T* k_tile, const T* v_tile, int tile) {
     float s[kMmaM][kN8][4];
     detail::compute_scores<T, kMmaM, kN8, D, P>(q_tile + warp_row0 * P, k_tile, lane, s);
     const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
     detail::transform_scores(s, transform, masked, tile * Bc, ranges, lane);
     softmax.update(s, o);
     detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_tile, lane, o);
+  };
+
+  detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
+  if constexpr (detail::IsQuantizedKv<Kv>::value) {
+    // Quantized cache: the next tile's codes are loaded into registers while this one computes, then
+    // dequantized into the first ring slot.
+    arch::cp_async_commit();
+    detail::QuantizedTileLoader<T, typename Kv::Stored, Bc, D, P, Cfg::kThreads> codes;
+    if (tile_begin < tile_end) codes.load(kv, b, kv_head, tile_begin * Bc, kv_end, tid);
+    for (int tile = tile_begin; tile < tile_end; ++tile) {
+      arch::cp_async_wait_all();
+      __syncthreads();  // the slot is free (previous tile computed) and Q has landed
+      codes.store(k_ring, v_ring, tid);
+      if (tile + 1 < tile_end) codes.load(kv, b, kv_head, (tile + 1) * Bc, kv_end, tid);
+      __syncthreads();
+      attend(k_ring, v_ring, tile);
+    }
+  } else {
+    auto load_kv = [&](int tile, int slot) {
+      const int key0 = tile * Bc;
+      auto k_row = [&](int r) -> const T* {
+        const int key = key0 + r;
+        return key < kv_end ? kv.k_row(b, kv_head, key) : nullptr;  // past the end: zero-filled, masked below
+      };
+      auto v_row = [&](int r) -> const T* {
+        const int key = key0 + r;
+        return key < kv_end ? kv.v_row(b, kv_head, key) : nullptr;
+      };
+      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
+      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
+    };
+    // Prologue: Q joins the first K/V group; Stages - 1 tiles in flight.
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (tile_begin + s < tile_end) load_kv(tile_begin + s, s);
+      arch::cp_async_commit();
+    }
+    for (int tile = tile_begin; tile < tile_end; ++tile) {
+      const int i = tile - tile_begin;
+      // Tile i has landed once at most S - 2 newer groups are pending; the barrier publishes every thread's
+      // copies and guarantees the slot refilled below (read in iteration i - 1) is free.
+      arch::cp_async_wait<S - 2>();
+      __syncthreads();
+      if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S);
+      arch::cp_async_commit();
+      attend(k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, tile);
+    }
   }
 
   softmax.reduce_sums();
@@ -335,16 +351,16 @@ Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
 ///   llmk::kvcache::PagedKv<llmk::half> pages;   // pools, strides, page_size, num_pages, one table form
 ///   a.q = chunk_q; a.cu_seqlens_q = ...; a.options.causal = true;
 ///   llmk::Status s = llmk::attention::prefill_paged(a, pages, stream);
-template <class T, class Cfg>
-Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T>& pages,
+template <class T, class Cfg, class Code = T>
+Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                  cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
   LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len, /*dense_kv=*/false));
-  kvcache::PagedKv<T> view = pages;
+  kvcache::PagedKv<T, Code> view = pages;
   LLMK_RETURN_IF_ERROR(
       kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
-  return detail::launch_prefill<T, Cfg>(args, max_q_len, detail::PagedKvRows<T>{view}, stream);
+  return detail::launch_prefill<T, Cfg>(args, max_q_len, detail::PagedKvRows<T, Code>{view}, stream);
 }
 
 /// Prefill attention for the runtime head dims {64, 96, 128, 256} with the default tiles; any other head dim
@@ -358,11 +374,13 @@ Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
 }
 
 /// prefill_paged_with_config() for the runtime head dims {64, 96, 128, 256}.
-template <class T>
-Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T>& pages, cudaStream_t stream) {
+template <class T, class Code>
+Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
+                     cudaStream_t stream) {
   return detail::dispatch_head_dim(
       args.head_dim, "prefill_paged_with_config<T, DefaultPrefillConfig<", [&](auto dim) {
-        return prefill_paged_with_config<T, DefaultPrefillConfig<decltype(dim)::value>>(args, pages, stream);
+        return prefill_paged_with_config<T, DefaultPrefillConfig<decltype(dim)::value>, Code>(args, pages,
+                                                                                              stream);
       });
 }
 

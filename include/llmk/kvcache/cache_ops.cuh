@@ -20,22 +20,29 @@
 #include "llmk/core/status.cuh"
 #include "llmk/core/vector.cuh"
 #include "llmk/kvcache/paged_kv.cuh"
+#include "llmk/quant/scheme.cuh"
 
 namespace llmk::kvcache {
 
 /// Arguments of append_kv. New K/V: [num_tokens, kv_heads, head_dim] with strides (elements); slot_mapping
 /// [num_tokens] (device, int64): token t goes to page slot_mapping[t] / page_size, offset % page_size.
-template <class T>
+/// Quantized caches (Code = int8_t, float8_e4m3, float8_e5m2) quantize on write with llmk::quant's symmetric
+/// scheme: kPerTokenHead computes each row's scale from its absmax and WRITES it to k_scales / v_scales
+/// [num_pages * page_size * kv_heads]; kPerHead / kPerTensor READ the given (calibrated) scales.
+template <class T, class Code = T>
 struct AppendArgs {
   const T* k = nullptr;
   const T* v = nullptr;
   std::int64_t k_stride_token = 0, k_stride_head = 0, v_stride_token = 0, v_stride_head = 0;
   const std::int64_t* slot_mapping = nullptr;
   int num_tokens = 0, kv_heads = 0, head_dim = 0;
-  T* k_pages = nullptr;
-  T* v_pages = nullptr;
+  Code* k_pages = nullptr;
+  Code* v_pages = nullptr;
   PageStrides strides;
   int page_size = 0, num_pages = 0;
+  KvScale scale_mode = KvScale::kNone;
+  float* k_scales = nullptr;
+  float* v_scales = nullptr;
 };
 
 namespace detail {
@@ -50,9 +57,37 @@ LLMK_DEVICE bool checked_index(long long index, long long limit) {
 
 }  // namespace detail
 
-/// One warp per (token, head) row, grid-stride.
-template <class T>
-__global__ void __launch_bounds__(256) append_kv_kernel(AppendArgs<T> a) {
+namespace detail {
+
+// Quantizes this lane's 8 values of a row (lanes past head_dim hold zeros) and returns the row's scale:
+// from the row's absmax (kPerTokenHead) or the given scale.
+template <class Code>
+LLMK_DEVICE float quantize_row8(const float (&x)[8], KvScale mode, const float* scales, int head,
+                                Code (&q)[8]) {
+  using Q = quant::Quantizer<Code, quant::Symmetric, quant::PerToken>;
+  quant::QuantParams p{1.0f, 0};
+  if (mode == KvScale::kPerTokenHead) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(x[e]));
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    p = Q::params_from_absmax(amax);
+  } else {
+    p.scale = scales[mode == KvScale::kPerHead ? head : 0];
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) q[e] = static_cast<Code>(Q::quantize(x[e], p));
+  return p.scale;
+}
+
+}  // namespace detail
+
+/// One warp per (token, head) row, grid-stride. Rows are whole warps, so the per-row reductions are
+/// warp-uniform.
+template <class T, class Code>
+__global__ void __launch_bounds__(256) append_kv_kernel(AppendArgs<T, Code> a) {
+  constexpr bool kQuantized = !std::is_same_v<T, Code>;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const long long rows = static_cast<long long>(a.num_tokens) * a.kv_heads;
   const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
@@ -66,9 +101,42 @@ __global__ void __launch_bounds__(256) append_kv_kernel(AppendArgs<T> a) {
     const std::int64_t dst = page * a.strides.page + offset * a.strides.slot + head * a.strides.head;
     const T* ks = a.k + token * a.k_stride_token + static_cast<std::int64_t>(head) * a.k_stride_head;
     const T* vs = a.v + token * a.v_stride_token + static_cast<std::int64_t>(head) * a.v_stride_head;
-    for (int c = lane * 8; c < a.head_dim; c += 32 * 8) {
-      store16(a.k_pages + dst + c, load16(ks + c));
-      store16(a.v_pages + dst + c, load16(vs + c));
+    if constexpr (!kQuantized) {
+      for (int c = lane * 8; c < a.head_dim; c += 32 * 8) {
+        store16(a.k_pages + dst + c, load16(ks + c));
+        store16(a.v_pages + dst + c, load16(vs + c));
+      }
+    } else {
+      // head_dim <= 256: one chunk of 8 values per lane.
+      const int c = lane * 8;
+      const bool mine = c < a.head_dim;
+      float kx[8] = {}, vx[8] = {};
+      if (mine) {
+        const Vector16<T> kr = load16(ks + c), vr = load16(vs + c);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          kx[e] = static_cast<float>(kr.elements[e]);
+          vx[e] = static_cast<float>(vr.elements[e]);
+        }
+      }
+      Code kq[8], vq[8];
+      const float k_scale = detail::quantize_row8(kx, a.scale_mode, a.k_scales, head, kq);
+      const float v_scale = detail::quantize_row8(vx, a.scale_mode, a.v_scales, head, vq);
+      if (mine) {
+        Vector8<Code> ko, vo;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          ko.elements[e] = kq[e];
+          vo.elements[e] = vq[e];
+        }
+        store8(a.k_pages + dst + c, ko);
+        store8(a.v_pages + dst + c, vo);
+      }
+      if (a.scale_mode == KvScale::kPerTokenHead && lane == 0) {
+        const std::int64_t at = (page * a.page_size + offset) * a.kv_heads + head;
+        a.k_scales[at] = k_scale;
+        a.v_scales[at] = v_scale;
+      }
     }
   }
 }
@@ -125,12 +193,33 @@ inline Status check_pool(const void* k_pages, const void* v_pages, const PageStr
 ///   a.k_pages = k_pool; a.v_pages = v_pool; a.strides = llmk::kvcache::make_nhd_strides(16, H_kv, D);
 ///   a.page_size = 16; a.num_pages = pool_pages;
 ///   llmk::Status s = llmk::kvcache::append_kv(a, stream);
-template <class T>
-Status append_kv(const AppendArgs<T>& a, cudaStream_t stream) {
+template <class T, class Code>
+Status append_kv(const AppendArgs<T, Code>& a, cudaStream_t stream) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
                 "append_kv: llmk::half or llmk::bfloat16");
   LLMK_RETURN_IF_ERROR(
       detail::check_pool(a.k_pages, a.v_pages, a.strides, a.page_size, a.num_pages, a.kv_heads, a.head_dim));
+  if constexpr (std::is_same_v<T, Code>) {
+    if (a.scale_mode != KvScale::kNone)
+      return Status::invalid_argument("scale_mode", "must be kNone for an unquantized cache");
+  } else {
+    constexpr bool kInt8 = std::is_same_v<Code, std::int8_t>;
+    static_assert(kInt8 || std::is_same_v<Code, float8_e4m3> || std::is_same_v<Code, float8_e5m2>,
+                  "quantized KV codes: int8_t, float8_e4m3, float8_e5m2");
+    const bool ok = kInt8 ? (a.scale_mode == KvScale::kPerTokenHead || a.scale_mode == KvScale::kPerHead)
+                          : (a.scale_mode == KvScale::kPerTensor || a.scale_mode == KvScale::kPerHead);
+    if (!ok)
+      return Status::invalid_argument("scale_mode", kInt8
+                                                        ? "int8 caches take kPerTokenHead or kPerHead scales"
+                                                        : "fp8 caches take kPerTensor or kPerHead scales");
+    if (a.k_scales == nullptr || a.v_scales == nullptr)
+      return Status::invalid_argument("k_scales/v_scales", "must not be null for a quantized cache");
+    if (a.head_dim % 16 != 0 || a.head_dim > 256)
+      return Status::invalid_argument("head_dim", "must be a multiple of 16 up to 256 for an 8-bit cache");
+    if (a.strides.page % 16 != 0 || a.strides.slot % 16 != 0 || a.strides.head % 16 != 0)
+      return Status::invalid_argument("strides",
+                                      "must be multiples of 16 codes (16 bytes) for an 8-bit cache");
+  }
   if (a.num_tokens < 0)
     return Status::invalid_argument("num_tokens", str_cat("must be >= 0, got ", a.num_tokens));
   if (a.num_tokens == 0) return {};
@@ -138,13 +227,14 @@ Status append_kv(const AppendArgs<T>& a, cudaStream_t stream) {
   if (reinterpret_cast<std::uintptr_t>(a.k) % 16 != 0 || reinterpret_cast<std::uintptr_t>(a.v) % 16 != 0)
     return Status::invalid_argument("k/v", "must be 16-byte aligned");
   if (a.slot_mapping == nullptr) return Status::invalid_argument("slot_mapping", "must not be null");
-  for (std::int64_t s : {a.k_stride_token, a.k_stride_head, a.v_stride_token, a.v_stride_head})
+  const std::int64_t row_strides[] = {a.k_stride_token, a.k_stride_head, a.v_stride_token, a.v_stride_head};
+  for (std::int64_t s : row_strides)
     if (s <= 0 || s % 8 != 0)
       return Status::invalid_argument("k/v strides",
                                       "must be positive multiples of 8 elements (16-byte rows)");
   const long long rows = static_cast<long long>(a.num_tokens) * a.kv_heads;
   const unsigned blocks = static_cast<unsigned>(min<long long>(ceil_div<long long>(rows, 8), 65535));
-  return launch(append_kv_kernel<T>, dim3(blocks), dim3(256), 0, stream, a);
+  return launch(append_kv_kernel<T, Code>, dim3(blocks), dim3(256), 0, stream, a);
 }
 
 /// Copies pages src[i] -> dst[i] for i < num_pairs (device arrays), K and V, every slot and head: the

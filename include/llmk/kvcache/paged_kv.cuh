@@ -23,8 +23,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "llmk/config.cuh"
+#include "llmk/core/numeric.cuh"
 #include "llmk/core/status.cuh"
 
 namespace llmk::kvcache {
@@ -44,11 +46,26 @@ constexpr PageStrides make_hnd_strides(int page_size, int kv_heads, int head_dim
           static_cast<std::int64_t>(page_size) * head_dim};
 }
 
+/// Scales of a quantized cache (value = code * scale, symmetric):
+///   kPerTensor     k_scales[0]                                       (fp8)
+///   kPerHead       k_scales[head]                                    (int8, fp8)
+///   kPerTokenHead  k_scales[(page * page_size + slot) * kv_heads + head], written by append_kv  (int8)
+enum class KvScale { kNone, kPerTensor, kPerHead, kPerTokenHead };
+
 /// A paged KV cache and the page tables of a batch (device pointers, plus host copies for validation).
-template <class T>
+/// T is the attention dtype (llmk::half, llmk::bfloat16); Code the stored dtype: T itself, or int8_t,
+/// float8_e4m3, float8_e5m2 for a quantized cache, dequantized as float(code) * scale and rounded to T when a
+/// tile is loaded.
+template <class T, class Code = T>
 struct PagedKv {
-  const T* k_pages = nullptr;
-  const T* v_pages = nullptr;
+  using Element = T;
+  using Stored = Code;
+  const Code* k_pages = nullptr;
+  const Code* v_pages = nullptr;
+  KvScale scale_mode = KvScale::kNone;
+  const float* k_scales = nullptr;
+  const float* v_scales = nullptr;
+  int kv_heads = 0;  // needed by kPerTokenHead (set by the launchers)
   PageStrides strides;
   int page_size = 0;
   int num_pages = 0;
@@ -89,6 +106,19 @@ struct PagedKv {
     }
     return p;
   }
+  /// Scale of the row at (physical page, slot, head) for a quantized cache.
+  LLMK_DEVICE float scale(const float* scales, std::int64_t page, int slot, int head) const {
+    switch (scale_mode) {
+      case KvScale::kPerTensor:
+        return scales[0];
+      case KvScale::kPerHead:
+        return scales[head];
+      case KvScale::kPerTokenHead:
+        return scales[(page * page_size + slot) * kv_heads + head];
+      default:
+        return 1.0f;
+    }
+  }
   /// Offset (elements) of token `key`'s row for KV head `head` of sequence b, or -1 for a bad page.
   LLMK_DEVICE std::int64_t row_offset(int b, int head, int key) const {
     const int logical = page_shift >= 0 ? key >> page_shift : key / page_size;
@@ -102,8 +132,8 @@ struct PagedKv {
 
 /// Validates a paged view for `batch` sequences with `kv_heads` heads of `head_dim` and sets its page_shift;
 /// *max_len (optional) receives the longest sequence. Uses the host copies of the table lengths.
-template <class T>
-Status validate_paged_kv(PagedKv<T>& p, int batch, int kv_heads, int head_dim, int* max_len) {
+template <class T, class Code>
+Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_dim, int* max_len) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   if (p.k_pages == nullptr) return Status::invalid_argument("pages.k_pages", "must not be null");
   if (p.v_pages == nullptr) return Status::invalid_argument("pages.v_pages", "must not be null");
@@ -121,7 +151,32 @@ Status validate_paged_kv(PagedKv<T>& p, int batch, int kv_heads, int head_dim, i
           names[i], str_cat("must be a positive multiple of 8 elements (16 bytes), got ", strides[i]));
   if (p.strides.slot < head_dim && p.strides.head < head_dim)
     return Status::invalid_argument("pages.strides", "rows of head_dim elements overlap");
-  (void)kv_heads;
+  p.kv_heads = kv_heads;
+  if constexpr (std::is_same_v<Code, T>) {
+    if (p.scale_mode != KvScale::kNone)
+      return Status::invalid_argument("pages.scale_mode", "must be kNone for an unquantized cache");
+  } else {
+    constexpr bool kInt8 = std::is_same_v<Code, std::int8_t>;
+    static_assert(kInt8 || std::is_same_v<Code, float8_e4m3> || std::is_same_v<Code, float8_e5m2>,
+                  "quantized KV codes: int8_t, float8_e4m3, float8_e5m2");
+    const bool ok = kInt8 ? (p.scale_mode == KvScale::kPerTokenHead || p.scale_mode == KvScale::kPerHead)
+                          : (p.scale_mode == KvScale::kPerTensor || p.scale_mode == KvScale::kPerHead);
+    if (!ok)
+      return Status::invalid_argument("pages.scale_mode",
+                                      kInt8 ? "int8 caches take kPerTokenHead or kPerHead scales"
+                                            : "fp8 caches take kPerTensor or kPerHead scales");
+    if (p.k_scales == nullptr || p.v_scales == nullptr)
+      return Status::invalid_argument("pages.k_scales/v_scales", "must not be null for a quantized cache");
+    if (reinterpret_cast<std::uintptr_t>(p.k_scales) % 4 != 0 ||
+        reinterpret_cast<std::uintptr_t>(p.v_scales) % 4 != 0)
+      return Status::invalid_argument("pages.k_scales/v_scales", "must be 4-byte aligned");
+    if (head_dim % 16 != 0)
+      return Status::invalid_argument("head_dim",
+                                      "must be a multiple of 16 for an 8-bit cache (16-byte rows)");
+    if (p.strides.page % 16 != 0 || p.strides.slot % 16 != 0 || p.strides.head % 16 != 0)
+      return Status::invalid_argument("pages.strides",
+                                      "must be multiples of 16 codes (16 bytes) for an 8-bit cache");
+  }
   const bool csr = p.page_indptr != nullptr || p.page_indices != nullptr || p.last_page_len != nullptr;
   const bool table = p.block_table != nullptr || p.seq_lens != nullptr;
   if (csr == table)
