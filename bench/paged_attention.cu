@@ -1,0 +1,415 @@
+// Paged KV cache throughput: split-KV decode over a paged cache (llmk/attention/decode.cuh, decode_paged)
+// next to the dense decode over the same logical data, and append_kv (llmk/kvcache/cache_ops.cuh), with a
+// device-to-device copy as the bandwidth reference. On a GPU: device time from CUDA events; in the simulator:
+// the cost of simulating it (tiny shapes only; those numbers say nothing about a GPU).
+//
+// BM_PagedDecode<T>: one query token per sequence, every sequence kv_len keys long, in an NHD page pool
+// [pages, page_size, kv_heads, d]. The pages of all sequences are taken from the pool in a shuffled order (as
+// a block allocator hands them out after some churn: logically adjacent pages are never physically adjacent).
+// Split count from the heuristic (plan_decode_paged with num_splits = 0), workspace allocated once.
+//   Arguments (named in the benchmark name): batch, kv_len, heads, kv_heads, d, page_size, csr (0: block
+//   table [batch, max_blocks] + seq_lens, vLLM's form; 1: CSR page_indptr / page_indices / last_page_len,
+//   FlashInfer's form).
+//   Counters:
+//     bytes/s    bytes = K + V of all sequences (2 * batch * kv_len * kv_heads * d * sizeof(T)) + q read + o
+//                written (batch * heads * d * sizeof(T) each). The page table (4 bytes per page, read by the
+//                blocks of every KV head: 2 MiB at page size 1, batch 64, 8192 keys) and the split partials
+//                are not counted.
+//     FLOP/s     FLOPs = 4 * batch * heads * kv_len * d (q K^T and P V); decode is memory-bound, bytes/s is
+//     the
+//                number that matters.
+//     splits     the split count plan_decode_paged chose (the same as the dense decode's for the same shape).
+//     page_size  the page size (also in the name).
+//     kv_copies  how many copies of the cache the iterations rotate through (see L2 below).
+// BM_DenseDecode<T>: the dense decode of llmk/attention/decode.cuh on a [batch, kv_len, kv_heads, d] cache of
+//   the same shape (arguments batch, kv_len, heads, kv_heads, d; counters bytes/s, FLOP/s, splits, kv_copies
+//   as above); the same bytes and FLOPs per iteration as the paged entries of that shape.
+//
+// Paged efficiency, from the JSON (--benchmark_format=json): for a BM_PagedDecode entry,
+//   efficiency = BM_PagedDecode's "bytes/s" / "bytes/s" of the BM_DenseDecode entry with the same T, batch,
+//                kv_len, heads, kv_heads and d
+// i.e. what the page indirection costs (1.0: free). FlashInfer reports about 90% of dense at page size 1; our
+// targets are in /work/shared/targets.md (the project's "what we aim to beat", Attention section). Both
+// numbers also compare against BM_DeviceCopy as bench/attention_decode.cu describes.
+//
+// BM_AppendKv<T>: append_kv of num_tokens new K and V rows [tokens, kv_heads, d] into a page-size-16 NHD pool
+// through an int64 slot_mapping. Two cases: a decode step (64 tokens, one per sequence of a batch of 64, each
+// at a random slot of its own page) and a prefill chunk (4096 consecutive tokens of one sequence, starting at
+// a random slot of its first page, over shuffled pages).
+//   Arguments: tokens, seqs, kv_heads, d, page_size.
+//   Counters: bytes/s with bytes = num_tokens * kv_heads * d * 2 (K and V) * sizeof(T), the bytes WRITTEN to
+//   the pool (the kernel also reads as many from the new rows: compare against BM_DeviceCopy's read + write
+//   bytes/s accordingly, i.e. 2x this counter is the traffic); kv_copies as below. The decode step moves
+//   256 KiB and is bound by launch latency, not bandwidth.
+//
+// BM_DeviceCopy: cudaMemcpyAsync device-to-device of a 1 GiB buffer (simulator: 1 MiB with
+// llmk::device_copy);
+//   bytes/s with bytes = 2 * size (read + written).
+//
+// L2: data smaller than the L2 would be served from it after the first iteration (50 MiB on H100), so every
+// benchmark allocates enough copies of its data (caches, page tables, new rows, destination pages) to cover
+// 4x the L2 and each iteration uses the next copy: every iteration reads K/V from DRAM, as a decode step of a
+// real model does. The paged copies live in ONE pool, their pages shuffled together.
+//
+// Quantized KV (int8 / fp8 pages) is not benchmarked: the paged kernels do not support it yet. It will be
+// added here with the quantized KV path (BM_PagedDecode over int8 / fp8 pages against the fp16 ones, bytes
+// counted at the stored width).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "llmk/attention/decode.cuh"
+#include "llmk/core/memory.cuh"
+#include "llmk/kvcache/cache_ops.cuh"
+#include "llmk/kvcache/paged_kv.cuh"
+#include "support/gpu_timer.hpp"
+
+namespace {
+
+namespace attn = llmk::attention;
+namespace kv = llmk::kvcache;
+using llmk::bfloat16;
+using llmk::half;
+
+// Fills a device buffer with N(0, 1) values: a pool of up to 1M random values is uploaded and then doubled
+// on the device (device-to-device copies), so multi-GiB tensors are filled in milliseconds. The values repeat
+// with that period, which changes nothing for speed (never all zeros, no NaN, no denormals).
+template <class T>
+void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed) {
+  const std::size_t n = buf.size();
+  if (n == 0) return;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
+  for (auto& x : pool) x = T(dist(rng));
+  llmk::throw_if_error(
+      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
+  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
+    const std::size_t count = std::min(filled, n - filled);
+    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
+                                           llmk::CopyKind::kDeviceToDevice));
+  }
+}
+
+// Bytes the rotated copies must cover so that consecutive iterations miss in L2: 4x the L2 on a GPU,
+// nothing in the simulator.
+std::size_t l2_flush_bytes() {
+#if defined(LLMK_CUDA)
+  int device = 0, l2 = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) == cudaSuccess && l2 > 0)
+    return 4 * static_cast<std::size_t>(l2);
+  return std::size_t{256} << 20;
+#else
+  return 0;
+#endif
+}
+
+std::size_t copies_for(std::size_t bytes_per_copy) {
+  return std::max<std::size_t>(1, (l2_flush_bytes() + bytes_per_copy - 1) / bytes_per_copy);
+}
+
+// The shape of one decode benchmark (arguments 0..4 of both decode benchmarks).
+struct DecodeShape {
+  int batch, kv_len, heads, kv_heads, d;
+  explicit DecodeShape(const benchmark::State& state)
+      : batch(static_cast<int>(state.range(0))),
+        kv_len(static_cast<int>(state.range(1))),
+        heads(static_cast<int>(state.range(2))),
+        kv_heads(static_cast<int>(state.range(3))),
+        d(static_cast<int>(state.range(4))) {}
+  std::size_t cache_count() const {  // elements of K (or V) of the whole batch
+    return static_cast<std::size_t>(batch) * kv_len * kv_heads * d;
+  }
+  std::size_t q_count() const { return static_cast<std::size_t>(batch) * heads * d; }
+};
+
+// q, o and the decode arguments every decode benchmark shares (K/V filled in by the caller).
+template <class T>
+attn::DecodeArgs<T> decode_args(const DecodeShape& s, llmk::DeviceBuffer<T>& q, llmk::DeviceBuffer<T>& o) {
+  attn::DecodeArgs<T> a;
+  a.q = q.data();
+  a.q_stride_batch = static_cast<std::int64_t>(s.heads) * s.d;
+  a.q_stride_head = s.d;
+  a.o = o.data();
+  a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.d;
+  a.o_stride_head = s.d;
+  a.batch = s.batch;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.d;
+  a.options.softmax_scale = attn::default_scale(s.d);
+  return a;
+}
+
+template <class T>
+void set_decode_counters(benchmark::State& state, const DecodeShape& s, int splits, std::size_t copies) {
+  const double flops = 4.0 * s.batch * s.heads * static_cast<double>(s.kv_len) * s.d;
+  const double bytes = 2.0 * s.cache_count() * sizeof(T) + 2.0 * s.q_count() * sizeof(T);
+  llmk::bench::set_throughput(state, flops, bytes);
+  state.counters["splits"] = splits;
+  state.counters["kv_copies"] = static_cast<double>(copies);
+}
+
+template <class T>
+void BM_DenseDecode(benchmark::State& state) {
+  const DecodeShape s(state);
+  const std::size_t cache_count = s.cache_count();
+  const std::size_t copies = copies_for(2 * cache_count * sizeof(T));
+  llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count()), k(copies * cache_count), v(copies * cache_count);
+  fill_random(q, 1);
+  fill_random(k, 2);
+  fill_random(v, 3);
+
+  attn::DecodeArgs<T> a = decode_args(s, q, o);
+  a.k = k.data();
+  a.v = v.data();
+  a.k_stride_batch = a.v_stride_batch = static_cast<std::int64_t>(s.kv_len) * s.kv_heads * s.d;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.d;
+  a.k_stride_head = a.v_stride_head = s.d;
+  a.max_kv_len = s.kv_len;
+
+  attn::DecodePlan plan;
+  const llmk::Status planned = attn::plan_decode(a, &plan, 0);
+  if (!planned.ok()) {
+    state.SkipWithError(planned.message().c_str());
+    return;
+  }
+  llmk::DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
+
+  std::size_t iteration = 0;
+  llmk::bench::time_iterations(state, [&] {
+    const std::size_t offset = (iteration++ % copies) * cache_count;
+    attn::DecodeArgs<T> step = a;
+    step.k = k.data() + offset;
+    step.v = v.data() + offset;
+    return attn::decode(step, plan, workspace.data(), workspace.size(), nullptr);
+  });
+  set_decode_counters<T>(state, s, plan.num_splits, copies);
+}
+
+template <class T>
+void BM_PagedDecode(benchmark::State& state) {
+  const DecodeShape s(state);
+  const int page_size = static_cast<int>(state.range(5));
+  const bool csr = state.range(6) != 0;
+  const std::size_t copies = copies_for(2 * s.cache_count() * sizeof(T));
+
+  // Page tables: copy c of the cache is the c-th set of batch * pages_per_seq pages of one shuffled pool.
+  // Every sequence has the same number of pages, so the rows of copy c's block table [batch, pages_per_seq]
+  // are also its CSR page_indices.
+  const int pages_per_seq = llmk::ceil_div(s.kv_len, page_size);
+  const std::size_t pages_per_copy = static_cast<std::size_t>(s.batch) * pages_per_seq;
+  const std::size_t total_pages = copies * pages_per_copy;
+  if (total_pages > static_cast<std::size_t>(INT32_MAX)) {
+    state.SkipWithError("page pool too large for int32 page ids");
+    return;
+  }
+  std::vector<int> ids(total_pages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(42));
+  std::vector<int> seq_lens(s.batch, s.kv_len), indptr(s.batch + 1), last_page_len(s.batch);
+  for (int b = 0; b <= s.batch; ++b) indptr[b] = b * pages_per_seq;
+  for (int b = 0; b < s.batch; ++b) last_page_len[b] = s.kv_len - (pages_per_seq - 1) * page_size;
+
+  const kv::PageStrides strides = kv::make_nhd_strides(page_size, s.kv_heads, s.d);
+  const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
+  llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count()), k_pool(pool_count), v_pool(pool_count);
+  fill_random(q, 1);
+  fill_random(k_pool, 2);
+  fill_random(v_pool, 3);
+  llmk::DeviceBuffer<int> d_tables(ids), d_lens(seq_lens), d_indptr(indptr), d_last(last_page_len);
+
+  kv::PagedKv<T> pages;
+  pages.k_pages = k_pool.data();
+  pages.v_pages = v_pool.data();
+  pages.strides = strides;
+  pages.page_size = page_size;
+  pages.num_pages = static_cast<int>(total_pages);
+  if (csr) {
+    pages.page_indptr = d_indptr.data();
+    pages.page_indices = d_tables.data();
+    pages.last_page_len = d_last.data();
+    pages.page_indptr_host = indptr.data();
+    pages.last_page_len_host = last_page_len.data();
+  } else {
+    pages.block_table = d_tables.data();
+    pages.max_blocks_per_seq = pages_per_seq;
+    pages.seq_lens = d_lens.data();
+    pages.seq_lens_host = seq_lens.data();
+  }
+
+  const attn::DecodeArgs<T> a = decode_args(s, q, o);
+  attn::DecodePlan plan;
+  const llmk::Status planned = attn::plan_decode_paged(a, pages, &plan, 0);
+  if (!planned.ok()) {
+    state.SkipWithError(planned.message().c_str());
+    return;
+  }
+  llmk::DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
+
+  std::size_t iteration = 0;
+  llmk::bench::time_iterations(state, [&] {
+    const int* table = d_tables.data() + (iteration++ % copies) * pages_per_copy;
+    kv::PagedKv<T> step = pages;
+    (csr ? step.page_indices : step.block_table) = table;
+    return attn::decode_paged(a, step, plan, workspace.data(), workspace.size(), nullptr);
+  });
+  set_decode_counters<T>(state, s, plan.num_splits, copies);
+  state.counters["page_size"] = page_size;
+}
+
+template <class T>
+void BM_AppendKv(benchmark::State& state) {
+  const int tokens = static_cast<int>(state.range(0)), seqs = static_cast<int>(state.range(1)),
+            kv_heads = static_cast<int>(state.range(2)), d = static_cast<int>(state.range(3)),
+            page_size = static_cast<int>(state.range(4));
+  const int per_seq = tokens / seqs;  // tokens of each sequence, consecutive
+  const std::size_t row_count = static_cast<std::size_t>(tokens) * kv_heads * d;  // new K (or V)
+  const std::size_t written = 2 * row_count * sizeof(T);
+  const std::size_t copies = copies_for(2 * written);  // the new rows read + the pages written
+
+  // Each sequence starts at a random slot of a page, so its tokens span up to ceil((page_size - 1 + per_seq)
+  // / page_size) pages; every copy takes that many pages per sequence from one shuffled pool.
+  const int pages_per_seq = llmk::ceil_div(page_size - 1 + per_seq, page_size);
+  const std::size_t pages_per_copy = static_cast<std::size_t>(seqs) * pages_per_seq;
+  const std::size_t total_pages = copies * pages_per_copy;
+  std::mt19937 rng(7);
+  std::vector<int> ids(total_pages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<std::int64_t> slots(copies * tokens);
+  for (std::size_t c = 0; c < copies; ++c)
+    for (int q = 0; q < seqs; ++q) {
+      const int start = static_cast<int>(rng() % page_size);
+      const int* seq_pages = ids.data() + c * pages_per_copy + static_cast<std::size_t>(q) * pages_per_seq;
+      for (int t = 0; t < per_seq; ++t) {
+        const int pos = start + t;
+        slots[c * tokens + static_cast<std::size_t>(q) * per_seq + t] =
+            static_cast<std::int64_t>(seq_pages[pos / page_size]) * page_size + pos % page_size;
+      }
+    }
+
+  const kv::PageStrides strides = kv::make_nhd_strides(page_size, kv_heads, d);
+  const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
+  llmk::DeviceBuffer<T> k_new(copies * row_count), v_new(copies * row_count), k_pool(pool_count),
+      v_pool(pool_count);
+  fill_random(k_new, 4);
+  fill_random(v_new, 5);
+  llmk::DeviceBuffer<std::int64_t> d_slots(slots);
+
+  kv::AppendArgs<T> a;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
+  a.k_stride_head = a.v_stride_head = d;
+  a.num_tokens = tokens;
+  a.kv_heads = kv_heads;
+  a.head_dim = d;
+  a.k_pages = k_pool.data();
+  a.v_pages = v_pool.data();
+  a.strides = strides;
+  a.page_size = page_size;
+  a.num_pages = static_cast<int>(total_pages);
+
+  std::size_t iteration = 0;
+  llmk::bench::time_iterations(state, [&] {
+    const std::size_t c = iteration++ % copies;
+    kv::AppendArgs<T> step = a;
+    step.k = k_new.data() + c * row_count;
+    step.v = v_new.data() + c * row_count;
+    step.slot_mapping = d_slots.data() + c * tokens;
+    return kv::append_kv(step, nullptr);
+  });
+  state.counters["bytes/s"] =
+      benchmark::Counter(static_cast<double>(written), benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1024);
+  state.counters["kv_copies"] = static_cast<double>(copies);
+}
+
+void BM_DeviceCopy(benchmark::State& state) {
+  const std::size_t bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  llmk::DeviceBuffer<unsigned char> src(bytes), dst(bytes);
+  llmk::throw_if_error(llmk::device_memset(src.data(), 0x3c, bytes));
+  llmk::bench::time_iterations(state, [&]() -> llmk::Status {
+#if defined(LLMK_CUDA)
+    const cudaError_t e = cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, nullptr);
+    if (e != cudaSuccess) return llmk::Status::cuda_error("cudaMemcpyAsync", cudaGetErrorString(e));
+    return {};
+#else
+    return llmk::device_copy(dst.data(), src.data(), bytes, llmk::CopyKind::kDeviceToDevice);
+#endif
+  });
+  state.counters["bytes/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1024);
+}
+
+#if defined(LLMK_CUDA)
+// Llama-3-8B-like GQA: 32 query heads sharing 8 KV heads, head dim 128. Largest cache: batch 64 x 8192 keys,
+// 2 GiB of K + V (one copy).
+constexpr int kHeads = 32, kKvHeads = 8, kDim = 128;
+void dense_args(benchmark::internal::Benchmark* b) {
+  for (int batch : {8, 64})
+    for (int kv_len : {2048, 8192}) b->Args({batch, kv_len, kHeads, kKvHeads, kDim});
+}
+void paged_args(benchmark::internal::Benchmark* b) {
+  for (int batch : {8, 64})
+    for (int kv_len : {2048, 8192})
+      for (int page_size : {1, 8, 16, 32, 128})
+        b->Args({batch, kv_len, kHeads, kKvHeads, kDim, page_size, 0});
+  b->Args({64, 8192, kHeads, kKvHeads, kDim, 16, 1});  // CSR form
+}
+// bf16: one shape, dense and paged (page size 16, block table).
+void dense_args_bf16(benchmark::internal::Benchmark* b) {
+  b->Args({64, 8192, kHeads, kKvHeads, kDim});
+}
+void paged_args_bf16(benchmark::internal::Benchmark* b) {
+  b->Args({64, 8192, kHeads, kKvHeads, kDim, 16, 0});
+}
+// tokens, seqs, kv_heads, d, page_size: a decode step of batch 64, a 4096-token prefill chunk.
+void append_args(benchmark::internal::Benchmark* b) {
+  b->Args({64, 64, kKvHeads, kDim, 16});
+  b->Args({4096, 1, kKvHeads, kDim, 16});
+}
+#define LLMK_COPY_MIB ->Arg(1024)
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
+#else
+// The simulator: 128 keys, head dim 64, 4 query heads on 2 KV heads; page sizes 1 and 16.
+void dense_args(benchmark::internal::Benchmark* b) {
+  for (int batch : {1, 2}) b->Args({batch, 128, 4, 2, 64});
+}
+void paged_args(benchmark::internal::Benchmark* b) {
+  for (int batch : {1, 2})
+    for (int page_size : {1, 16}) b->Args({batch, 128, 4, 2, 64, page_size, 0});
+  b->Args({2, 128, 4, 2, 64, 16, 1});  // CSR form
+}
+void dense_args_bf16(benchmark::internal::Benchmark* b) {
+  b->Args({1, 128, 4, 2, 64});
+}
+void paged_args_bf16(benchmark::internal::Benchmark* b) {
+  b->Args({1, 128, 4, 2, 64, 16, 0});
+}
+void append_args(benchmark::internal::Benchmark* b) {
+  b->Args({2, 2, 2, 64, 16});
+  b->Args({128, 1, 2, 64, 16});
+}
+#define LLMK_COPY_MIB ->Arg(1)
+#define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
+#endif
+
+#define LLMK_DENSE_NAMES ->ArgNames({"batch", "kv_len", "heads", "kv_heads", "d"})
+#define LLMK_PAGED_NAMES ->ArgNames({"batch", "kv_len", "heads", "kv_heads", "d", "page_size", "csr"})
+
+BENCHMARK_TEMPLATE(BM_DenseDecode, half)->Apply(dense_args) LLMK_DENSE_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_PagedDecode, half)->Apply(paged_args) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_DenseDecode, bfloat16)->Apply(dense_args_bf16) LLMK_DENSE_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_PagedDecode, bfloat16)->Apply(paged_args_bf16) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_AppendKv, half)
+    ->Apply(append_args)
+    ->ArgNames({"tokens", "seqs", "kv_heads", "d", "page_size"}) LLMK_BENCH_UNIT;
+BENCHMARK(BM_DeviceCopy) LLMK_COPY_MIB->ArgNames({"MiB"}) LLMK_BENCH_UNIT;
+
+}  // namespace
