@@ -51,15 +51,16 @@
 // 4x the L2 and each iteration uses the next copy: every iteration reads K/V from DRAM, as a decode step of a
 // real model does. The paged copies live in ONE pool, their pages shuffled together.
 //
-// Quantized KV (int8 / fp8 pages) is not benchmarked: the paged kernels do not support it yet. It will be
-// added here with the quantized KV path (BM_PagedDecode over int8 / fp8 pages against the fp16 ones, bytes
-// counted at the stored width).
+// Quantized KV: BM_PagedDecode<half, int8_t> (per-token-head scales) and <half, float8_e4m3> (per-tensor
+// scale) over the same shapes as the fp16 cache; bytes are counted at the stored width (+ the scale rows), so
+// the fp16 / int8 / fp8 time ratio is the speedup of the smaller cache.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "llmk/attention/decode.cuh"
@@ -146,10 +147,14 @@ attn::DecodeArgs<T> decode_args(const DecodeShape& s, llmk::DeviceBuffer<T>& q, 
   return a;
 }
 
-template <class T>
-void set_decode_counters(benchmark::State& state, const DecodeShape& s, int splits, std::size_t copies) {
+// Bytes: K and V at their stored width (+ one fp32 scale per row and K/V for per-token-head scales), q and o.
+template <class T, class Code = T>
+void set_decode_counters(benchmark::State& state, const DecodeShape& s, int splits, std::size_t copies,
+                         bool per_row_scales = false) {
   const double flops = 4.0 * s.batch * s.heads * static_cast<double>(s.kv_len) * s.d;
-  const double bytes = 2.0 * s.cache_count() * sizeof(T) + 2.0 * s.q_count() * sizeof(T);
+  const double rows = static_cast<double>(s.batch) * s.kv_len * s.kv_heads;
+  const double bytes = 2.0 * s.cache_count() * sizeof(Code) +
+                       (per_row_scales ? 2.0 * rows * sizeof(float) : 0.0) + 2.0 * s.q_count() * sizeof(T);
   llmk::bench::set_throughput(state, flops, bytes);
   state.counters["splits"] = splits;
   state.counters["kv_copies"] = static_cast<double>(copies);
@@ -192,12 +197,13 @@ void BM_DenseDecode(benchmark::State& state) {
   set_decode_counters<T>(state, s, plan.num_splits, copies);
 }
 
-template <class T>
+template <class T, class Code = T>
 void BM_PagedDecode(benchmark::State& state) {
+  constexpr bool kQuantized = !std::is_same_v<T, Code>;
   const DecodeShape s(state);
   const int page_size = static_cast<int>(state.range(5));
   const bool csr = state.range(6) != 0;
-  const std::size_t copies = copies_for(2 * s.cache_count() * sizeof(T));
+  const std::size_t copies = copies_for(2 * s.cache_count() * sizeof(Code));
 
   // Page tables: copy c of the cache is the c-th set of batch * pages_per_seq pages of one shuffled pool.
   // Every sequence has the same number of pages, so the rows of copy c's block table [batch, pages_per_seq]
@@ -218,15 +224,28 @@ void BM_PagedDecode(benchmark::State& state) {
 
   const kv::PageStrides strides = kv::make_nhd_strides(page_size, s.kv_heads, s.d);
   const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
-  llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count()), k_pool(pool_count), v_pool(pool_count);
+  llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count());
+  llmk::DeviceBuffer<Code> k_pool(pool_count), v_pool(pool_count);
   fill_random(q, 1);
   fill_random(k_pool, 2);
   fill_random(v_pool, 3);
   llmk::DeviceBuffer<int> d_tables(ids), d_lens(seq_lens), d_indptr(indptr), d_last(last_page_len);
 
-  kv::PagedKv<T> pages;
+  kv::PagedKv<T, Code> pages;
   pages.k_pages = k_pool.data();
   pages.v_pages = v_pool.data();
+  // Quantized caches: int8 with per-token-head scales (the scale row is read with every K/V row), fp8 with
+  // one per-tensor scale.
+  const bool per_row_scales = std::is_same_v<Code, std::int8_t>;
+  llmk::DeviceBuffer<float> k_scales(per_row_scales ? total_pages * page_size * s.kv_heads : 1),
+      v_scales(k_scales.size());
+  if constexpr (kQuantized) {
+    fill_random(k_scales, 4);
+    fill_random(v_scales, 5);
+    pages.scale_mode = per_row_scales ? kv::KvScale::kPerTokenHead : kv::KvScale::kPerTensor;
+    pages.k_scales = k_scales.data();
+    pages.v_scales = v_scales.data();
+  }
   pages.strides = strides;
   pages.page_size = page_size;
   pages.num_pages = static_cast<int>(total_pages);
@@ -255,11 +274,11 @@ void BM_PagedDecode(benchmark::State& state) {
   std::size_t iteration = 0;
   llmk::bench::time_iterations(state, [&] {
     const int* table = d_tables.data() + (iteration++ % copies) * pages_per_copy;
-    kv::PagedKv<T> step = pages;
+    kv::PagedKv<T, Code> step = pages;
     (csr ? step.page_indices : step.block_table) = table;
     return attn::decode_paged(a, step, plan, workspace.data(), workspace.size(), nullptr);
   });
-  set_decode_counters<T>(state, s, plan.num_splits, copies);
+  set_decode_counters<T, Code>(state, s, plan.num_splits, copies, kQuantized && per_row_scales);
   state.counters["page_size"] = page_size;
 }
 
@@ -407,6 +426,9 @@ BENCHMARK_TEMPLATE(BM_DenseDecode, half)->Apply(dense_args) LLMK_DENSE_NAMES LLM
 BENCHMARK_TEMPLATE(BM_PagedDecode, half)->Apply(paged_args) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
 BENCHMARK_TEMPLATE(BM_DenseDecode, bfloat16)->Apply(dense_args_bf16) LLMK_DENSE_NAMES LLMK_BENCH_UNIT;
 BENCHMARK_TEMPLATE(BM_PagedDecode, bfloat16)->Apply(paged_args_bf16) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_PagedDecode, half, std::int8_t)->Apply(paged_args) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_PagedDecode, half, llmk::float8_e4m3)
+    ->Apply(paged_args) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
 BENCHMARK_TEMPLATE(BM_AppendKv, half)
     ->Apply(append_args)
     ->ArgNames({"tokens", "seqs", "kv_heads", "d", "page_size"}) LLMK_BENCH_UNIT;
