@@ -155,18 +155,23 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   detail::load_rows_async<kRows, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
   if constexpr (detail::IsQuantizedKv<Kv>::value) {
-    // Quantized cache: the next tile's codes are loaded into registers while this one computes, then
-    // dequantized into the first ring slot.
+    // Quantized cache: the next tile's codes are copied (cp.async) into the ring's second slot while this one
+    // computes, then dequantized into the first slot.
+    using Tile = detail::QuantizedTile<T, Bc, D, Cfg::kThreads>;
+    auto* k_stage = reinterpret_cast<unsigned char*>(k_ring + Bc * P);  // the ring's second slot
+    auto* v_stage = reinterpret_cast<unsigned char*>(v_ring + Bc * P);
+    if (tiles > 0) Tile::stage_codes(kv, b, kv_head, key_begin, key_end, k_stage, v_stage, tid);
     arch::cp_async_commit();
-    detail::QuantizedTileLoader<T, typename Kv::Stored, Bc, D, P, Cfg::kThreads> codes;
-    if (tiles > 0) codes.load(kv, b, kv_head, key_begin, key_end, tid);
     for (int i = 0; i < tiles; ++i) {
+      const int key0 = key_begin + i * Bc;
       arch::cp_async_wait_all();
-      __syncthreads();  // the slot is free (previous tile computed) and Q has landed
-      codes.store(k_ring, v_ring, tid);
-      if (i + 1 < tiles) codes.load(kv, b, kv_head, key_begin + (i + 1) * Bc, key_end, tid);
-      __syncthreads();
-      attend(k_ring, v_ring, key_begin + i * Bc);
+      __syncthreads();  // tile i's codes (and Q) landed; the first slot is free (tile i - 1 computed)
+      Tile::template dequant_codes<Kv, P>(kv, b, kv_head, key0, key_end, k_stage, v_stage, k_ring, v_ring,
+                                          tid);
+      __syncthreads();  // the staging area is free again
+      if (i + 1 < tiles) Tile::stage_codes(kv, b, kv_head, key0 + Bc, key_end, k_stage, v_stage, tid);
+      arch::cp_async_commit();
+      attend(k_ring, v_ring, key0);
     }
   } else {
     auto load_kv = [&](int tile, int slot) {

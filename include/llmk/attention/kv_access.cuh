@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "llmk/arch/cp_async.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/vector.cuh"
@@ -114,47 +115,56 @@ struct IsQuantizedKv : std::false_type {};
 template <class T, class Code>
 struct IsQuantizedKv<PagedKvRows<T, Code>> : std::bool_constant<PagedKvRows<T, Code>::kQuantized> {};
 
-/// Register-staged loads of a quantized K/V tile: kRows rows of kDim codes, 16 codes per chunk, kThreads
-/// threads. load() issues the global loads (kept in registers while the previous tile computes); store()
-/// dequantizes (float(code) * scale, rounded to T) into the T tiles the mma path reads.
-template <class T, class Code, int kRows, int kDim, int kPitch, int kThreads>
-struct QuantizedTileLoader {
+/// The quantized path of the attention kernels, in two steps per K/V tile:
+///   stage_codes    cp.async copies of the tile's 8-bit K and V codes into a staging area (the ring's second
+///                  slot, unused by this path), issued before the previous tile computes;
+///   dequant_codes  after the copies landed, float(code) * scale rounded to T into the first ring slot, which
+///                  the mma path then reads as usual.
+/// Rows past key_end (and rows whose page is invalid) become zeros. kRows x kDim codes, kThreads threads, the
+/// staging rows padded to kDim + 16 bytes.
+template <class T, int kRows, int kDim, int kThreads>
+struct QuantizedTile {
+  static constexpr int kStagePitch = kDim + 16;  // bytes
   static constexpr int kChunksPerRow = kDim / 16, kChunks = kRows * kChunksPerRow;
-  static constexpr int kPer = (kChunks + kThreads - 1) / kThreads;
-  Vector16<Code> k[kPer], v[kPer];
-  float ks[kPer], vs[kPer];
 
   template <class Kv>
-  LLMK_DEVICE void load(const Kv& kv, int b, int head, int key0, int key_end, int tid) {
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int c = tid + i * kThreads;
-      ks[i] = vs[i] = 0.0f;
-#pragma unroll
-      for (int e = 0; e < 16; ++e) k[i].elements[e] = v[i].elements[e] = Code{};
-      if (kChunks % kThreads != 0 && c >= kChunks) continue;
+  LLMK_DEVICE static void stage_codes(const Kv& kv, int b, int head, int key0, int key_end,
+                                      unsigned char* k_stage, unsigned char* v_stage, int tid) {
+    using Code = typename Kv::Stored;
+#pragma unroll 2
+    for (int c = tid; c < kChunks; c += kThreads) {
       const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
-      if (key0 + row >= key_end) continue;  // past the end: zeros
-      const Code *kr, *vr;
-      kv.code_rows(b, head, key0 + row, kr, vr, ks[i], vs[i]);
-      if (kr == nullptr) continue;
-      k[i] = load16(kr + col);
-      v[i] = load16(vr + col);
+      const Code *kr = nullptr, *vr = nullptr;
+      float ks, vs;
+      if (key0 + row < key_end) kv.code_rows(b, head, key0 + row, kr, vr, ks, vs);
+      const bool valid = kr != nullptr;
+      arch::cp_async_cg16_zfill(k_stage + row * kStagePitch + col, valid ? kr + col : kv.any_k(),
+                                valid ? 16 : 0);
+      arch::cp_async_cg16_zfill(v_stage + row * kStagePitch + col, valid ? vr + col : kv.any_v(),
+                                valid ? 16 : 0);
     }
   }
-  LLMK_DEVICE void store(T* k_tile, T* v_tile, int tid) const {
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int c = tid + i * kThreads;
-      if (kChunks % kThreads != 0 && c >= kChunks) break;
+
+  template <class Kv, int kPitch>
+  LLMK_DEVICE static void dequant_codes(const Kv& kv, int b, int head, int key0, int key_end,
+                                        const unsigned char* k_stage, const unsigned char* v_stage, T* k_tile,
+                                        T* v_tile, int tid) {
+    using Code = typename Kv::Stored;
+#pragma unroll 1
+    for (int c = tid; c < kChunks; c += kThreads) {
       const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
+      const Code *kr, *vr;
+      float ks = 0.0f, vs = 0.0f;
+      if (key0 + row < key_end) kv.code_rows(b, head, key0 + row, kr, vr, ks, vs);
+      const Vector16<Code> kc = load16(reinterpret_cast<const Code*>(k_stage + row * kStagePitch + col));
+      const Vector16<Code> vc = load16(reinterpret_cast<const Code*>(v_stage + row * kStagePitch + col));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         Vector16<T> ko, vo;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          ko.elements[e] = T(static_cast<float>(k[i].elements[8 * h + e]) * ks[i]);
-          vo.elements[e] = T(static_cast<float>(v[i].elements[8 * h + e]) * vs[i]);
+          ko.elements[e] = T(static_cast<float>(kc.elements[8 * h + e]) * ks);
+          vo.elements[e] = T(static_cast<float>(vc.elements[8 * h + e]) * vs);
         }
         store16(k_tile + row * kPitch + col + 8 * h, ko);
         store16(v_tile + row * kPitch + col + 8 * h, vo);

@@ -154,17 +154,23 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
   if constexpr (detail::IsQuantizedKv<Kv>::value) {
-    // Quantized cache: the next tile's codes are loaded into registers while this one computes, then
-    // dequantized into the first ring slot.
+    // Quantized cache: the next tile's codes are copied (cp.async) into the ring's second slot while this one
+    // computes, then dequantized into the first slot.
+    using Tile = detail::QuantizedTile<T, Bc, D, Cfg::kThreads>;
+    auto* k_stage = reinterpret_cast<unsigned char*>(k_ring + Bc * P);  // the ring's second slot
+    auto* v_stage = reinterpret_cast<unsigned char*>(v_ring + Bc * P);
+    if (tile_begin < tile_end)
+      Tile::stage_codes(kv, b, kv_head, tile_begin * Bc, kv_end, k_stage, v_stage, tid);
     arch::cp_async_commit();
-    detail::QuantizedTileLoader<T, typename Kv::Stored, Bc, D, P, Cfg::kThreads> codes;
-    if (tile_begin < tile_end) codes.load(kv, b, kv_head, tile_begin * Bc, kv_end, tid);
     for (int tile = tile_begin; tile < tile_end; ++tile) {
       arch::cp_async_wait_all();
-      __syncthreads();  // the slot is free (previous tile computed) and Q has landed
-      codes.store(k_ring, v_ring, tid);
-      if (tile + 1 < tile_end) codes.load(kv, b, kv_head, (tile + 1) * Bc, kv_end, tid);
-      __syncthreads();
+      __syncthreads();  // this tile's codes (and Q) landed; the first slot is free (previous tile computed)
+      Tile::template dequant_codes<Kv, P>(kv, b, kv_head, tile * Bc, kv_end, k_stage, v_stage, k_ring, v_ring,
+                                          tid);
+      __syncthreads();  // the staging area is free again
+      if (tile + 1 < tile_end)
+        Tile::stage_codes(kv, b, kv_head, (tile + 1) * Bc, kv_end, k_stage, v_stage, tid);
+      arch::cp_async_commit();
       attend(k_ring, v_ring, tile);
     }
   } else {

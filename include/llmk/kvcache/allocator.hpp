@@ -1,0 +1,984 @@
+// llmk/kvcache/allocator.hpp: the host block allocator of a paged KV cache (host only, no CUDA).
+//
+// The KV cache lives in a device pool of N fixed-size pages ("blocks") of page_size tokens each; a sequence's
+// KV is the list of its blocks (its block table). This header manages the block ids; the engine owns the
+// device memory and the kernels that read and write it. Two layers:
+//
+//   BlockPool       N physical block ids 0..N-1: a free list, a reference count per block and an LRU list of
+//                   evictable cached blocks. allocate / retain / release, with errors for exhaustion, double
+//                   free (release of a block without references) and foreign ids (outside [0, N)).
+//   KvCacheManager  per-sequence block tables on top of a BlockPool: add_sequence (with prefix-cache reuse),
+//                   append_tokens (allocates blocks; copy-on-write of a shared partial last block), fork
+//                   (beam search, parallel sampling: the child shares every block), free_sequence, eviction,
+//                   and the export of block tables in the two layouts paged-attention kernels take (CSR and
+//                   padded, into CsrPageTable / BlockTable of kvcache/cache_ops.cuh or any struct with their
+//                   fields).
+//
+//   llmk::kvcache::KvCacheManager kv(/*num_blocks=*/1024, /*page_size=*/16);
+//   llmk::kvcache::SeqId seq;
+//   std::int64_t cached = 0;
+//   LLMK_RETURN_IF_ERROR(kv.add_sequence(prompt, &seq, &cached, std::ssize(prompt) - 1));
+//   // prefill: write the KV of tokens [cached, prompt.size()) at their slots, attend, sample `next` ...
+//   std::vector<llmk::kvcache::CopyOp> copies;
+//   LLMK_RETURN_IF_ERROR(kv.append_tokens(seq, std::span(&next, 1), &copies));
+//   // decode step: first the copies (device page copies src -> dst), then write the new token's KV ...
+//   llmk::kvcache::CsrPageTable csr;                                  // kvcache/cache_ops.cuh
+//   LLMK_RETURN_IF_ERROR(kv.export_csr(std::span(&seq, 1), &csr));   // -> PagedKv's page table
+//   LLMK_RETURN_IF_ERROR(kv.free_sequence(seq));
+//
+// Slot of token position p of a sequence: block = block_table[p / page_size], slot p % page_size.
+//
+// Prefix caching. A full block is registered under the hash chain
+//   h_0 = kRootHash,   h_i = block_hash(h_{i-1}, tokens of block i)     (i = 1, 2, ...)
+// (block_hash: splitmix64 mixing, below). A new sequence reuses the longest chain of cached full blocks that
+// matches its prompt. Matching is exact, not probabilistic: each cache entry stores its block's token ids and
+// the registration id of its parent entry (ids are unique, never reused), and a lookup compares both, so a
+// hit implies that every token of the reused prefix is equal. A hash collision only costs a cache miss. When
+// the last reference to a registered block is released the block is not freed: it keeps its KV and goes to
+// the back of an LRU list of evictable blocks. Allocation takes free blocks first, then evicts the least
+// recently used cached block (dropping its cache entry). Blocks are registered when they become full (in
+// add_sequence and append_tokens), i.e. before the engine has written their KV: the engine must write the KV
+// of appended tokens in stream order before any kernel that reads a block shared through the cache. The usual
+// step (write the new tokens' K/V, then attend) satisfies this even when the sharing sequence is in the same
+// batch.
+//
+// Errors and guarantees. Every fallible operation returns a llmk::Status and has the strong guarantee: it
+// checks everything first (arguments, sequence ids, the number of blocks it needs) and mutates only when it
+// cannot fail, so an error leaves the state exactly unchanged (debug_string() is equal before and after).
+// Exhaustion is Status::out_of_memory; double free, foreign block ids and unknown sequences are
+// Status::invalid_argument. Constructors throw llmk::Error on invalid sizes. (std::bad_alloc from the host
+// containers is not converted to a Status: the vectors a call grows are reserved before it mutates, but an
+// allocation failure inside the hash map or a cache entry during prefix-cache registration leaves the object
+// in a valid but unspecified state.)
+//
+// Thread safety. Neither class is thread-safe and neither locks: use one manager per engine (scheduler)
+// thread, or guard every call with one external mutex. const member functions do not mutate anything (no
+// mutable caches), so any number of threads may call const members concurrently as long as no thread calls a
+// non-const member at the same time. Different instances are independent.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "llmk/core/status.cuh"
+
+namespace llmk::kvcache {
+
+/// A physical block (page) id, in [0, num_blocks).
+using BlockId = std::int32_t;
+/// A token id as the model's tokenizer produces it.
+using TokenId = std::int32_t;
+/// A sequence handle, assigned by KvCacheManager (0, 1, 2, ... never reused).
+using SeqId = std::int64_t;
+
+/// "No block" (an empty slot of an evicted-block report, the default pad of a padded block table).
+inline constexpr BlockId kNoBlock = -1;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Hashing of full blocks
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Parent hash of a sequence's first block ("llmk-kvc" in ASCII).
+inline constexpr std::uint64_t kRootHash = 0x6c6c6d6b2d6b7663ull;
+
+/// The splitmix64 output function (Steele, Lea, Flood 2014): a bijective 64-bit mix with full avalanche.
+///   static_assert(llmk::kvcache::mix64(0) == 0xe220a8397b1dcdafull);
+constexpr std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// Hash of a full block given its parent's hash (kRootHash for the first block) and its token ids:
+///   h = mix64(parent ^ 0xa0761d6478bd642f); for each token t: h = mix64(h ^ uint32(t)); return mix64(h ^
+///   count)
+/// Not cryptographic; KvCacheManager compares token ids exactly, so collisions never share wrong KV.
+///   std::uint64_t h1 = llmk::kvcache::block_hash(llmk::kvcache::kRootHash, first_block_tokens);
+///   std::uint64_t h2 = llmk::kvcache::block_hash(h1, second_block_tokens);
+constexpr std::uint64_t block_hash(std::uint64_t parent, std::span<const TokenId> tokens) {
+  std::uint64_t h = mix64(parent ^ 0xa0761d6478bd642full);
+  for (const TokenId t : tokens) h = mix64(h ^ static_cast<std::uint32_t>(t));
+  return mix64(h ^ static_cast<std::uint64_t>(tokens.size()));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// BlockPool
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A fixed pool of N block ids with reference counts, a free list and an LRU list of evictable cached blocks.
+///
+/// Every block is in exactly one state:
+///   kFree    on the free list, refcount 0;
+///   kInUse   refcount >= 1;
+///   kCached  refcount 0, "cacheable" (its content is registered in a prefix cache), on the LRU list.
+/// A block is cacheable when its owner says so (set_cacheable); when the last reference to a cacheable block
+/// is released it becomes kCached (back of the LRU list) instead of kFree. allocate() takes a free block
+/// first (the lowest ids first on a fresh pool), else evicts the front (least recently used) of the LRU list.
+///
+///   llmk::kvcache::BlockPool pool(4);
+///   llmk::kvcache::BlockId b;
+///   LLMK_RETURN_IF_ERROR(pool.allocate(&b));   // refcount(b) == 1
+///   LLMK_RETURN_IF_ERROR(pool.retain(b));      // 2: shared
+///   LLMK_RETURN_IF_ERROR(pool.release(b));     // 1
+///   LLMK_RETURN_IF_ERROR(pool.release(b));     // 0: free again
+///   llmk::Status s = pool.release(b);          // kInvalidArgument "... double free: block 0 is free"
+///
+/// Thread safety: see the file comment (not thread-safe; concurrent const calls only).
+class BlockPool {
+ public:
+  enum class State : std::uint8_t { kFree, kInUse, kCached };
+
+  /// A pool of `num_blocks` free blocks (ids 0..num_blocks-1). Throws llmk::Error when num_blocks < 0.
+  explicit BlockPool(std::int32_t num_blocks) {
+    if (num_blocks < 0)
+      throw Error(Status::invalid_argument("num_blocks", str_cat("must be >= 0, got ", num_blocks)));
+    const auto n = static_cast<std::size_t>(num_blocks);
+    refcount_.assign(n, 0);
+    state_.assign(n, State::kFree);
+    cacheable_.assign(n, 0);
+    prev_.assign(n, kNoBlock);
+    next_.assign(n, kNoBlock);
+    free_.reserve(n);
+    for (BlockId b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+  }
+
+  /// N, the number of blocks.
+  std::int32_t num_blocks() const { return static_cast<std::int32_t>(refcount_.size()); }
+  /// Blocks on the free list.
+  std::int32_t num_free() const { return static_cast<std::int32_t>(free_.size()); }
+  /// Evictable cached blocks (refcount 0, on the LRU list).
+  std::int32_t num_cached() const { return num_cached_; }
+  /// Blocks an allocation can obtain: num_free() + num_cached().
+  std::int32_t num_available() const { return num_free() + num_cached_; }
+  /// Blocks with at least one reference: N - num_available().
+  std::int32_t num_in_use() const { return num_blocks() - num_available(); }
+
+  /// True when 0 <= block < N.
+  bool contains(BlockId block) const { return block >= 0 && block < num_blocks(); }
+  /// State of a block; kFree for an id outside the pool.
+  State state(BlockId block) const { return contains(block) ? state_[idx(block)] : State::kFree; }
+  /// Reference count of a block; 0 for an id outside the pool.
+  std::int32_t refcount(BlockId block) const { return contains(block) ? refcount_[idx(block)] : 0; }
+  /// Whether a block goes to the LRU list (not the free list) when its last reference is released.
+  bool cacheable(BlockId block) const { return contains(block) && cacheable_[idx(block)] != 0; }
+  /// The block allocate() would evict next (the least recently used cached block), or kNoBlock.
+  BlockId lru_front() const { return lru_head_; }
+
+  /// ok when `block` is an id of this pool; otherwise invalid_argument naming `argument`.
+  Status check_block(BlockId block, const char* argument = "block") const {
+    if (!contains(block))
+      return Status::invalid_argument(argument, str_cat("block id ", block, " is not in the pool [0, ",
+                                                        num_blocks(), ") (a foreign block id)"));
+    return {};
+  }
+
+  /// Takes one block (refcount 1, not cacheable): a free one, else the LRU cached one. *evicted (when not
+  /// null) receives the evicted block's id (the same as *block) or kNoBlock, so that the owner of the prefix
+  /// cache can drop the block's entry. out_of_memory when no block is available; nothing changes then.
+  ///   BlockId b, evicted;
+  ///   LLMK_RETURN_IF_ERROR(pool.allocate(&b, &evicted));
+  ///   if (evicted != llmk::kvcache::kNoBlock) cache.erase(evicted);
+  Status allocate(BlockId* block, BlockId* evicted = nullptr) {
+    if (block == nullptr) return Status::invalid_argument("block", "must not be null");
+    if (num_available() == 0)
+      return Status::out_of_memory(
+          str_cat("KV block pool exhausted: all ", num_blocks(), " blocks are in use"));
+    const BlockId b = take_one(evicted);
+    *block = b;
+    return {};
+  }
+
+  /// Takes `count` blocks at once (all or nothing), appending their ids to *blocks and the evicted ones (if
+  /// any) to *evicted (when not null). out_of_memory when fewer than `count` are available.
+  ///   std::vector<BlockId> ids;
+  ///   LLMK_RETURN_IF_ERROR(pool.allocate(8, &ids));
+  Status allocate(std::int32_t count, std::vector<BlockId>* blocks, std::vector<BlockId>* evicted = nullptr) {
+    if (blocks == nullptr) return Status::invalid_argument("blocks", "must not be null");
+    if (count < 0) return Status::invalid_argument("count", str_cat("must be >= 0, got ", count));
+    if (count > num_available())
+      return Status::out_of_memory(str_cat("KV block pool: ", count, " blocks requested, ", num_available(),
+                                           " available (", num_free(), " free + ", num_cached_,
+                                           " evictable) of ", num_blocks()));
+    blocks->reserve(blocks->size() + static_cast<std::size_t>(count));
+    if (evicted != nullptr) evicted->reserve(evicted->size() + static_cast<std::size_t>(count));
+    for (std::int32_t i = 0; i < count; ++i) {
+      BlockId ev = kNoBlock;
+      blocks->push_back(take_one(&ev));
+      if (ev != kNoBlock && evicted != nullptr) evicted->push_back(ev);
+    }
+    return {};
+  }
+
+  /// Adds a reference to an in-use block, or revives a cached block (refcount 0 -> 1, off the LRU list).
+  /// invalid_argument for a foreign id or a free block.
+  Status retain(BlockId block) {
+    LLMK_RETURN_IF_ERROR(check_block(block));
+    const std::size_t i = idx(block);
+    if (state_[i] == State::kFree)
+      return Status::invalid_argument("block",
+                                      str_cat("block ", block, " is free (retain of an unallocated block)"));
+    if (refcount_[i] == std::numeric_limits<std::int32_t>::max())
+      return Status::invalid_argument("block", str_cat("block ", block, ": reference count overflow"));
+    if (state_[i] == State::kCached) {
+      lru_unlink(block);
+      state_[i] = State::kInUse;
+    }
+    ++refcount_[i];
+    return {};
+  }
+
+  /// Drops a reference. At refcount 0 the block goes to the back of the LRU list when cacheable, else to the
+  /// free list. invalid_argument for a foreign id and for a double free (a block with no references: free or
+  /// cached).
+  Status release(BlockId block) {
+    LLMK_RETURN_IF_ERROR(check_block(block));
+    const std::size_t i = idx(block);
+    if (state_[i] == State::kFree)
+      return Status::invalid_argument("block", str_cat("double free: block ", block, " is free"));
+    if (state_[i] == State::kCached)
+      return Status::invalid_argument(
+          "block",
+          str_cat("double free: block ", block, " has no references (it is an evictable cached block)"));
+    if (--refcount_[i] == 0) {
+      if (cacheable_[i]) {
+        state_[i] = State::kCached;
+        lru_push_back(block);
+      } else {
+        state_[i] = State::kFree;
+        free_.push_back(block);
+      }
+    }
+    return {};
+  }
+
+  /// Marks a block cacheable or not. Marking an in-use block cacheable sends it to the LRU list instead of
+  /// the free list at refcount 0; un-marking a cached block frees it at once. invalid_argument for a foreign
+  /// id and for marking a free block cacheable.
+  Status set_cacheable(BlockId block, bool cacheable) {
+    LLMK_RETURN_IF_ERROR(check_block(block));
+    const std::size_t i = idx(block);
+    if (cacheable && state_[i] == State::kFree)
+      return Status::invalid_argument("block", str_cat("block ", block, " is free and cannot be cacheable"));
+    if (!cacheable && state_[i] == State::kCached) {
+      lru_unlink(block);
+      state_[i] = State::kFree;
+      free_.push_back(block);
+    }
+    cacheable_[i] = cacheable ? 1 : 0;
+    return {};
+  }
+
+  /// Frees up to `max_count` cached blocks, least recently used first, appending their ids to *evicted (when
+  /// not null). Returns how many were evicted.
+  std::int32_t evict_lru(std::int32_t max_count, std::vector<BlockId>* evicted = nullptr) {
+    std::int32_t n = 0;
+    for (; n < max_count && lru_head_ != kNoBlock; ++n) {
+      const BlockId b = lru_head_;
+      if (evicted != nullptr) evicted->push_back(b);
+      const Status s = set_cacheable(b, false);  // cannot fail: b is a cached block of this pool
+      (void)s;
+    }
+    return n;
+  }
+
+  /// Checks every internal invariant (states, reference counts, free list, LRU links, counters); ok or
+  /// internal("...") naming the first violation. O(N). For tests and fuzzers.
+  Status check_invariants() const {
+    const std::int32_t n = num_blocks();
+    std::vector<std::uint8_t> seen(static_cast<std::size_t>(n), 0);
+    for (const BlockId b : free_) {
+      if (!contains(b)) return Status::internal(str_cat("free list holds foreign id ", b));
+      if (seen[idx(b)]) return Status::internal(str_cat("block ", b, " is on the free list twice"));
+      seen[idx(b)] = 1;
+      if (state_[idx(b)] != State::kFree)
+        return Status::internal(str_cat("block ", b, " is on the free list but not free"));
+    }
+    std::int32_t cached = 0;
+    BlockId prev = kNoBlock;
+    for (BlockId b = lru_head_; b != kNoBlock; b = next_[idx(b)]) {
+      if (!contains(b)) return Status::internal(str_cat("LRU list holds foreign id ", b));
+      if (seen[idx(b)]) return Status::internal(str_cat("block ", b, " is on the free/LRU lists twice"));
+      seen[idx(b)] = 1;
+      if (state_[idx(b)] != State::kCached)
+        return Status::internal(str_cat("block ", b, " is on the LRU list but not cached"));
+      if (prev_[idx(b)] != prev) return Status::internal(str_cat("LRU prev link of block ", b, " is wrong"));
+      prev = b;
+      if (++cached > n) return Status::internal("LRU list has a cycle");
+    }
+    if (lru_tail_ != prev) return Status::internal("LRU tail is wrong");
+    if (cached != num_cached_)
+      return Status::internal(str_cat("LRU list has ", cached, " blocks, counter says ", num_cached_));
+    for (BlockId b = 0; b < n; ++b) {
+      const std::size_t i = idx(b);
+      switch (state_[i]) {
+        case State::kFree:
+          if (!seen[i]) return Status::internal(str_cat("free block ", b, " is not on the free list"));
+          if (refcount_[i] != 0 || cacheable_[i])
+            return Status::internal(
+                str_cat("free block ", b, " has refcount ", refcount_[i], " / is cacheable"));
+          break;
+        case State::kCached:
+          if (!seen[i]) return Status::internal(str_cat("cached block ", b, " is not on the LRU list"));
+          if (refcount_[i] != 0 || !cacheable_[i])
+            return Status::internal(
+                str_cat("cached block ", b, " has refcount ", refcount_[i], " / not cacheable"));
+          break;
+        case State::kInUse:
+          if (seen[i]) return Status::internal(str_cat("in-use block ", b, " is on the free or LRU list"));
+          if (refcount_[i] <= 0)
+            return Status::internal(str_cat("in-use block ", b, " has refcount ", refcount_[i]));
+          if (prev_[i] != kNoBlock || next_[i] != kNoBlock)
+            return Status::internal(str_cat("in-use block ", b, " has LRU links"));
+          break;
+        default:
+          return Status::internal(str_cat("block ", b, " has an invalid state"));
+      }
+    }
+    return {};
+  }
+
+  /// A complete, deterministic description of the state (free list order, LRU order, per-block refcount,
+  /// state and cacheable flag). Equal strings <=> equal states; tests compare it before and after an error.
+  std::string debug_string() const {
+    std::string s = str_cat("BlockPool{N=", num_blocks(), " free=[");
+    for (const BlockId b : free_) s += str_cat(b, ",");
+    s += "] lru=[";
+    for (BlockId b = lru_head_; b != kNoBlock; b = next_[idx(b)]) s += str_cat(b, ",");
+    s += "] blocks=[";
+    for (BlockId b = 0; b < num_blocks(); ++b)
+      s += str_cat(b, ":", static_cast<int>(state_[idx(b)]), "/", refcount_[idx(b)], "/",
+                   static_cast<int>(cacheable_[idx(b)]), " ");
+    return s + "]}";
+  }
+
+ private:
+  static std::size_t idx(BlockId b) { return static_cast<std::size_t>(b); }
+
+  // Precondition: num_available() > 0.
+  BlockId take_one(BlockId* evicted) {
+    BlockId b;
+    if (!free_.empty()) {
+      b = free_.back();
+      free_.pop_back();
+      if (evicted != nullptr) *evicted = kNoBlock;
+    } else {
+      b = lru_head_;
+      lru_unlink(b);
+      cacheable_[idx(b)] = 0;
+      if (evicted != nullptr) *evicted = b;
+    }
+    state_[idx(b)] = State::kInUse;
+    refcount_[idx(b)] = 1;
+    return b;
+  }
+
+  void lru_push_back(BlockId b) {
+    prev_[idx(b)] = lru_tail_;
+    next_[idx(b)] = kNoBlock;
+    if (lru_tail_ != kNoBlock)
+      next_[idx(lru_tail_)] = b;
+    else
+      lru_head_ = b;
+    lru_tail_ = b;
+    ++num_cached_;
+  }
+
+  void lru_unlink(BlockId b) {
+    const BlockId p = prev_[idx(b)], n = next_[idx(b)];
+    if (p != kNoBlock)
+      next_[idx(p)] = n;
+    else
+      lru_head_ = n;
+    if (n != kNoBlock)
+      prev_[idx(n)] = p;
+    else
+      lru_tail_ = p;
+    prev_[idx(b)] = next_[idx(b)] = kNoBlock;
+    --num_cached_;
+  }
+
+  std::vector<std::int32_t> refcount_;
+  std::vector<State> state_;
+  std::vector<std::uint8_t> cacheable_;
+  std::vector<BlockId> prev_, next_;  // LRU links (kNoBlock = none)
+  std::vector<BlockId> free_;         // a stack: allocate takes the back
+  BlockId lru_head_ = kNoBlock, lru_tail_ = kNoBlock;
+  std::int32_t num_cached_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// KvCacheManager
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A page copy the engine must perform (on the device, in stream order) before writing the KV of the tokens
+/// that an append_tokens call appended: copy the first `num_tokens` slots (all layers, K and V) of block
+/// `src_block` to block `dst_block` (copying the whole page, as copy_pages in kvcache/cache_ops.cuh does, is
+/// equally right). Produced by copy-on-write of a shared partial last block.
+struct CopyOp {
+  BlockId src_block = kNoBlock;
+  BlockId dst_block = kNoBlock;
+  std::int32_t num_tokens = 0;  // valid slots of src_block, in [1, page_size)
+  friend bool operator==(const CopyOp&, const CopyOp&) = default;
+};
+
+/// What export_csr() fills: a struct with the fields of llmk::kvcache::CsrPageTable (kvcache/cache_ops.cuh),
+/// the CSR page table (FlashInfer's form) of a batch of B sequences:
+///   indptr        [B + 1]  sequence i owns indices[indptr[i] .. indptr[i + 1])
+///   indices       [total]  block ids
+///   last_page_len [B]      tokens in the sequence's last page, in [1, page_size] (0 for an empty sequence)
+/// (std::vector<int> each). This header does not include cache_ops.cuh, which needs a CUDA or simulator
+/// build.
+template <class T>
+concept CsrPageTableLike = std::default_initializable<T> && std::movable<T> && requires(T& t) {
+  t.indptr.push_back(0);
+  t.indices.push_back(0);
+  t.last_page_len.push_back(0);
+};
+
+/// What export_block_table() fills: a struct with the fields of llmk::kvcache::BlockTable
+/// (kvcache/cache_ops.cuh), the padded block table (vLLM's form) of a batch of B sequences:
+///   max_blocks                       the row width
+///   table [B * max_blocks]           table[i * max_blocks + j] = j-th block of sequence i, a pad value past
+///   its
+///                                    last block
+///   seq_lens [B]                     tokens of sequence i
+template <class T>
+concept BlockTableLike = std::default_initializable<T> && std::movable<T> && requires(T& t) {
+  t.max_blocks = 0;
+  t.table.push_back(0);
+  t.seq_lens.push_back(0);
+};
+
+/// Per-sequence block tables over a BlockPool, with fork/copy-on-write and prefix caching (file comment).
+///
+/// Invariants (check_invariants()): the refcount of every block equals the number of sequence tables that
+/// hold it (the prefix cache holds no reference); no block is both free and referenced; free + evictable
+/// cached + referenced = N; a sequence of n tokens has ceil(n / page_size) blocks, all distinct; every cache
+/// entry names a cacheable block holding page_size tokens, and every cacheable block has exactly one entry.
+///
+///   llmk::kvcache::KvCacheManager kv(64, 16);
+///   llmk::kvcache::SeqId a, b;
+///   LLMK_RETURN_IF_ERROR(kv.add_sequence(prompt, &a));        // 40 tokens: 3 blocks, the last holds 8
+///   LLMK_RETURN_IF_ERROR(kv.fork(a, &b));                     // b shares all 3 (refcounts 2)
+///   std::vector<llmk::kvcache::CopyOp> copies;
+///   LLMK_RETURN_IF_ERROR(kv.append_tokens(b, next_b, &copies));  // b: new last block, copies = {{last_a,
+///   new, 8}}
+///
+/// Thread safety: see the file comment (not thread-safe; concurrent const calls only).
+class KvCacheManager {
+ public:
+  /// A manager of `num_blocks` blocks of `page_size` tokens. Throws llmk::Error when num_blocks < 0 or
+  /// page_size < 1. With enable_prefix_caching = false no block is ever registered or shared across sequences
+  /// except by fork.
+  KvCacheManager(std::int32_t num_blocks, std::int32_t page_size, bool enable_prefix_caching = true)
+      : pool_(num_blocks), page_size_(page_size), prefix_caching_(enable_prefix_caching) {
+    if (page_size < 1)
+      throw Error(Status::invalid_argument("page_size", str_cat("must be >= 1, got ", page_size)));
+    entries_.resize(static_cast<std::size_t>(num_blocks));
+  }
+
+  /// Tokens per block.
+  std::int32_t page_size() const { return page_size_; }
+  /// Whether full blocks are registered and reused across sequences.
+  bool prefix_caching() const { return prefix_caching_; }
+  /// The underlying pool (read-only: counts, refcounts, states).
+  const BlockPool& pool() const { return pool_; }
+  /// Number of live sequences.
+  std::int32_t num_sequences() const { return static_cast<std::int32_t>(seqs_.size()); }
+  /// Live sequence ids, ascending.
+  std::vector<SeqId> sequences() const {
+    std::vector<SeqId> ids;
+    ids.reserve(seqs_.size());
+    for (const auto& kv : seqs_) ids.push_back(kv.first);
+    return ids;
+  }
+  /// Whether `seq` is a live sequence.
+  bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
+  /// Tokens of a sequence; -1 for an unknown id.
+  std::int64_t num_tokens(SeqId seq) const {
+    const auto it = seqs_.find(seq);
+    return it == seqs_.end() ? -1 : it->second.num_tokens;
+  }
+  /// Block table of a sequence (empty for an unknown id). Valid until the next non-const call.
+  std::span<const BlockId> block_table(SeqId seq) const {
+    const auto it = seqs_.find(seq);
+    if (it == seqs_.end()) return {};
+    return it->second.blocks;
+  }
+  /// Number of registered prefix-cache entries (in-use and evictable blocks).
+  std::int32_t num_cache_entries() const { return static_cast<std::int32_t>(cache_.size()); }
+
+  /// A test seam: keeps only the low `bits` bits (1..64) of every block hash, so that tests and fuzzers can
+  /// force hash collisions and check that they never share wrong KV. Only allowed while no sequence exists
+  /// and the cache is empty; invalid_argument otherwise.
+  ///   KvCacheManager kv(64, 4);
+  ///   LLMK_RETURN_IF_ERROR(kv.set_hash_bits_for_testing(2));   // 4 distinct hashes: collisions everywhere
+  Status set_hash_bits_for_testing(int bits) {
+    if (bits < 1 || bits > 64)
+      return Status::invalid_argument("bits", str_cat("must be in [1, 64], got ", bits));
+    if (!seqs_.empty() || !cache_.empty())
+      return Status::invalid_argument("bits", "the hash width can only change while the manager is empty");
+    hash_mask_ = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+    return {};
+  }
+
+  /// Blocks an append of `num_new_tokens` tokens to `seq` would take from the pool (new blocks plus one for
+  /// copy-on-write), for admission control: the append succeeds iff *blocks <= pool().num_available().
+  Status blocks_needed(SeqId seq, std::int64_t num_new_tokens, std::int64_t* blocks) const {
+    if (blocks == nullptr) return Status::invalid_argument("blocks", "must not be null");
+    if (num_new_tokens < 0)
+      return Status::invalid_argument("num_new_tokens", str_cat("must be >= 0, got ", num_new_tokens));
+    const Sequence* s = find(seq);
+    if (s == nullptr) return unknown_sequence("seq", seq);
+    *blocks = append_cost(*s, num_new_tokens);
+    return {};
+  }
+
+  /// Adds a sequence holding `prompt` and returns its id in *seq. With prefix caching it first reuses the
+  /// longest chain of cached full blocks that matches the prompt, at most floor(max_cached_tokens /
+  /// page_size) blocks (pass prompt.size() - 1 when the last prompt token must be recomputed for its logits;
+  /// a negative value reuses nothing),
+  /// and reports the reused token count in *cached_tokens (a multiple of page_size; when not null). The
+  /// engine then writes the KV of tokens [*cached_tokens, prompt.size()). Blocks that the prompt fills are
+  /// registered in the cache. out_of_memory when the blocks do not fit; nothing changes then.
+  ///   SeqId seq; std::int64_t cached;
+  ///   LLMK_RETURN_IF_ERROR(kv.add_sequence(prompt, &seq, &cached, std::ssize(prompt) - 1));
+  Status add_sequence(std::span<const TokenId> prompt, SeqId* seq, std::int64_t* cached_tokens = nullptr,
+                      std::int64_t max_cached_tokens = std::numeric_limits<std::int64_t>::max()) {
+    if (seq == nullptr) return Status::invalid_argument("seq", "must not be null");
+    // 1. Longest cached prefix (no mutation).
+    Sequence fresh;
+    std::vector<BlockId> hits;
+    if (prefix_caching_) {
+      const std::int64_t full = static_cast<std::int64_t>(prompt.size()) / page_size_;
+      const std::int64_t limit = std::min(full, std::max<std::int64_t>(max_cached_tokens, 0) / page_size_);
+      for (std::int64_t i = 0; i < limit; ++i) {
+        const auto tokens = prompt.subspan(static_cast<std::size_t>(i * page_size_), page_size_u());
+        const std::uint64_t h = hash(fresh.chain_hash, tokens);
+        const BlockId b = lookup(h, fresh.chain_reg, tokens);
+        if (b == kNoBlock) break;
+        hits.push_back(b);
+        fresh.chain_hash = h;
+        fresh.chain_reg = entry(b).reg;
+      }
+    }
+    // 2. Capacity: reviving an evictable hit takes it out of the available blocks too.
+    const std::int64_t hit_tokens = static_cast<std::int64_t>(hits.size()) * page_size_;
+    std::int64_t revived = 0;
+    for (const BlockId b : hits) revived += pool_.state(b) == BlockPool::State::kCached;
+    const std::int64_t new_blocks = ceil_div(static_cast<std::int64_t>(prompt.size()), page_size_) -
+                                    static_cast<std::int64_t>(hits.size());
+    if (new_blocks + revived > pool_.num_available())
+      return Status::out_of_memory(str_cat("a sequence of ", prompt.size(), " tokens needs ", new_blocks,
+                                           " new blocks (", hits.size(), " reused from the prefix cache, ",
+                                           revived, " of them evictable); ", pool_.num_available(),
+                                           " available (", pool_.num_free(), " free + ", pool_.num_cached(),
+                                           " evictable) of ", pool_.num_blocks()));
+    // 3. Mutate (cannot fail from here on, except std::bad_alloc before the pool is touched).
+    fresh.blocks.reserve(hits.size() + static_cast<std::size_t>(new_blocks));
+    fresh.partial.reserve(page_size_u());
+    const SeqId id = next_seq_;
+    Sequence& s = seqs_.emplace(id, std::move(fresh)).first->second;
+    ++next_seq_;
+    for (const BlockId b : hits) {
+      must(pool_.retain(b));
+      s.blocks.push_back(b);
+    }
+    s.num_tokens = hit_tokens;
+    fill(s, prompt.subspan(static_cast<std::size_t>(hit_tokens)));
+    *seq = id;
+    if (cached_tokens != nullptr) *cached_tokens = hit_tokens;
+    return {};
+  }
+
+  /// Appends `tokens` to sequence `seq`, allocating blocks as needed. When the last block is partial and
+  /// shared (after fork), it is first replaced by a fresh block and CopyOp{old, new, valid slots} is appended
+  /// to *copies: the engine performs the copies before writing the new tokens' KV. Blocks that become full
+  /// are registered in the prefix cache. out_of_memory when the blocks do not fit (see blocks_needed);
+  /// invalid_argument for an unknown sequence or a null `copies`; nothing changes on error.
+  ///   std::vector<CopyOp> copies;
+  ///   for (SeqId s : batch) LLMK_RETURN_IF_ERROR(kv.append_tokens(s, std::span(&next[s], 1), &copies));
+  ///   engine_copy_pages(copies);  // then write the new K/V, then attend
+  Status append_tokens(SeqId seq, std::span<const TokenId> tokens, std::vector<CopyOp>* copies) {
+    if (copies == nullptr) return Status::invalid_argument("copies", "must not be null");
+    Sequence* s = find(seq);
+    if (s == nullptr) return unknown_sequence("seq", seq);
+    if (tokens.empty()) return {};
+    const std::int64_t n = static_cast<std::int64_t>(tokens.size());
+    const std::int64_t cost = append_cost(*s, n);
+    if (cost > pool_.num_available())
+      return Status::out_of_memory(str_cat("appending ", n, " tokens to sequence ", seq, " (", s->num_tokens,
+                                           " tokens) needs ", cost, " blocks; ", pool_.num_available(),
+                                           " available (", pool_.num_free(), " free + ", pool_.num_cached(),
+                                           " evictable) of ", pool_.num_blocks()));
+    s->blocks.reserve(static_cast<std::size_t>(ceil_div(s->num_tokens + n, page_size_)));
+    s->partial.reserve(page_size_u());
+    if (needs_cow(*s, n)) {
+      copies->reserve(copies->size() + 1);
+      const BlockId old = s->blocks.back();
+      const BlockId fresh = take_block();
+      copies->push_back({old, fresh, static_cast<std::int32_t>(s->num_tokens % page_size_)});
+      must(pool_.release(old));  // refcount was > 1: stays in use by the other sequences
+      s->blocks.back() = fresh;
+    }
+    fill(*s, tokens);
+    return {};
+  }
+
+  /// Adds a sequence that shares every block of `parent` (refcounts + 1) and returns its id in *child. The
+  /// first append to either side that writes into a shared partial last block copies it (copy-on-write).
+  /// Takes no block from the pool. invalid_argument for an unknown parent.
+  ///   SeqId beams[4] = {root};
+  ///   for (int i = 1; i < 4; ++i) LLMK_RETURN_IF_ERROR(kv.fork(root, &beams[i]));
+  Status fork(SeqId parent, SeqId* child) {
+    if (child == nullptr) return Status::invalid_argument("child", "must not be null");
+    const Sequence* p = find(parent);
+    if (p == nullptr) return unknown_sequence("parent", parent);
+    for (const BlockId b : p->blocks)
+      if (pool_.refcount(b) == std::numeric_limits<std::int32_t>::max())
+        return Status::invalid_argument("parent", str_cat("block ", b, ": reference count overflow"));
+    Sequence copy = *p;
+    copy.blocks.reserve(p->blocks.capacity());
+    copy.partial.reserve(page_size_u());
+    const SeqId id = next_seq_;
+    Sequence& c = seqs_.emplace(id, std::move(copy)).first->second;
+    ++next_seq_;
+    for (const BlockId b : c.blocks) must(pool_.retain(b));
+    *child = id;
+    return {};
+  }
+
+  /// Drops a sequence: releases its blocks, last block first (so that, among the blocks this frees into the
+  /// prefix cache, the tail ones are evicted first). invalid_argument for an unknown (or already freed)
+  /// sequence.
+  ///   LLMK_RETURN_IF_ERROR(kv.free_sequence(seq));
+  Status free_sequence(SeqId seq) {
+    const auto it = seqs_.find(seq);
+    if (it == seqs_.end()) return unknown_sequence("seq", seq);
+    const std::vector<BlockId>& blocks = it->second.blocks;
+    for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) must(pool_.release(*b));
+    seqs_.erase(it);
+    return {};
+  }
+
+  /// Evicts up to `max_blocks` evictable cached blocks, least recently used first, dropping their cache
+  /// entries; returns how many. evict_cached_blocks(INT32_MAX) empties the evictable part of the cache.
+  std::int32_t evict_cached_blocks(std::int32_t max_blocks) {
+    std::int32_t n = 0;
+    for (; n < max_blocks && pool_.lru_front() != kNoBlock; ++n)
+      unregister(pool_.lru_front());  // un-marking a cached block frees it
+    return n;
+  }
+
+  /// Block tables of `seqs` (in this order; repeats allowed) in CSR form (see CsrPageTableLike), into *out
+  /// (replaced). invalid_argument for an unknown sequence or more than INT32_MAX pages in total; *out is
+  /// unchanged then.
+  ///   llmk::kvcache::CsrPageTable csr;                     // kvcache/cache_ops.cuh
+  ///   LLMK_RETURN_IF_ERROR(kv.export_csr(batch, &csr));    // upload csr.indptr, csr.indices,
+  ///   csr.last_page_len
+  template <CsrPageTableLike Csr>
+  Status export_csr(std::span<const SeqId> seqs, Csr* out) const {
+    if (out == nullptr) return Status::invalid_argument("out", "must not be null");
+    std::int64_t total = 0;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      const Sequence* s = find(seqs[i]);
+      if (s == nullptr) return unknown_sequence("seqs", seqs[i], i);
+      total += static_cast<std::int64_t>(s->blocks.size());
+    }
+    if (total > std::numeric_limits<std::int32_t>::max() ||
+        seqs.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+      return Status::invalid_argument("seqs", str_cat("the batch holds ", total, " pages of ", seqs.size(),
+                                                      " sequences (more than INT32_MAX)"));
+    Csr t;
+    using Index = typename decltype(t.indptr)::value_type;
+    t.indptr.reserve(seqs.size() + 1);
+    t.indices.reserve(static_cast<std::size_t>(total));
+    t.last_page_len.reserve(seqs.size());
+    t.indptr.push_back(0);
+    for (const SeqId id : seqs) {
+      const Sequence& s = *find(id);
+      for (const BlockId b : s.blocks) t.indices.push_back(static_cast<Index>(b));
+      t.indptr.push_back(static_cast<Index>(t.indices.size()));
+      t.last_page_len.push_back(
+          static_cast<Index>(s.num_tokens == 0 ? 0 : (s.num_tokens - 1) % page_size_ + 1));
+    }
+    *out = std::move(t);
+    return {};
+  }
+
+  /// Block tables of `seqs` (in this order; repeats allowed) as a padded [batch, max_blocks] matrix plus
+  /// sequence lengths (see BlockTableLike), into *out (replaced). max_blocks is the widest table of the
+  /// batch, or `min_width` when that is larger (default 1, as csr_to_block_table; a fixed width keeps a
+  /// captured CUDA graph's shapes stable); entries past a sequence's last block are `pad` (default -1).
+  /// invalid_argument for an unknown sequence, a sequence longer than INT32_MAX tokens or a matrix larger
+  /// than INT32_MAX entries; *out is unchanged then.
+  ///   llmk::kvcache::BlockTable bt;                        // kvcache/cache_ops.cuh
+  ///   LLMK_RETURN_IF_ERROR(kv.export_block_table(batch, &bt, /*min_width=*/max_model_len / page_size));
+  template <BlockTableLike Table>
+  Status export_block_table(std::span<const SeqId> seqs, Table* out, std::int32_t min_width = 1,
+                            std::int32_t pad = kNoBlock) const {
+    if (out == nullptr) return Status::invalid_argument("out", "must not be null");
+    if (min_width < 0) return Status::invalid_argument("min_width", str_cat("must be >= 0, got ", min_width));
+    std::int64_t width = min_width;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      const Sequence* s = find(seqs[i]);
+      if (s == nullptr) return unknown_sequence("seqs", seqs[i], i);
+      if (s->num_tokens > std::numeric_limits<std::int32_t>::max())
+        return Status::invalid_argument(
+            "seqs", str_cat("sequence ", seqs[i], " has ", s->num_tokens, " tokens (more than INT32_MAX)"));
+      width = std::max(width, static_cast<std::int64_t>(s->blocks.size()));
+    }
+    const std::int64_t rows = static_cast<std::int64_t>(seqs.size());
+    if (rows > std::numeric_limits<std::int32_t>::max() ||
+        width * rows > std::numeric_limits<std::int32_t>::max())
+      return Status::invalid_argument(
+          "seqs", str_cat("the table has ", rows, " x ", width, " entries (more than INT32_MAX)"));
+    Table t;
+    using Index = typename decltype(t.table)::value_type;
+    t.max_blocks = static_cast<decltype(t.max_blocks)>(width);
+    t.table.assign(static_cast<std::size_t>(width * rows), static_cast<Index>(pad));
+    t.seq_lens.reserve(seqs.size());
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      const Sequence& s = *find(seqs[i]);
+      for (std::size_t j = 0; j < s.blocks.size(); ++j)
+        t.table[i * static_cast<std::size_t>(width) + j] = static_cast<Index>(s.blocks[j]);
+      t.seq_lens.push_back(static_cast<Index>(s.num_tokens));
+    }
+    *out = std::move(t);
+    return {};
+  }
+
+  /// Checks every invariant of the class comment plus the pool's; ok or internal("...") naming the first
+  /// violation. O(N + total blocks of all tables). For tests and fuzzers.
+  Status check_invariants() const {
+    LLMK_RETURN_IF_ERROR(pool_.check_invariants());
+    const std::int32_t n = pool_.num_blocks();
+    std::vector<std::int64_t> refs(static_cast<std::size_t>(n), 0);
+    std::vector<SeqId> stamp(static_cast<std::size_t>(n), -1);
+    for (const auto& [id, s] : seqs_) {
+      if (id < 0 || id >= next_seq_)
+        return Status::internal(str_cat("sequence id ", id, " was never issued"));
+      if (s.num_tokens < 0) return Status::internal(str_cat("sequence ", id, " has a negative length"));
+      if (static_cast<std::int64_t>(s.blocks.size()) != ceil_div(s.num_tokens, page_size_))
+        return Status::internal(str_cat("sequence ", id, ": ", s.blocks.size(), " blocks for ", s.num_tokens,
+                                        " tokens (page size ", page_size_, ")"));
+      if (static_cast<std::int64_t>(s.partial.size()) != s.num_tokens % page_size_)
+        return Status::internal(str_cat("sequence ", id, ": partial block tokens out of sync"));
+      for (const BlockId b : s.blocks) {
+        if (!pool_.contains(b)) return Status::internal(str_cat("sequence ", id, " holds foreign block ", b));
+        if (stamp[static_cast<std::size_t>(b)] == id)
+          return Status::internal(str_cat("sequence ", id, " holds block ", b, " twice"));
+        stamp[static_cast<std::size_t>(b)] = id;
+        ++refs[static_cast<std::size_t>(b)];
+      }
+    }
+    std::int32_t referenced = 0;
+    for (BlockId b = 0; b < n; ++b) {
+      const std::int64_t r = refs[static_cast<std::size_t>(b)];
+      if (pool_.refcount(b) != r)
+        return Status::internal(str_cat("block ", b, " has refcount ", pool_.refcount(b), " but ", r,
+                                        " references from sequence tables"));
+      if (r > 0 && pool_.state(b) != BlockPool::State::kInUse)
+        return Status::internal(str_cat("block ", b, " is referenced but not in use (free or cached)"));
+      referenced += r > 0;
+    }
+    if (pool_.num_free() + pool_.num_cached() + referenced != n)
+      return Status::internal(str_cat("free ", pool_.num_free(), " + evictable ", pool_.num_cached(),
+                                      " + referenced ", referenced, " != ", n));
+    std::size_t registered = 0;
+    for (BlockId b = 0; b < n; ++b) {
+      const Entry& e = entry(b);
+      if (e.registered != pool_.cacheable(b))
+        return Status::internal(str_cat("block ", b, ": cache entry and pool cacheable flag disagree"));
+      if (!e.registered) continue;
+      ++registered;
+      if (!prefix_caching_) return Status::internal("a cache entry exists with prefix caching disabled");
+      const auto it = cache_.find(e.hash);
+      if (it == cache_.end() || it->second != b)
+        return Status::internal(str_cat("cached block ", b, " is not in the hash map under its hash"));
+      if (static_cast<std::int64_t>(e.tokens.size()) != page_size_)
+        return Status::internal(str_cat("cached block ", b, " is not a full block"));
+      if (e.reg == 0 || e.reg >= next_reg_ || e.parent_reg >= e.reg)
+        return Status::internal(str_cat("cached block ", b, " has inconsistent registration ids"));
+    }
+    if (registered != cache_.size())
+      return Status::internal(
+          str_cat("hash map has ", cache_.size(), " entries, ", registered, " registered"));
+    return {};
+  }
+
+  /// A complete, deterministic description of the state (pool, sequences, cache entries and id counters).
+  /// Equal strings <=> equal states; tests compare it before and after a failing call.
+  std::string debug_string() const {
+    std::string s =
+        str_cat("KvCacheManager{page=", page_size_, " caching=", prefix_caching_, " next_seq=", next_seq_,
+                " next_reg=", next_reg_, " ", pool_.debug_string(), " seqs=[");
+    for (const auto& [id, q] : seqs_) {
+      s += str_cat(id, ":{n=", q.num_tokens, " h=", q.chain_hash, " r=", q.chain_reg, " blocks=");
+      for (const BlockId b : q.blocks) s += str_cat(b, ",");
+      s += " partial=";
+      for (const TokenId t : q.partial) s += str_cat(t, ",");
+      s += "} ";
+    }
+    s += "] cache=[";
+    for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
+      const Entry& e = entry(b);
+      if (!e.registered) continue;
+      s += str_cat(b, ":{h=", e.hash, " r=", e.reg, " p=", e.parent_reg, " t=");
+      for (const TokenId t : e.tokens) s += str_cat(t, ",");
+      s += "} ";
+    }
+    return s + str_cat("] map=", cache_.size(), "}");
+  }
+
+ private:
+  struct Sequence {
+    std::vector<BlockId> blocks;
+    std::vector<TokenId> partial;  // token ids of the partial last block (its first num_tokens % page_size)
+    std::int64_t num_tokens = 0;
+    std::uint64_t chain_hash = kRootHash;  // hash of the last full block (kRootHash when none)
+    std::uint64_t chain_reg = 0;           // registration id of the cache entry with that content (0: root)
+  };
+  struct Entry {  // prefix-cache entry of a block (indexed by block id)
+    bool registered = false;
+    std::uint64_t hash = 0;
+    std::uint64_t reg = 0;         // unique registration id (>= 1)
+    std::uint64_t parent_reg = 0;  // registration id of the parent block's entry (0: first block)
+    std::vector<TokenId> tokens;   // the page_size token ids of the block
+  };
+
+  static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+  std::uint64_t hash(std::uint64_t parent, std::span<const TokenId> tokens) const {
+    return block_hash(parent, tokens) & hash_mask_;
+  }
+  std::size_t page_size_u() const { return static_cast<std::size_t>(page_size_); }
+  const Entry& entry(BlockId b) const { return entries_[static_cast<std::size_t>(b)]; }
+  Entry& entry(BlockId b) { return entries_[static_cast<std::size_t>(b)]; }
+
+  // Operations after the checks cannot fail; a failure here is a bug in this class.
+  static void must(const Status& s) {
+    if (!s.ok()) throw Error(Status::internal(str_cat("KvCacheManager: ", s.message())));
+  }
+
+  static Status unknown_sequence(const char* argument, SeqId seq) {
+    return Status::invalid_argument(argument,
+                                    str_cat("unknown sequence id ", seq, " (never added or already freed)"));
+  }
+  static Status unknown_sequence(const char* argument, SeqId seq, std::size_t index) {
+    return Status::invalid_argument(argument, str_cat("unknown sequence id ", seq, " at index ", index,
+                                                      " (never added or already freed)"));
+  }
+
+  const Sequence* find(SeqId seq) const {
+    const auto it = seqs_.find(seq);
+    return it == seqs_.end() ? nullptr : &it->second;
+  }
+  Sequence* find(SeqId seq) {
+    const auto it = seqs_.find(seq);
+    return it == seqs_.end() ? nullptr : &it->second;
+  }
+
+  bool needs_cow(const Sequence& s, std::int64_t n) const {
+    return n > 0 && s.num_tokens % page_size_ != 0 && pool_.refcount(s.blocks.back()) > 1;
+  }
+  std::int64_t append_cost(const Sequence& s, std::int64_t n) const {
+    return ceil_div(s.num_tokens + n, page_size_) - static_cast<std::int64_t>(s.blocks.size()) +
+           (needs_cow(s, n) ? 1 : 0);
+  }
+
+  // The registered block with hash h whose entry matches (parent_reg, tokens) exactly, or kNoBlock.
+  BlockId lookup(std::uint64_t h, std::uint64_t parent_reg, std::span<const TokenId> tokens) const {
+    const auto it = cache_.find(h);
+    if (it == cache_.end()) return kNoBlock;
+    const Entry& e = entry(it->second);
+    if (e.parent_reg != parent_reg ||
+        !std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin(), tokens.end()))
+      return kNoBlock;
+    return it->second;
+  }
+
+  // Takes a block from the pool (precondition: one is available), dropping the entry of an evicted block.
+  BlockId take_block() {
+    BlockId b = kNoBlock, evicted = kNoBlock;
+    must(pool_.allocate(&b, &evicted));
+    if (evicted != kNoBlock) drop_entry(evicted);
+    return b;
+  }
+
+  // Removes b's cache entry (the pool has already un-marked it).
+  void drop_entry(BlockId b) {
+    Entry& e = entry(b);
+    cache_.erase(e.hash);
+    e.registered = false;
+    e.tokens.clear();
+  }
+
+  // Removes b's cache entry and un-marks it in the pool (a cached block is freed).
+  void unregister(BlockId b) {
+    drop_entry(b);
+    must(pool_.set_cacheable(b, false));
+  }
+
+  // Writes `tokens` at the end of s: allocates the blocks they need (the capacity was checked), registers
+  // every block that becomes full. The last block, when partial, is not shared (the caller did the CoW).
+  void fill(Sequence& s, std::span<const TokenId> tokens) {
+    for (const TokenId t : tokens) {
+      if (s.num_tokens % page_size_ == 0) s.blocks.push_back(take_block());
+      s.partial.push_back(t);
+      ++s.num_tokens;
+      if (s.num_tokens % page_size_ == 0) {
+        register_full_block(s);
+        s.partial.clear();
+      }
+    }
+  }
+
+  // s's last block just became full with the tokens in s.partial: advance its hash chain and register it.
+  void register_full_block(Sequence& s) {
+    if (!prefix_caching_) return;
+    const BlockId b = s.blocks.back();
+    const std::uint64_t h = hash(s.chain_hash, s.partial);
+    const auto it = cache_.find(h);
+    if (it != cache_.end()) {
+      const BlockId other = it->second;
+      if (lookup(h, s.chain_reg, s.partial) == other) {  // the same content is cached already: keep that one
+        s.chain_hash = h;
+        s.chain_reg = entry(other).reg;
+        return;
+      }
+      unregister(other);  // a stale entry (its parent was evicted) or a hash collision: the newer one wins
+    }
+    Entry& e = entry(b);
+    e.registered = true;
+    e.hash = h;
+    e.reg = next_reg_++;
+    e.parent_reg = s.chain_reg;
+    e.tokens.assign(s.partial.begin(), s.partial.end());
+    cache_.emplace(h, b);
+    must(pool_.set_cacheable(b, true));
+    s.chain_hash = h;
+    s.chain_reg = e.reg;
+  }
+
+  BlockPool pool_;
+  std::int32_t page_size_;
+  bool prefix_caching_;
+  std::map<SeqId, Sequence> seqs_;
+  std::vector<Entry> entries_;                        // by block id
+  std::unordered_map<std::uint64_t, BlockId> cache_;  // hash -> registered block
+  SeqId next_seq_ = 0;
+  std::uint64_t next_reg_ = 1;
+  std::uint64_t hash_mask_ = ~std::uint64_t{0};
+};
+
+}  // namespace llmk::kvcache
