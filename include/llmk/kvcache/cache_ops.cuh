@@ -149,14 +149,16 @@ __global__ void __launch_bounds__(256)
   const int pair = static_cast<int>(blockIdx.x), lane = static_cast<int>(threadIdx.x % 32);
   const int from = src[pair], to = dst[pair];
   if (!detail::checked_index(from, num_pages) || !detail::checked_index(to, num_pages)) return;
+  const std::int64_t src_page = from * strides.page, dst_page = to * strides.page;
   const int rows = page_size * kv_heads;
+#pragma unroll 1
   for (int row = static_cast<int>(threadIdx.x / 32); row < rows; row += static_cast<int>(blockDim.x / 32)) {
-    const int slot = row / kv_heads, head = row % kv_heads;
+    const int slot = row / kv_heads, head = row - slot * kv_heads;
     const std::int64_t in_page = slot * strides.slot + head * strides.head;
-    const std::int64_t s = from * strides.page + in_page, d = to * strides.page + in_page;
+#pragma unroll 1
     for (int c = lane * 8; c < head_dim; c += 32 * 8) {
-      store16(k_pages + d + c, load16(k_pages + s + c));
-      store16(v_pages + d + c, load16(v_pages + s + c));
+      store16(k_pages + dst_page + in_page + c, load16(k_pages + src_page + in_page + c));
+      store16(v_pages + dst_page + in_page + c, load16(v_pages + src_page + in_page + c));
     }
   }
 }
