@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -564,8 +565,9 @@ void make_quant_cache(QuantCache<T, Code>& qc, const Cache<T>& c, kv::KvScale mo
           qc.v_deq[li] = T(static_cast<float>(vp[at]) * vsc[si]);
           // Error relative to the row's scale range (qmax * scale): half a step for int8, 2^-4 / 2^-3 for
           // fp8.
-          *max_rel_err = std::max(*max_rel_err,
-                                  std::fabs(qc.k_deq[li].to_float() - c.k[li].to_float()) / (qmax * ksc[si]));
+          *max_rel_err = std::max(
+              {*max_rel_err, std::fabs(qc.k_deq[li].to_float() - c.k[li].to_float()) / (qmax * ksc[si]),
+               std::fabs(qc.v_deq[li].to_float() - c.v[li].to_float()) / (qmax * vsc[si])});
         }
       }
     }
@@ -657,6 +659,30 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   a.cu_seqlens_k_host = c.kv_begin.data();
   REQUIRE(attn::prefill(a, nullptr).ok());
   CHECK(same_bits(o1.to_host(), o2.to_host()));
+  // Copy-on-write of a quantized page moves the codes and, for per-token-head scales, the scale rows.
+  std::vector<int> spare;
+  for (int pg = 0; pg < c.num_pages; ++pg)
+    if (std::find(c.csr.indices.begin(), c.csr.indices.end(), pg) == c.csr.indices.end()) spare.push_back(pg);
+  const int from = c.csr.indices[0], to = spare[0];
+  llmk::DeviceBuffer<int> d_from(std::vector<int>{from}), d_to(std::vector<int>{to});
+  const bool row_scales = mode == kv::KvScale::kPerTokenHead;
+  REQUIRE(kv::copy_pages(qc.k_pool.data(), qc.v_pool.data(), c.strides, s.page_size, c.num_pages, s.kv_heads,
+                         s.dim, d_from.data(), d_to.data(), 1, nullptr,
+                         row_scales ? qc.k_scales.data() : nullptr, row_scales ? qc.v_scales.data() : nullptr)
+              .ok());
+  const std::vector<Code> kp = qc.k_pool.to_host(), vp = qc.v_pool.to_host();
+  const std::vector<float> ksc = qc.k_scales.to_host(), vsc = qc.v_scales.to_host();
+  int bad = 0;
+  for (std::int64_t e = 0; e < c.strides.page; ++e) {
+    Code a0 = kp[from * c.strides.page + e], a1 = kp[to * c.strides.page + e];
+    Code b0 = vp[from * c.strides.page + e], b1 = vp[to * c.strides.page + e];
+    bad += std::memcmp(&a0, &a1, 1) != 0 || std::memcmp(&b0, &b1, 1) != 0;
+  }
+  if (row_scales)
+    for (int r = 0; r < s.page_size * s.kv_heads; ++r)
+      bad += ksc[from * s.page_size * s.kv_heads + r] != ksc[to * s.page_size * s.kv_heads + r] ||
+             vsc[from * s.page_size * s.kv_heads + r] != vsc[to * s.page_size * s.kv_heads + r];
+  CHECK(bad == 0);
 }
 
 }  // namespace

@@ -550,7 +550,10 @@ class KvCacheManager {
   /// a negative value reuses nothing),
   /// and reports the reused token count in *cached_tokens (a multiple of page_size; when not null). The
   /// engine then writes the KV of tokens [*cached_tokens, prompt.size()). Blocks that the prompt fills are
-  /// registered in the cache. out_of_memory when the blocks do not fit; nothing changes then.
+  /// registered in the cache at once, so another sequence may reuse them before their KV is written: an
+  /// engine that prefills a prompt over several steps should add the first chunk here and append the rest
+  /// with append_tokens as each chunk's KV is written (or write the KV before admitting other requests).
+  /// out_of_memory when the blocks do not fit; nothing changes then.
   ///   SeqId seq; std::int64_t cached;
   ///   LLMK_RETURN_IF_ERROR(kv.add_sequence(prompt, &seq, &cached, std::ssize(prompt) - 1));
   Status add_sequence(std::span<const TokenId> prompt, SeqId* seq, std::int64_t* cached_tokens = nullptr,

@@ -69,7 +69,8 @@ LLMK_DEVICE float quantize_row8(const float (&x)[8], KvScale mode, const float* 
   if (mode == KvScale::kPerTokenHead) {
     float amax = 0.0f;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(x[e]));
+    for (int e = 0; e < 8; ++e)
+      if (fabsf(x[e]) < INFINITY) amax = fmaxf(amax, fabsf(x[e]));  // finite values only, as llmk::quant does
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
     p = Q::params_from_absmax(amax);
@@ -145,7 +146,8 @@ __global__ void __launch_bounds__(256) append_kv_kernel(AppendArgs<T, Code> a) {
 template <class T>
 __global__ void __launch_bounds__(256)
     copy_pages_kernel(T* k_pages, T* v_pages, PageStrides strides, int page_size, int num_pages, int kv_heads,
-                      int head_dim, const int* src, const int* dst) {
+                      int head_dim, const int* src, const int* dst, float* k_scales, float* v_scales) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte vector
   const int pair = static_cast<int>(blockIdx.x), lane = static_cast<int>(threadIdx.x % 32);
   const int from = src[pair], to = dst[pair];
   if (!detail::checked_index(from, num_pages) || !detail::checked_index(to, num_pages)) return;
@@ -156,11 +158,19 @@ __global__ void __launch_bounds__(256)
     const int slot = row / kv_heads, head = row - slot * kv_heads;
     const std::int64_t in_page = slot * strides.slot + head * strides.head;
 #pragma unroll 1
-    for (int c = lane * 8; c < head_dim; c += 32 * 8) {
+    for (int c = lane * kVec; c < head_dim; c += 32 * kVec) {
       store16(k_pages + dst_page + in_page + c, load16(k_pages + src_page + in_page + c));
       store16(v_pages + dst_page + in_page + c, load16(v_pages + src_page + in_page + c));
     }
   }
+  // Per-token-head scales of a quantized cache: page_size * kv_heads consecutive floats per page.
+  if (k_scales != nullptr)
+    for (int r = static_cast<int>(threadIdx.x); r < rows; r += static_cast<int>(blockDim.x)) {
+      k_scales[static_cast<std::int64_t>(to) * rows + r] =
+          k_scales[static_cast<std::int64_t>(from) * rows + r];
+      v_scales[static_cast<std::int64_t>(to) * rows + r] =
+          v_scales[static_cast<std::int64_t>(from) * rows + r];
+    }
 }
 
 namespace detail {
@@ -216,6 +226,9 @@ Status append_kv(const AppendArgs<T, Code>& a, cudaStream_t stream) {
                                                         : "fp8 caches take kPerTensor or kPerHead scales");
     if (a.k_scales == nullptr || a.v_scales == nullptr)
       return Status::invalid_argument("k_scales/v_scales", "must not be null for a quantized cache");
+    if (reinterpret_cast<std::uintptr_t>(a.k_scales) % 4 != 0 ||
+        reinterpret_cast<std::uintptr_t>(a.v_scales) % 4 != 0)
+      return Status::invalid_argument("k_scales/v_scales", "must be 4-byte aligned");
     if (a.head_dim % 16 != 0 || a.head_dim > 256)
       return Status::invalid_argument("head_dim", "must be a multiple of 16 up to 256 for an 8-bit cache");
     if (a.strides.page % 16 != 0 || a.strides.slot % 16 != 0 || a.strides.head % 16 != 0)
@@ -240,21 +253,31 @@ Status append_kv(const AppendArgs<T, Code>& a, cudaStream_t stream) {
 }
 
 /// Copies pages src[i] -> dst[i] for i < num_pairs (device arrays), K and V, every slot and head: the
-/// copy-on-write the block allocator asks for after a fork. Pairs must not overlap (a page both written and
-/// read by different pairs).
+/// copy-on-write the block allocator asks for after a fork. T is the stored type (llmk::half, llmk::bfloat16,
+/// or the 8-bit codes of a quantized cache); a kPerTokenHead cache passes its k_scales / v_scales so that the
+/// rows' scales are copied too. Pairs must not overlap (a page both written and read by different pairs).
 ///
 ///   llmk::Status s = llmk::kvcache::copy_pages(k_pool, v_pool, strides, 16, pool_pages, H_kv, D,
 ///                                              d_src, d_dst, n_copies, stream);
 template <class T>
 Status copy_pages(T* k_pages, T* v_pages, PageStrides strides, int page_size, int num_pages, int kv_heads,
-                  int head_dim, const int* src, const int* dst, int num_pairs, cudaStream_t stream) {
+                  int head_dim, const int* src, const int* dst, int num_pairs, cudaStream_t stream,
+                  float* k_scales = nullptr, float* v_scales = nullptr) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2, "copy_pages: 16-bit elements or 8-bit codes");
   LLMK_RETURN_IF_ERROR(
       detail::check_pool(k_pages, v_pages, strides, page_size, num_pages, kv_heads, head_dim));
+  if (head_dim * static_cast<int>(sizeof(T)) % 16 != 0)
+    return Status::invalid_argument("head_dim", "rows must be whole 16-byte vectors");
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if (strides.page % kVec != 0 || strides.slot % kVec != 0 || strides.head % kVec != 0)
+    return Status::invalid_argument("strides", "must keep every row 16-byte aligned");
+  if ((k_scales == nullptr) != (v_scales == nullptr))
+    return Status::invalid_argument("k_scales/v_scales", "give both or neither");
   if (num_pairs < 0) return Status::invalid_argument("num_pairs", str_cat("must be >= 0, got ", num_pairs));
   if (num_pairs == 0) return {};
   if (src == nullptr || dst == nullptr) return Status::invalid_argument("src/dst", "must not be null");
   return launch(copy_pages_kernel<T>, dim3(static_cast<unsigned>(num_pairs)), dim3(256), 0, stream, k_pages,
-                v_pages, strides, page_size, num_pages, kv_heads, head_dim, src, dst);
+                v_pages, strides, page_size, num_pages, kv_heads, head_dim, src, dst, k_scales, v_scales);
 }
 
 /// A block table in the padded form: [batch, max_blocks] page ids (-1 past a sequence's pages) + lengths.

@@ -3,9 +3,10 @@
 // The cache is a pool of num_pages pages of page_size token slots. A page holds, for every KV head, page_size
 // rows of head_dim elements; where they are is given by three strides (elements):
 //     row(page, slot, head) = pages + page * stride_page + slot * stride_slot + head * stride_head
-//   NHD [pages, page_size, kv_heads, head_dim]: stride_page = page_size * H * D, stride_slot = H * D,
-//   stride_head = D HND [pages, kv_heads, page_size, head_dim]: stride_page = H * page_size * D, stride_slot
-//   = D, stride_head = page_size * D
+//   NHD [pages, page_size, kv_heads, head_dim]:
+//       stride_page = page_size * H * D, stride_slot = H * D, stride_head = D
+//   HND [pages, kv_heads, page_size, head_dim]:
+//       stride_page = H * page_size * D, stride_slot = D, stride_head = page_size * D
 // (make_nhd_strides / make_hnd_strides). K and V have their own base pointers and share the layout: separate
 // pools, or one pool with V at an offset from K.
 //

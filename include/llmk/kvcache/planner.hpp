@@ -18,9 +18,10 @@
 //
 // The worked example (d = 4096 = 32 heads x 128, L = 32, fp16, batch 64, seq_len 2048):
 //   static_assert(llmk::kvcache::kv_bytes(64, 2048, 32, 32, 128, 2) == 68'719'476'736);  // ~68.7 GB
-//   static_assert(llmk::kvcache::kv_bytes(1, 2048, 32, 32, 128, 2) == 1'073'741'824);    // ~1.07 GB /
-//   sequence static_assert(llmk::kvcache::kv_bytes(1, 2048, 32, 8, 128, 2) * 4 == 1'073'741'824); // 8 KV
-//   heads: a quarter
+//   // ~1.07 GB per sequence:
+//   static_assert(llmk::kvcache::kv_bytes(1, 2048, 32, 32, 128, 2) == 1'073'741'824);
+//   // 8 KV heads of 32: a quarter
+//   static_assert(llmk::kvcache::kv_bytes(1, 2048, 32, 8, 128, 2) * 4 == 1'073'741'824);
 //
 // The constexpr helpers have the precondition that arguments are >= 0 and nothing overflows int64 (in a
 // constant expression an overflow is a compile error). For run-time values use plan_memory(), which validates
