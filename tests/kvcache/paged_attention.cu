@@ -68,6 +68,36 @@ struct Cache {
   }
 };
 
+// Writes the logical K/V of every token through append_kv into Code pools (slot -1 skips a token).
+template <class T, class Code>
+void write_tokens(const std::vector<T>& k, const std::vector<T>& v, const Setup& s,
+                  const kv::PageStrides& strides, int num_pages, const std::vector<std::int64_t>& slots,
+                  Code* k_pool, Code* v_pool, kv::KvScale mode = kv::KvScale::kNone,
+                  float* k_scales = nullptr, float* v_scales = nullptr) {
+  if (slots.empty()) return;
+  llmk::DeviceBuffer<T> d_k(k), d_v(v);
+  llmk::DeviceBuffer<std::int64_t> d_slots(slots);
+  kv::AppendArgs<T, Code> a;
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
+  a.k_stride_head = a.v_stride_head = s.dim;
+  a.slot_mapping = d_slots.data();
+  a.num_tokens = static_cast<int>(slots.size());
+  a.kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.k_pages = k_pool;
+  a.v_pages = v_pool;
+  a.strides = strides;
+  a.page_size = s.page_size;
+  a.num_pages = num_pages;
+  a.scale_mode = mode;
+  a.k_scales = k_scales;
+  a.v_scales = v_scales;
+  const llmk::Status st = kv::append_kv(a, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+}
+
 template <class T>
 void make_cache(Cache<T>& c, const Setup& s, std::mt19937& rng) {
   c.s = s;
@@ -113,26 +143,7 @@ void make_cache(Cache<T>& c, const Setup& s, std::mt19937& rng) {
       const int page = c.csr.indices[c.csr.indptr[b] + t / s.page_size];
       slots.push_back(shared ? -1 : static_cast<std::int64_t>(page) * s.page_size + t % s.page_size);
     }
-  if (!slots.empty()) {
-    llmk::DeviceBuffer<T> d_k(c.k), d_v(c.v);
-    llmk::DeviceBuffer<std::int64_t> d_slots(slots);
-    kv::AppendArgs<T> a;
-    a.k = d_k.data();
-    a.v = d_v.data();
-    a.k_stride_token = a.v_stride_token = row;
-    a.k_stride_head = a.v_stride_head = s.dim;
-    a.slot_mapping = d_slots.data();
-    a.num_tokens = static_cast<int>(slots.size());
-    a.kv_heads = s.kv_heads;
-    a.head_dim = s.dim;
-    a.k_pages = c.k_pool.data();
-    a.v_pages = c.v_pool.data();
-    a.strides = c.strides;
-    a.page_size = s.page_size;
-    a.num_pages = c.num_pages;
-    const llmk::Status st = kv::append_kv(a, nullptr);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-  }
+  write_tokens<T, T>(c.k, c.v, s, c.strides, c.num_pages, slots, c.k_pool.data(), c.v_pool.data());
   c.d_indptr = llmk::DeviceBuffer<int>(c.csr.indptr);
   c.d_indices = llmk::DeviceBuffer<int>(c.csr.indices.empty() ? std::vector<int>{0} : c.csr.indices);
   c.d_last = llmk::DeviceBuffer<int>(c.csr.last_page_len);
@@ -524,27 +535,8 @@ void make_quant_cache(QuantCache<T, Code>& qc, const Cache<T>& c, kv::KvScale mo
       slots.push_back(static_cast<std::int64_t>(c.csr.indices[c.csr.indptr[b] + t / s.page_size]) *
                           s.page_size +
                       t % s.page_size);
-  llmk::DeviceBuffer<T> d_k(c.k), d_v(c.v);
-  llmk::DeviceBuffer<std::int64_t> d_slots(slots);
-  kv::AppendArgs<T, Code> a;
-  a.k = d_k.data();
-  a.v = d_v.data();
-  a.k_stride_token = a.v_stride_token = row;
-  a.k_stride_head = a.v_stride_head = s.dim;
-  a.slot_mapping = d_slots.data();
-  a.num_tokens = static_cast<int>(slots.size());
-  a.kv_heads = s.kv_heads;
-  a.head_dim = s.dim;
-  a.k_pages = qc.k_pool.data();
-  a.v_pages = qc.v_pool.data();
-  a.strides = c.strides;
-  a.page_size = s.page_size;
-  a.num_pages = c.num_pages;
-  a.scale_mode = mode;
-  a.k_scales = qc.k_scales.data();
-  a.v_scales = qc.v_scales.data();
-  const llmk::Status st = kv::append_kv(a, nullptr);
-  REQUIRE_MESSAGE(st.ok(), st.message());
+  write_tokens<T, Code>(c.k, c.v, s, c.strides, c.num_pages, slots, qc.k_pool.data(), qc.v_pool.data(), mode,
+                        qc.k_scales.data(), qc.v_scales.data());
   // Read back and dequantize; the error against the written values is the quantization error.
   const std::vector<Code> kp = qc.k_pool.to_host(), vp = qc.v_pool.to_host();
   const std::vector<float> ksc = qc.k_scales.to_host(), vsc = qc.v_scales.to_host();

@@ -245,25 +245,17 @@ Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len, bool dense_kv =
   if (a.batch < 1) return Status::invalid_argument("batch", str_cat("must be >= 1, got ", a.batch));
   LLMK_RETURN_IF_ERROR(check_heads(a.num_heads, a.num_kv_heads));
   LLMK_RETURN_IF_ERROR(check_options(a.options));
-  LLMK_RETURN_IF_ERROR(check_tensor_pointer("q", a.q));
-  LLMK_RETURN_IF_ERROR(check_tensor_pointer("o", a.o));
-  if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
   const std::int64_t d = a.head_dim;
-  LLMK_RETURN_IF_ERROR(check_stride("q_stride_head", a.q_stride_head));
-  LLMK_RETURN_IF_ERROR(check_stride("o_stride_head", a.o_stride_head));
-  LLMK_RETURN_IF_ERROR(check_stride("q_stride_token", a.q_stride_token));
-  LLMK_RETURN_IF_ERROR(check_stride("o_stride_token", a.o_stride_token));
-  if (a.q_stride_head < d || a.o_stride_head < d)
-    return Status::invalid_argument("q/o_stride_head", str_cat("must be >= head_dim (", d, ")"));
+  LLMK_RETURN_IF_ERROR(
+      check_rows("q", a.q, "q_stride_head", a.q_stride_head, "q_stride_token", a.q_stride_token, true, d));
+  LLMK_RETURN_IF_ERROR(
+      check_rows("o", a.o, "o_stride_head", a.o_stride_head, "o_stride_token", a.o_stride_token, true, d));
+  if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
   if (dense_kv) {
-    LLMK_RETURN_IF_ERROR(check_tensor_pointer("k", a.k));
-    LLMK_RETURN_IF_ERROR(check_tensor_pointer("v", a.v));
-    LLMK_RETURN_IF_ERROR(check_stride("k_stride_head", a.k_stride_head));
-    LLMK_RETURN_IF_ERROR(check_stride("v_stride_head", a.v_stride_head));
-    LLMK_RETURN_IF_ERROR(check_stride("k_stride_token", a.k_stride_token));
-    LLMK_RETURN_IF_ERROR(check_stride("v_stride_token", a.v_stride_token));
-    if (a.k_stride_head < d || a.v_stride_head < d)
-      return Status::invalid_argument("k/v_stride_head", str_cat("must be >= head_dim (", d, ")"));
+    LLMK_RETURN_IF_ERROR(
+        check_rows("k", a.k, "k_stride_head", a.k_stride_head, "k_stride_token", a.k_stride_token, true, d));
+    LLMK_RETURN_IF_ERROR(
+        check_rows("v", a.v, "v_stride_head", a.v_stride_head, "v_stride_token", a.v_stride_token, true, d));
     if ((a.cu_seqlens_q == nullptr) != (a.cu_seqlens_k == nullptr))
       return Status::invalid_argument("cu_seqlens_q/cu_seqlens_k", "give both or neither");
   } else if (a.cu_seqlens_k != nullptr || a.k != nullptr || a.v != nullptr) {

@@ -15,6 +15,7 @@
 #include "llmk/arch/cp_async.cuh"
 #include "llmk/arch/ldmatrix.cuh"
 #include "llmk/arch/mma.cuh"
+#include "llmk/arch/mma_f32.cuh"
 #include "llmk/attention/online_softmax.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/numeric.cuh"
@@ -24,16 +25,9 @@ namespace llmk::attention::detail {
 
 /// The 16x8x16 fp32-accumulating mma for an input type, and the packing of two floats into its operand.
 template <class T>
-struct MmaFor;
-template <>
-struct MmaFor<half> {
-  using Atom = arch::MMA_16x8x16_F32F16F16F32;
-  LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::cvt_f32x2_to_f16x2(lo, hi); }
-};
-template <>
-struct MmaFor<bfloat16> {
-  using Atom = arch::MMA_16x8x16_F32BF16BF16F32;
-  LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::cvt_f32x2_to_bf16x2(lo, hi); }
+struct MmaFor {
+  using Atom = typename arch::MmaF32For<T>::Atom;
+  LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::MmaF32For<T>::pack(lo, hi); }
 };
 
 /// Scaling of raw scores into the base-2 domain of the online softmax, with the optional soft-cap:

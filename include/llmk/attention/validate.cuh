@@ -59,6 +59,21 @@ inline Status check_stride(std::string_view name, std::int64_t stride) {
   return {};
 }
 
+/// One side of an attention operand, [outer, heads, head_dim] with element strides: a non-null 16-byte
+/// aligned pointer, strides that are multiples of 8 elements (the outer one only when it is used), and a head
+/// stride that covers a row.
+inline Status check_rows(std::string_view name, const void* p, std::string_view head_stride_name,
+                         std::int64_t head_stride, std::string_view outer_stride_name,
+                         std::int64_t outer_stride, bool outer_used, std::int64_t head_dim) {
+  LLMK_RETURN_IF_ERROR(check_tensor_pointer(name, p));
+  LLMK_RETURN_IF_ERROR(check_stride(head_stride_name, head_stride));
+  if (outer_used) LLMK_RETURN_IF_ERROR(check_stride(outer_stride_name, outer_stride));
+  if (head_stride < head_dim)
+    return Status::invalid_argument(head_stride_name,
+                                    str_cat("must be >= head_dim (", head_dim, "), got ", head_stride));
+  return {};
+}
+
 /// Host copy of cumulative offsets: starts at 0, never decreases; returns the largest length in *max_len.
 inline Status check_offsets(std::string_view name, const int* cu, int batch, int* max_len) {
   if (cu == nullptr)

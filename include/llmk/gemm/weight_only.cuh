@@ -66,6 +66,7 @@
 #include "llmk/arch/cp_async.cuh"
 #include "llmk/arch/ldmatrix.cuh"
 #include "llmk/arch/mma.cuh"
+#include "llmk/arch/mma_f32.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
@@ -416,19 +417,6 @@ struct WeightOnlyKernelParams {
   bool pair_store;  // d and ldd allow 4-byte stores of column pairs
 };
 
-template <class T>
-struct WoTypes;
-template <>
-struct WoTypes<half> {
-  using Mma = arch::MMA_16x8x16_F32F16F16F32;
-  LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::cvt_f32x2_to_f16x2(lo, hi); }
-};
-template <>
-struct WoTypes<bfloat16> {
-  using Mma = arch::MMA_16x8x16_F32BF16BF16F32;
-  LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::cvt_f32x2_to_bf16x2(lo, hi); }
-};
-
 // The dequantization constants of one n8 column of a lane for the current group: s and 2^23 + z in fp32.
 struct WoColumnQuant {
   float sf, zf;
@@ -442,7 +430,7 @@ template <class T>
 LLMK_DEVICE std::uint32_t wo_dequant_pair(std::uint32_t pair, const WoColumnQuant& q) {
   const float lo = (llmk::detail::bits_to_float(kWoMagic | (pair & 0xFFFFu)) - q.zf) * q.sf;
   const float hi = (llmk::detail::bits_to_float(kWoMagic | (pair >> 16)) - q.zf) * q.sf;
-  return WoTypes<T>::pack(lo, hi);
+  return arch::MmaF32For<T>::pack(lo, hi);
 }
 
 template <class T, int kBits>
@@ -505,7 +493,7 @@ template <class T, int kBits, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads)
     weight_only_gemm_kernel(detail::WeightOnlyKernelParams<T> p) {
   using Smem = typename Cfg::template SharedStorage<kBits>;
-  using Mma = typename detail::WoTypes<T>::Mma;
+  using Mma = typename arch::MmaF32For<T>::Atom;
   auto& smem = shared_storage<Smem>();
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int warp_k = warp / (Cfg::WarpsM * Cfg::WarpsN), warp_mn = warp % (Cfg::WarpsM * Cfg::WarpsN);
