@@ -27,13 +27,11 @@
 // and short caches are bound by launch latency and the merge kernel, not by DRAM, and score low.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <random>
-#include <vector>
 
 #include "llmk/attention/decode.cuh"
 #include "llmk/core/memory.cuh"
+#include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
 
 namespace {
@@ -41,39 +39,7 @@ namespace {
 namespace attn = llmk::attention;
 using llmk::half;
 
-// Fills a device buffer with N(0, 1) values: a pool of up to 1M random values is uploaded and then doubled
-// on the device (device-to-device copies), so multi-GiB tensors are filled in milliseconds. The values repeat
-// with that period, which changes nothing for speed (never all zeros, no NaN, no denormals).
-template <class T>
-void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed) {
-  const std::size_t n = buf.size();
-  if (n == 0) return;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
-  for (auto& x : pool) x = T(dist(rng));
-  llmk::throw_if_error(
-      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
-  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
-    const std::size_t count = std::min(filled, n - filled);
-    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
-                                           llmk::CopyKind::kDeviceToDevice));
-  }
-}
-
-// Bytes the KV-cache copies must cover so that consecutive iterations miss in L2: 4x the L2 on a GPU,
-// nothing in the simulator.
-std::size_t l2_flush_bytes() {
-#if defined(LLMK_CUDA)
-  int device = 0, l2 = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) == cudaSuccess && l2 > 0)
-    return 4 * static_cast<std::size_t>(l2);
-  return std::size_t{256} << 20;
-#else
-  return 0;
-#endif
-}
+using llmk::bench::BM_DeviceCopy;  // the bandwidth reference (bench/support/bench_data.hpp)
 
 template <class T>
 void BM_Decode(benchmark::State& state) {
@@ -82,12 +48,12 @@ void BM_Decode(benchmark::State& state) {
             d = static_cast<int>(state.range(4));
   const std::size_t cache_count = static_cast<std::size_t>(batch) * kv_len * kv_heads * d;  // K (or V)
   const std::size_t cache_bytes = 2 * cache_count * sizeof(T);                              // K and V
-  const std::size_t copies = std::max<std::size_t>(1, (l2_flush_bytes() + cache_bytes - 1) / cache_bytes);
+  const std::size_t copies = llmk::bench::copies_for(cache_bytes);
   const std::size_t q_count = static_cast<std::size_t>(batch) * heads * d;
   llmk::DeviceBuffer<T> q(q_count), o(q_count), k(copies * cache_count), v(copies * cache_count);
-  fill_random(q, 1);
-  fill_random(k, 2);
-  fill_random(v, 3);
+  llmk::bench::fill_normal(q, 1);
+  llmk::bench::fill_normal(k, 2);
+  llmk::bench::fill_normal(v, 3);
 
   attn::DecodeArgs<T> a;
   a.q = q.data();
@@ -110,15 +76,11 @@ void BM_Decode(benchmark::State& state) {
 
   attn::DecodePlan plan;
   const llmk::Status planned = attn::plan_decode(a, &plan, 0);
-  if (!planned.ok()) {
-    state.SkipWithError(planned.message().c_str());
-    return;
-  }
+  if (!llmk::bench::skip_unless_ok(state, planned)) return;
   llmk::DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
 
-  std::size_t iteration = 0;
-  llmk::bench::time_iterations(state, [&] {
-    const std::size_t offset = (iteration++ % copies) * cache_count;
+  llmk::bench::time_rotating(state, copies, [&](std::size_t copy) {
+    const std::size_t offset = copy * cache_count;
     attn::DecodeArgs<T> step = a;
     step.k = k.data() + offset;
     step.v = v.data() + offset;
@@ -130,25 +92,6 @@ void BM_Decode(benchmark::State& state) {
   llmk::bench::set_throughput(state, flops, bytes);
   state.counters["splits"] = plan.num_splits;
   state.counters["kv_copies"] = static_cast<double>(copies);
-}
-
-void BM_DeviceCopy(benchmark::State& state) {
-  const std::size_t bytes = static_cast<std::size_t>(state.range(0)) << 20;
-  llmk::DeviceBuffer<unsigned char> src(bytes), dst(bytes);
-  llmk::throw_if_error(llmk::device_memset(src.data(), 0x3c, bytes));
-  llmk::bench::time_iterations(state, [&]() -> llmk::Status {
-#if defined(LLMK_CUDA)
-    const cudaError_t e = cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, nullptr);
-    if (e != cudaSuccess) return llmk::Status::cuda_error("cudaMemcpyAsync", cudaGetErrorString(e));
-    return {};
-#else
-    return llmk::device_copy(dst.data(), src.data(), bytes, llmk::CopyKind::kDeviceToDevice);
-#endif
-  });
-  // bytes/s as set_throughput defines it; a copy has no FLOPs.
-  state.counters["bytes/s"] =
-      benchmark::Counter(2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1024);
 }
 
 #if defined(LLMK_CUDA)

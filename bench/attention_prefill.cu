@@ -18,15 +18,13 @@
 //   bytes/s  bytes = Q, K and V read once + O written once (the compulsory traffic; K/V with kv_heads).
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
-#include <random>
 #include <type_traits>
-#include <vector>
 
 #include "llmk/attention/prefill.cuh"
 #include "llmk/core/memory.cuh"
+#include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
 
 namespace {
@@ -34,26 +32,6 @@ namespace {
 namespace attn = llmk::attention;
 using llmk::bfloat16;
 using llmk::half;
-
-// Fills a device buffer with N(0, 1) values: a pool of up to 1M random values is uploaded and then doubled
-// on the device (device-to-device copies), so multi-GiB tensors are filled in milliseconds. The values repeat
-// with that period, which changes nothing for speed (never all zeros, no NaN, no denormals).
-template <class T>
-void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed) {
-  const std::size_t n = buf.size();
-  if (n == 0) return;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
-  for (auto& x : pool) x = T(dist(rng));
-  llmk::throw_if_error(
-      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
-  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
-    const std::size_t count = std::min(filled, n - filled);
-    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
-                                           llmk::CopyKind::kDeviceToDevice));
-  }
-}
 
 // half goes through the runtime head-dim dispatch; bfloat16 is benchmarked at head dim 128 only and is
 // instantiated for that one configuration (other head dims report an error).
@@ -74,23 +52,18 @@ void BM_Prefill(benchmark::State& state) {
   const std::size_t tokens = static_cast<std::size_t>(batch) * seq;
   const std::size_t q_count = tokens * heads * d, kv_count = tokens * kv_heads * d;
   llmk::DeviceBuffer<T> q(q_count), k(kv_count), v(kv_count), o(q_count);
-  fill_random(q, 1);
-  fill_random(k, 2);
-  fill_random(v, 3);
+  llmk::bench::fill_normal(q, 1);
+  llmk::bench::fill_normal(k, 2);
+  llmk::bench::fill_normal(v, 3);
 
   attn::PrefillArgs<T> a;
   a.q = q.data();
-  a.q_stride_token = static_cast<std::int64_t>(heads) * d;
-  a.q_stride_head = d;
   a.k = k.data();
-  a.k_stride_token = static_cast<std::int64_t>(kv_heads) * d;
-  a.k_stride_head = d;
   a.v = v.data();
-  a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
-  a.v_stride_head = d;
   a.o = o.data();
-  a.o_stride_token = static_cast<std::int64_t>(heads) * d;
-  a.o_stride_head = d;
+  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(heads) * d;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = d;
   a.q_len = a.kv_len = seq;
   a.batch = batch;
   a.num_heads = heads;

@@ -15,9 +15,8 @@
 //                written (batch * heads * d * sizeof(T) each). The page table (4 bytes per page, read by the
 //                blocks of every KV head: 2 MiB at page size 1, batch 64, 8192 keys) and the split partials
 //                are not counted.
-//     FLOP/s     FLOPs = 4 * batch * heads * kv_len * d (q K^T and P V); decode is memory-bound, bytes/s is
-//     the
-//                number that matters.
+//     FLOP/s     FLOPs = 4 * batch * heads * kv_len * d (q K^T and P V); decode is memory-bound, bytes/s
+//                is the number that matters.
 //     splits     the split count plan_decode_paged chose (the same as the dense decode's for the same shape).
 //     page_size  the page size (also in the name).
 //     kv_copies  how many copies of the cache the iterations rotate through (see L2 below).
@@ -67,6 +66,7 @@
 #include "llmk/core/memory.cuh"
 #include "llmk/kvcache/cache_ops.cuh"
 #include "llmk/kvcache/paged_kv.cuh"
+#include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
 
 namespace {
@@ -76,43 +76,9 @@ namespace kv = llmk::kvcache;
 using llmk::bfloat16;
 using llmk::half;
 
-// Fills a device buffer with N(0, 1) values: a pool of up to 1M random values is uploaded and then doubled
-// on the device (device-to-device copies), so multi-GiB tensors are filled in milliseconds. The values repeat
-// with that period, which changes nothing for speed (never all zeros, no NaN, no denormals).
-template <class T>
-void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed) {
-  const std::size_t n = buf.size();
-  if (n == 0) return;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
-  for (auto& x : pool) x = T(dist(rng));
-  llmk::throw_if_error(
-      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
-  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
-    const std::size_t count = std::min(filled, n - filled);
-    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
-                                           llmk::CopyKind::kDeviceToDevice));
-  }
-}
-
-// Bytes the rotated copies must cover so that consecutive iterations miss in L2: 4x the L2 on a GPU,
-// nothing in the simulator.
-std::size_t l2_flush_bytes() {
-#if defined(LLMK_CUDA)
-  int device = 0, l2 = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) == cudaSuccess && l2 > 0)
-    return 4 * static_cast<std::size_t>(l2);
-  return std::size_t{256} << 20;
-#else
-  return 0;
-#endif
-}
-
-std::size_t copies_for(std::size_t bytes_per_copy) {
-  return std::max<std::size_t>(1, (l2_flush_bytes() + bytes_per_copy - 1) / bytes_per_copy);
-}
+using llmk::bench::BM_DeviceCopy;  // the bandwidth reference (bench/support/bench_data.hpp)
+using llmk::bench::copies_for;
+using llmk::bench::fill_normal;
 
 // The shape of one decode benchmark (arguments 0..4 of both decode benchmarks).
 struct DecodeShape {
@@ -166,9 +132,9 @@ void BM_DenseDecode(benchmark::State& state) {
   const std::size_t cache_count = s.cache_count();
   const std::size_t copies = copies_for(2 * cache_count * sizeof(T));
   llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count()), k(copies * cache_count), v(copies * cache_count);
-  fill_random(q, 1);
-  fill_random(k, 2);
-  fill_random(v, 3);
+  fill_normal(q, 1);
+  fill_normal(k, 2);
+  fill_normal(v, 3);
 
   attn::DecodeArgs<T> a = decode_args(s, q, o);
   a.k = k.data();
@@ -180,15 +146,11 @@ void BM_DenseDecode(benchmark::State& state) {
 
   attn::DecodePlan plan;
   const llmk::Status planned = attn::plan_decode(a, &plan, 0);
-  if (!planned.ok()) {
-    state.SkipWithError(planned.message().c_str());
-    return;
-  }
+  if (!llmk::bench::skip_unless_ok(state, planned)) return;
   llmk::DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
 
-  std::size_t iteration = 0;
-  llmk::bench::time_iterations(state, [&] {
-    const std::size_t offset = (iteration++ % copies) * cache_count;
+  llmk::bench::time_rotating(state, copies, [&](std::size_t copy) {
+    const std::size_t offset = copy * cache_count;
     attn::DecodeArgs<T> step = a;
     step.k = k.data() + offset;
     step.v = v.data() + offset;
@@ -226,9 +188,9 @@ void BM_PagedDecode(benchmark::State& state) {
   const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
   llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count());
   llmk::DeviceBuffer<Code> k_pool(pool_count), v_pool(pool_count);
-  fill_random(q, 1);
-  fill_random(k_pool, 2);
-  fill_random(v_pool, 3);
+  fill_normal(q, 1);
+  fill_normal(k_pool, 2);
+  fill_normal(v_pool, 3);
   llmk::DeviceBuffer<int> d_tables(ids), d_lens(seq_lens), d_indptr(indptr), d_last(last_page_len);
 
   kv::PagedKv<T, Code> pages;
@@ -240,8 +202,8 @@ void BM_PagedDecode(benchmark::State& state) {
   llmk::DeviceBuffer<float> k_scales(per_row_scales ? total_pages * page_size * s.kv_heads : 1),
       v_scales(k_scales.size());
   if constexpr (kQuantized) {
-    fill_random(k_scales, 4);
-    fill_random(v_scales, 5);
+    fill_normal(k_scales, 4);
+    fill_normal(v_scales, 5);
     pages.scale_mode = per_row_scales ? kv::KvScale::kPerTokenHead : kv::KvScale::kPerTensor;
     pages.k_scales = k_scales.data();
     pages.v_scales = v_scales.data();
@@ -265,15 +227,11 @@ void BM_PagedDecode(benchmark::State& state) {
   const attn::DecodeArgs<T> a = decode_args(s, q, o);
   attn::DecodePlan plan;
   const llmk::Status planned = attn::plan_decode_paged(a, pages, &plan, 0);
-  if (!planned.ok()) {
-    state.SkipWithError(planned.message().c_str());
-    return;
-  }
+  if (!llmk::bench::skip_unless_ok(state, planned)) return;
   llmk::DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
 
-  std::size_t iteration = 0;
-  llmk::bench::time_iterations(state, [&] {
-    const int* table = d_tables.data() + (iteration++ % copies) * pages_per_copy;
+  llmk::bench::time_rotating(state, copies, [&](std::size_t copy) {
+    const int* table = d_tables.data() + copy * pages_per_copy;
     kv::PagedKv<T, Code> step = pages;
     (csr ? step.page_indices : step.block_table) = table;
     return attn::decode_paged(a, step, plan, workspace.data(), workspace.size(), nullptr);
@@ -317,8 +275,8 @@ void BM_AppendKv(benchmark::State& state) {
   const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
   llmk::DeviceBuffer<T> k_new(copies * row_count), v_new(copies * row_count), k_pool(pool_count),
       v_pool(pool_count);
-  fill_random(k_new, 4);
-  fill_random(v_new, 5);
+  fill_normal(k_new, 4);
+  fill_normal(v_new, 5);
   llmk::DeviceBuffer<std::int64_t> d_slots(slots);
 
   kv::AppendArgs<T> a;
@@ -333,37 +291,15 @@ void BM_AppendKv(benchmark::State& state) {
   a.page_size = page_size;
   a.num_pages = static_cast<int>(total_pages);
 
-  std::size_t iteration = 0;
-  llmk::bench::time_iterations(state, [&] {
-    const std::size_t c = iteration++ % copies;
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
     kv::AppendArgs<T> step = a;
     step.k = k_new.data() + c * row_count;
     step.v = v_new.data() + c * row_count;
     step.slot_mapping = d_slots.data() + c * tokens;
     return kv::append_kv(step, nullptr);
   });
-  state.counters["bytes/s"] =
-      benchmark::Counter(static_cast<double>(written), benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1024);
+  llmk::bench::set_bandwidth(state, static_cast<double>(written));
   state.counters["kv_copies"] = static_cast<double>(copies);
-}
-
-void BM_DeviceCopy(benchmark::State& state) {
-  const std::size_t bytes = static_cast<std::size_t>(state.range(0)) << 20;
-  llmk::DeviceBuffer<unsigned char> src(bytes), dst(bytes);
-  llmk::throw_if_error(llmk::device_memset(src.data(), 0x3c, bytes));
-  llmk::bench::time_iterations(state, [&]() -> llmk::Status {
-#if defined(LLMK_CUDA)
-    const cudaError_t e = cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, nullptr);
-    if (e != cudaSuccess) return llmk::Status::cuda_error("cudaMemcpyAsync", cudaGetErrorString(e));
-    return {};
-#else
-    return llmk::device_copy(dst.data(), src.data(), bytes, llmk::CopyKind::kDeviceToDevice);
-#endif
-  });
-  state.counters["bytes/s"] =
-      benchmark::Counter(2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1024);
 }
 
 #if defined(LLMK_CUDA)

@@ -8,15 +8,14 @@
 //   BM_W8A8          w8a8_gemm<half>: int8 x int8 -> int32 accumulate, fp16 out, per-token s_a [M] x
 //                    per-channel s_w [N] scales (symmetric activations).
 //   BM_W4A16         weight_only_gemm<half>, 4-bit codes, group 128, fp16 scales and uint8 zero points
-//   [K/128, N]. BM_W8A16         weight_only_gemm<half>, 8-bit codes, per-channel (group = K) fp16 scales, no
-//   zero points
-//                    (symmetric); N = K = 4096 only.
+//                    [K/128, N].
+//   BM_W8A16         weight_only_gemm<half>, 8-bit codes, per-channel (group = K) fp16 scales, no zero
+//                    points (symmetric); N = K = 4096 only.
 //   BM_FP8           fp8_gemm<half>: e4m3 x e4m3, fp32 accumulate, fp16 out, per-token x per-channel scales.
 //                    sm_89+ only: on an older device fp8_gemm returns Status::unsupported and the benchmark
 //                    is skipped with that message ("error_occurred" in the JSON).
-//   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16 product
-//   over
-//                    k_outliers = 32 outlier columns, fused in one kernel.
+//   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
+//                    product over k_outliers = 32 outlier columns, fused in one kernel.
 //   CUDA build only (cuBLAS, CUDA::cublas / CUDA::cublasLt linked by bench/CMakeLists.txt):
 //   BM_CublasHgemm   cublasGemmEx: fp16 A and W, fp32 compute (CUBLAS_COMPUTE_32F), fp16 out.
 //   BM_CublasLtInt8  cublasLtMatmul: int8 A and W, int32 compute (CUBLAS_COMPUTE_32I), raw int32 out (no
@@ -28,14 +27,12 @@
 //   Simulator: M in {1, 16}, N = K = 128, llmk kernels only.
 //
 // Counters:
-//   FLOP/s   FLOPs = 2 * M * N * K for every benchmark (integer operations count as FLOPs, so for the int8
-//   and
-//            fp8 GEMMs this is TOPS). BM_MixedInt8 also multiplies the 32 outlier columns (2 * M * N * 32
-//            more); they are its overhead and not counted.
+//   FLOP/s   FLOPs = 2 * M * N * K for every benchmark (integer operations count as FLOPs, so for the
+//            int8 and fp8 GEMMs this is TOPS). BM_MixedInt8 also multiplies the 32 outlier columns
+//            (2 * M * N * 32 more); they are its overhead and not counted.
 //   bytes/s  bytes = the operands actually read (A, the weights in their stored format, weight scales and
-//   zero
-//            points, activation scales, the outlier operands) + the output written. The minimal traffic; what
-//            matters for small M, where the GEMM is bound by reading the weights.
+//            zero points, activation scales, the outlier operands) + the output written. The minimal
+//            traffic; what matters for small M, where the GEMM is bound by reading the weights.
 //   weight_copies  see below.
 //   L2: weights smaller than the L2 (a 4096 x 4096 int4 matrix is 8 MiB; the H100's L2 is 50 MiB) would be
 //   served from it after the first iteration. Each benchmark therefore allocates enough copies of everything
@@ -57,16 +54,14 @@
 // also compare "bytes/s" with the device's DRAM bandwidth (bench_attention_decode_cuda's BM_DeviceCopy).
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <random>
 #include <utility>
-#include <vector>
 
 #include "llmk/core/memory.cuh"
 #include "llmk/gemm/w8a8.cuh"
 #include "llmk/gemm/weight_only.cuh"
+#include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
 
 #if defined(LLMK_CUDA) && defined(LLMK_BENCH_CUBLAS)
@@ -83,26 +78,11 @@ using llmk::half;
 constexpr int kOutliers = 32;    // k_outliers of BM_MixedInt8
 constexpr int kGroupSize = 128;  // group of BM_W4A16
 
-// Fills a device buffer with gen(rng) values: a pool of up to 1M values is uploaded and then doubled on the
-// device, so multi-GiB tensors fill in milliseconds (the values repeat with that period, which changes
-// nothing for speed; gen never returns only zeros).
-template <class T, class Gen>
-void fill_random(llmk::DeviceBuffer<T>& buf, unsigned seed, Gen gen) {
-  const std::size_t n = buf.size();
-  if (n == 0) return;
-  std::mt19937 rng(seed);
-  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
-  for (auto& x : pool) x = gen(rng);
-  llmk::throw_if_error(
-      llmk::device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), llmk::CopyKind::kHostToDevice));
-  for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
-    const std::size_t count = std::min(filled, n - filled);
-    llmk::throw_if_error(llmk::device_copy(buf.data() + filled, buf.data(), count * sizeof(T),
-                                           llmk::CopyKind::kDeviceToDevice));
-  }
-}
+using llmk::bench::copies_for;
+using llmk::bench::fill_random;
 
-// Generators.
+// Generators (each value from a fresh distribution: the values of the recorded results; fill_normal draws
+// its values from one distribution and gives different ones).
 half normal_half(std::mt19937& rng) {
   return half(std::normal_distribution<float>(0.0f, 1.0f)(rng));
 }
@@ -123,26 +103,6 @@ half weight_scale(std::mt19937& rng) {
   return half(std::uniform_real_distribution<float>(0.005f, 0.02f)(rng));
 }
 
-// Bytes the weight copies must cover so that consecutive iterations miss in L2: 4x the L2 on a GPU, nothing
-// in the simulator.
-std::size_t l2_flush_bytes() {
-#if defined(LLMK_CUDA)
-  int device = 0, l2 = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) == cudaSuccess && l2 > 0)
-    return 4 * static_cast<std::size_t>(l2);
-  return std::size_t{256} << 20;
-#else
-  return 0;
-#endif
-}
-
-// How many copies of `bytes_per_copy` weight-side bytes cover l2_flush_bytes().
-std::size_t weight_copies(double bytes_per_copy) {
-  const double flush = static_cast<double>(l2_flush_bytes());
-  return std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(flush / bytes_per_copy)));
-}
-
 struct Shape {
   int m, n, k;
   explicit Shape(const benchmark::State& state)
@@ -159,83 +119,73 @@ struct Shape {
 // iteration i on weight copy i % copies, and sets the counters.
 template <class Call>
 void run_timed(benchmark::State& state, const Shape& s, double bytes, std::size_t copies, Call call) {
-  if (const llmk::Status warm = call(std::size_t{0}); !warm.ok()) {
-    state.SkipWithError(warm.message().c_str());
-    return;
-  }
+  if (!llmk::bench::skip_unless_ok(state, call(std::size_t{0}))) return;
   llmk::throw_if_error(llmk::device_synchronize());
-  std::size_t iteration = 1;
-  llmk::bench::time_iterations(state, [&] { return call(iteration++ % copies); });
+  llmk::bench::time_rotating(state, copies, call, 1);
   llmk::bench::set_throughput(state, s.flops(), bytes);
   state.counters["weight_copies"] = static_cast<double>(copies);
 }
 
 // ---- llmk kernels ----
 
-void BM_W8A8(benchmark::State& state) {
+// The operands of a per-token x per-channel scaled 8-bit GEMM (BM_W8A8, BM_FP8 and the regular part of
+// BM_MixedInt8): A [M, K] and s_a [M] once; W [N, K] and s_w [N], `copies` copies of them; D [M, N] fp16.
+// `gen` draws the 8-bit codes of A and W.
+template <class In>
+struct ScaledOperands {
+  llmk::DeviceBuffer<In> a, w;
+  llmk::DeviceBuffer<float> a_scales, w_scales;
+  llmk::DeviceBuffer<half> d;
+  gemm::QuantGemmArgs<In> args;  // everything but w / w_scales (set per copy by on_copy)
+
+  template <class Gen>
+  ScaledOperands(const Shape& s, std::size_t copies, Gen gen)
+      : a(s.mk()), w(copies * s.nk()), a_scales(s.m), w_scales(copies * s.n), d(s.mn()) {
+    fill_random(a, 1, gen);
+    fill_random(w, 2, gen);
+    fill_random(a_scales, 3, int8_scale);
+    fill_random(w_scales, 4, int8_scale);
+    args.a = a.data();
+    args.lda = s.k;
+    args.ldw = s.k;
+    args.m = s.m;
+    args.n = s.n;
+    args.k = s.k;
+    args.scales.a_scales = a_scales.data();
+    args.scales.a_per_token = true;
+    args.scales.w_per_channel = true;
+    args.d = d.data();
+    args.ldd = s.n;
+  }
+  // `p` (args, or a copy of it) pointed at weight copy c.
+  void on_copy(gemm::QuantGemmArgs<In>& p, const Shape& s, std::size_t c) const {
+    p.w = w.data() + c * s.nk();
+    p.scales.w_scales = w_scales.data() + c * s.n;
+  }
+};
+
+// BM_W8A8 and BM_FP8: `gemm_fn(args)` on In codes drawn by `gen`.
+template <class In, class Gen, class GemmFn>
+void run_scaled_8bit(benchmark::State& state, Gen gen, GemmFn gemm_fn) {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
-  const std::size_t copies = weight_copies(weight_bytes);
-  llmk::DeviceBuffer<std::int8_t> a(s.mk()), w(copies * s.nk());
-  llmk::DeviceBuffer<float> a_scales(s.m), w_scales(copies * s.n);
-  llmk::DeviceBuffer<half> d(s.mn());
-  fill_random(a, 1, random_int8);
-  fill_random(w, 2, random_int8);
-  fill_random(a_scales, 3, int8_scale);
-  fill_random(w_scales, 4, int8_scale);
-
-  gemm::QuantGemmArgs<std::int8_t> p;
-  p.a = a.data();
-  p.lda = s.k;
-  p.ldw = s.k;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.scales.a_scales = a_scales.data();
-  p.scales.a_per_token = true;
-  p.scales.w_per_channel = true;
-  p.d = d.data();
-  p.ldd = s.n;
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
+  const ScaledOperands<In> x(s, copies, gen);
   const double bytes = static_cast<double>(s.mk()) + 4.0 * s.m + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
-    gemm::QuantGemmArgs<std::int8_t> step = p;
-    step.w = w.data() + c * s.nk();
-    step.scales.w_scales = w_scales.data() + c * s.n;
-    return gemm::w8a8_gemm<half>(step, nullptr);
+    gemm::QuantGemmArgs<In> step = x.args;
+    x.on_copy(step, s, c);
+    return gemm_fn(step);
   });
 }
 
+void BM_W8A8(benchmark::State& state) {
+  run_scaled_8bit<std::int8_t>(state, random_int8,
+                               [](const auto& p) { return gemm::w8a8_gemm<half>(p, nullptr); });
+}
 void BM_FP8(benchmark::State& state) {
-  const Shape s(state);
-  const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
-  const std::size_t copies = weight_copies(weight_bytes);
-  llmk::DeviceBuffer<llmk::float8_e4m3> a(s.mk()), w(copies * s.nk());
-  llmk::DeviceBuffer<float> a_scales(s.m), w_scales(copies * s.n);
-  llmk::DeviceBuffer<half> d(s.mn());
-  fill_random(a, 1, normal_fp8);
-  fill_random(w, 2, normal_fp8);
-  fill_random(a_scales, 3, int8_scale);
-  fill_random(w_scales, 4, int8_scale);
-
-  gemm::QuantGemmArgs<llmk::float8_e4m3> p;
-  p.a = a.data();
-  p.lda = s.k;
-  p.ldw = s.k;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.scales.a_scales = a_scales.data();
-  p.scales.a_per_token = true;
-  p.scales.w_per_channel = true;
-  p.d = d.data();
-  p.ldd = s.n;
-  const double bytes = static_cast<double>(s.mk()) + 4.0 * s.m + weight_bytes + 2.0 * s.mn();
-  run_timed(state, s, bytes, copies, [&](std::size_t c) {
-    gemm::QuantGemmArgs<llmk::float8_e4m3> step = p;
-    step.w = w.data() + c * s.nk();
-    step.scales.w_scales = w_scales.data() + c * s.n;
-    return gemm::fp8_gemm<half>(step, nullptr);
-  });
+  run_scaled_8bit<llmk::float8_e4m3>(state, normal_fp8,
+                                     [](const auto& p) { return gemm::fp8_gemm<half>(p, nullptr); });
 }
 
 void BM_MixedInt8(benchmark::State& state) {
@@ -243,30 +193,14 @@ void BM_MixedInt8(benchmark::State& state) {
   const std::size_t w_out_count = static_cast<std::size_t>(s.n) * kOutliers;
   // W (outlier columns zeroed, still read) + s_w + the fp16 outlier weights.
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n + 2.0 * w_out_count;
-  const std::size_t copies = weight_copies(weight_bytes);
-  llmk::DeviceBuffer<std::int8_t> a(s.mk()), w(copies * s.nk());
-  llmk::DeviceBuffer<float> a_scales(s.m), w_scales(copies * s.n);
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
+  const ScaledOperands<std::int8_t> x(s, copies, random_int8);
   llmk::DeviceBuffer<half> a_out(static_cast<std::size_t>(s.m) * kOutliers), w_out(copies * w_out_count);
-  llmk::DeviceBuffer<half> d(s.mn());
-  fill_random(a, 1, random_int8);
-  fill_random(w, 2, random_int8);
-  fill_random(a_scales, 3, int8_scale);
-  fill_random(w_scales, 4, int8_scale);
   fill_random(a_out, 5, normal_half);
   fill_random(w_out, 6, normal_half);
 
   gemm::MixedInt8Args p;
-  p.regular.a = a.data();
-  p.regular.lda = s.k;
-  p.regular.ldw = s.k;
-  p.regular.m = s.m;
-  p.regular.n = s.n;
-  p.regular.k = s.k;
-  p.regular.scales.a_scales = a_scales.data();
-  p.regular.scales.a_per_token = true;
-  p.regular.scales.w_per_channel = true;
-  p.regular.d = d.data();
-  p.regular.ldd = s.n;
+  p.regular = x.args;
   p.a_outliers = a_out.data();
   p.lda_outliers = kOutliers;
   p.ldw_outliers = kOutliers;
@@ -275,8 +209,7 @@ void BM_MixedInt8(benchmark::State& state) {
       static_cast<double>(s.mk()) + 4.0 * s.m + 2.0 * s.m * kOutliers + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     gemm::MixedInt8Args step = p;
-    step.regular.w = w.data() + c * s.nk();
-    step.regular.scales.w_scales = w_scales.data() + c * s.n;
+    x.on_copy(step.regular, s, c);
     step.w_outliers = w_out.data() + c * w_out_count;
     return gemm::mixed_int8_gemm<half>(step, nullptr);
   });
@@ -292,7 +225,7 @@ void run_weight_only(benchmark::State& state, int bits, int group, bool zero_poi
   const std::size_t quant_count = static_cast<std::size_t>(s.k / g) * s.n;
   const double weight_bytes = static_cast<double>(packed_bytes) + 2.0 * quant_count +
                               (zero_points ? static_cast<double>(quant_count) : 0.0);
-  const std::size_t copies = weight_copies(weight_bytes);
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
   llmk::DeviceBuffer<half> a(s.mk()), scales(copies * quant_count), d(s.mn());
   llmk::DeviceBuffer<std::uint8_t> w(copies * packed_bytes), zeros(zero_points ? copies * quant_count : 0);
   fill_random(a, 1, normal_half);
@@ -366,17 +299,14 @@ llmk::Status cublas_tn(cublasHandle_t handle, int m, int n, int k, const void* a
 void BM_CublasHgemm(benchmark::State& state) {
   const Shape s(state);
   const double weight_bytes = 2.0 * static_cast<double>(s.nk());
-  const std::size_t copies = weight_copies(weight_bytes);
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
   llmk::DeviceBuffer<half> a(s.mk()), w(copies * s.nk()), d(s.mn());
   fill_random(a, 1, normal_half);
   fill_random(w, 2, [](std::mt19937& rng) {  // ~ the dequantized weights of BM_W4A16
     return half(std::normal_distribution<float>(0.0f, 0.05f)(rng));
   });
   CublasHandle handle;
-  if (const llmk::Status st = cublas_status("cublasCreate", cublasCreate(&handle.h)); !st.ok()) {
-    state.SkipWithError(st.message().c_str());
-    return;
-  }
+  if (!llmk::bench::skip_unless_ok(state, cublas_status("cublasCreate", cublasCreate(&handle.h)))) return;
   const float alpha = 1.0f, beta = 0.0f;  // fp32: the scale type of CUBLAS_COMPUTE_32F
   const double bytes = 2.0 * static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
@@ -455,7 +385,7 @@ struct LtInt8Gemm {
 void BM_CublasLtInt8(benchmark::State& state) {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk());
-  const std::size_t copies = weight_copies(weight_bytes);
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
   llmk::DeviceBuffer<std::int8_t> a(s.mk()), w(copies * s.nk());
   llmk::DeviceBuffer<std::int32_t> d(s.mn());
   fill_random(a, 1, random_int8);
@@ -470,10 +400,7 @@ void BM_CublasLtInt8(benchmark::State& state) {
     if (lt.found) return {};
     return cublas_status("cublasCreate", cublasCreate(&fallback.h));
   }();
-  if (!st.ok()) {
-    state.SkipWithError(st.message().c_str());
-    return;
-  }
+  if (!llmk::bench::skip_unless_ok(state, st)) return;
   const std::int32_t alpha = 1, beta = 0;
   const double bytes = static_cast<double>(s.mk()) + weight_bytes + 4.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {

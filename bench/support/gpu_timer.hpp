@@ -49,12 +49,25 @@ void time_iterations(benchmark::State& state, Work&& work) {
 #endif
 }
 
+/// Skips the benchmark with the message of `status` unless it is ok; returns status.ok(). For the setup
+/// steps that may refuse a shape (plans, library handles, a warm-up call):
+///   if (!skip_unless_ok(state, planned)) return;
+inline bool skip_unless_ok(benchmark::State& state, const Status& status) {
+  if (!status.ok()) state.SkipWithError(status.message().c_str());
+  return status.ok();
+}
+
+/// Adds the bytes/s counter alone (Google Benchmark divides by the measured time; binary prefixes).
+inline void set_bandwidth(benchmark::State& state, double bytes_per_iter) {
+  state.counters["bytes/s"] = benchmark::Counter(
+      bytes_per_iter, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+}
+
 /// Adds FLOP/s and bytes/s counters (Google Benchmark divides by the measured time).
 inline void set_throughput(benchmark::State& state, double flops_per_iter, double bytes_per_iter) {
   state.counters["FLOP/s"] = benchmark::Counter(flops_per_iter, benchmark::Counter::kIsIterationInvariantRate,
                                                 benchmark::Counter::kIs1000);
-  state.counters["bytes/s"] = benchmark::Counter(
-      bytes_per_iter, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+  set_bandwidth(state, bytes_per_iter);
 }
 
 }  // namespace llmk::bench
