@@ -687,3 +687,102 @@ TEST_CASE(
   check_quantized<f16, llmk::float8_e4m3>(kv::KvScale::kPerTensor, 1.0 / 16 + 1e-3, rng);
   check_quantized<f16, llmk::float8_e5m2>(kv::KvScale::kPerHead, 1.0 / 8 + 1e-3, rng);
 }
+
+TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no shift path), int8 HND") {
+  std::mt19937 rng(607);
+  Setup s;
+  s.lens = {200, 150};
+  s.page_size = 5;
+  s.hnd = true;
+  s.heads = 4;
+  s.kv_heads = 2;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  QuantCache<f16, std::int8_t> qc;
+  double rel = 0.0;
+  make_quant_cache(qc, c, kv::KvScale::kPerTokenHead, &rel);
+  const int batch = 2;
+  std::vector<int> cu_q = {0, 70,
+                           140};  // 70 new tokens each: 140 packed rows, two Br tiles; keys span 4 Bc tiles
+  const std::vector<f16> q = llmk::test::random_tensor<f16>(140LL * s.heads * s.dim, 1.0f, rng);
+  llmk::DeviceBuffer<f16> d_q(q), d_k(c.k), d_v(c.v), d_kd(qc.k_deq), d_vd(qc.v_deq);
+  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
+  for (int window : {-1, 50}) {
+    CAPTURE(window);
+    attn::PrefillArgs<f16> a;
+    a.q = d_q.data();
+    a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.dim;
+    a.q_stride_head = a.o_stride_head = s.dim;
+    a.cu_seqlens_q = d_cu_q.data();
+    a.cu_seqlens_q_host = cu_q.data();
+    a.batch = batch;
+    a.num_heads = s.heads;
+    a.num_kv_heads = s.kv_heads;
+    a.head_dim = s.dim;
+    a.options.softmax_scale = attn::default_scale(s.dim);
+    a.options.causal = true;
+    a.options.window_left = window;
+    llmk::DeviceBuffer<f16> o_paged(q.size()), o_dense(q.size()), o_quant(q.size()), o_deq(q.size());
+    a.o = o_paged.data();
+    REQUIRE(attn::prefill_paged(a, c.view(true), nullptr).ok());
+    a.o = o_quant.data();
+    REQUIRE(attn::prefill_paged(a, qc.view(c, false), nullptr).ok());
+    attn::PrefillArgs<f16> dense = a;
+    dense.k_stride_token = dense.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
+    dense.k_stride_head = dense.v_stride_head = s.dim;
+    dense.cu_seqlens_k = d_cu_k.data();
+    dense.cu_seqlens_k_host = c.kv_begin.data();
+    dense.k = d_k.data();
+    dense.v = d_v.data();
+    dense.o = o_dense.data();
+    REQUIRE(attn::prefill(dense, nullptr).ok());
+    dense.k = d_kd.data();
+    dense.v = d_vd.data();
+    dense.o = o_deq.data();
+    REQUIRE(attn::prefill(dense, nullptr).ok());
+    CHECK(same_bits(o_paged.to_host(), o_dense.to_host()));
+    CHECK(same_bits(o_quant.to_host(), o_deq.to_host()));
+    llmk::reference::AttentionProblem p;
+    p.q_lens = {70, 70};
+    p.kv_lens = s.lens;
+    p.num_heads = s.heads;
+    p.num_kv_heads = s.kv_heads;
+    p.head_dim = s.dim;
+    p.options = a.options;
+    llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), nullptr);
+  }
+}
+
+TEST_CASE("paged KV: strides that do not fit the heads or overlap are rejected before any access") {
+  std::mt19937 rng(608);
+  Setup s;
+  s.lens = {12, 7};
+  s.page_size = 4;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  llmk::DeviceBuffer<f16> d_q(2 * 4 * s.dim), d_o(2 * 4 * s.dim);
+  attn::DecodeArgs<f16> a;
+  a.q = d_q.data();
+  a.o = d_o.data();
+  a.q_stride_batch = a.o_stride_batch = 4 * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.batch = 2;
+  a.num_heads = 4;
+  a.num_kv_heads = 4;  // the pool was laid out for 2 KV heads
+  a.head_dim = s.dim;
+  a.options.softmax_scale = 0.125f;
+  attn::DecodePlan plan;
+  CHECK(attn::plan_decode_paged(a, c.view(false), &plan, 1).message().find("rows overlap") !=
+        std::string::npos);
+  a.num_kv_heads = 2;
+  kv::PagedKv<f16> p = c.view(false);
+  p.strides = {512, 128, 8};  // heads 8 elements apart: rows of 64 overlap
+  CHECK(attn::plan_decode_paged(a, p, &plan, 1).message().find("rows overlap") != std::string::npos);
+  p = c.view(false);
+  p.strides.page = p.strides.page - 8;  // pages overlap
+  CHECK(attn::plan_decode_paged(a, p, &plan, 1).message().find("strides.page") != std::string::npos);
+  CHECK(kv::csr_to_block_table(kv::CsrPageTable{}, 4).table.empty());
+  kv::BlockTable bad = c.table;
+  bad.seq_lens[0] = bad.max_blocks * s.page_size + 1;
+  CHECK_THROWS_AS(kv::block_table_to_csr(bad, s.page_size), std::invalid_argument);
+}

@@ -338,7 +338,7 @@ Status validate_decode(const DecodeArgs<T>& a, bool dense_kv = true) {
                   "batch * stride_batch with stride_batch >= head_dim (head-major), got ",
                   a.o_stride_batch, " and ", a.o_stride_head));
   }
-  if ((a.max_kv_len < 0) || (a.max_kv_len > (1 << 30)))
+  if (dense_kv && ((a.max_kv_len < 0) || (a.max_kv_len > (1 << 30))))
     return Status::invalid_argument("max_kv_len", str_cat("must be in [0, 2^30], got ", a.max_kv_len));
   if (dense_kv && a.kv_lens != nullptr) {
     if (a.kv_lens_host == nullptr)

@@ -266,8 +266,9 @@ Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len, bool dense_kv =
     LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_q_host", a.cu_seqlens_q_host, a.batch, max_q_len));
   } else {
     if (a.q_len < 0) return Status::invalid_argument("q_len", str_cat("must be >= 0, got ", a.q_len));
-    if (a.kv_len < 0) return Status::invalid_argument("kv_len", str_cat("must be >= 0, got ", a.kv_len));
-    if (static_cast<long long>(a.batch) * max(a.q_len, a.kv_len) > 0x7fffffffLL)
+    if (dense_kv && a.kv_len < 0)
+      return Status::invalid_argument("kv_len", str_cat("must be >= 0, got ", a.kv_len));
+    if (static_cast<long long>(a.batch) * max(a.q_len, dense_kv ? a.kv_len : 0) > 0x7fffffffLL)
       return Status::invalid_argument("batch", "batch * max(q_len, kv_len) must fit in int32 token indices");
     *max_q_len = a.q_len;
   }

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -191,6 +193,7 @@ inline Status check_pool(const void* k_pages, const void* v_pages, const PageStr
   if (s.page <= 0 || s.slot <= 0 || s.head <= 0 || s.page % 8 != 0 || s.slot % 8 != 0 || s.head % 8 != 0)
     return Status::invalid_argument("strides",
                                     "page, slot and head strides must be positive multiples of 8 elements");
+  LLMK_RETURN_IF_ERROR(check_page_strides(s, page_size, kv_heads, head_dim));
   return {};
 }
 
@@ -255,7 +258,9 @@ Status append_kv(const AppendArgs<T, Code>& a, cudaStream_t stream) {
 /// Copies pages src[i] -> dst[i] for i < num_pairs (device arrays), K and V, every slot and head: the
 /// copy-on-write the block allocator asks for after a fork. T is the stored type (llmk::half, llmk::bfloat16,
 /// or the 8-bit codes of a quantized cache); a kPerTokenHead cache passes its k_scales / v_scales so that the
-/// rows' scales are copied too. Pairs must not overlap (a page both written and read by different pairs).
+/// rows' scales are copied too (k_scales / v_scales are then the [num_pages * page_size * kv_heads] arrays;
+/// never pass per-head or per-tensor scales here: they belong to no page). Pairs must not overlap (a page
+/// both written and read by different pairs).
 ///
 ///   llmk::Status s = llmk::kvcache::copy_pages(k_pool, v_pool, strides, 16, pool_pages, H_kv, D,
 ///                                              d_src, d_dst, n_copies, stream);
@@ -297,6 +302,10 @@ struct CsrPageTable {
 inline BlockTable csr_to_block_table(const CsrPageTable& csr, int page_size) {
   BlockTable out;
   const int batch = static_cast<int>(csr.indptr.size()) - 1;
+  if (batch <= 0) {  // no sequences
+    out.max_blocks = 1;
+    return out;
+  }
   for (int b = 0; b < batch; ++b) out.max_blocks = max(out.max_blocks, csr.indptr[b + 1] - csr.indptr[b]);
   out.max_blocks = max(out.max_blocks, 1);
   out.table.assign(static_cast<std::size_t>(batch) * out.max_blocks, -1);
@@ -317,6 +326,10 @@ inline CsrPageTable block_table_to_csr(const BlockTable& bt, int page_size) {
   out.indptr.assign(batch + 1, 0);
   out.last_page_len.assign(batch, 0);
   for (int b = 0; b < batch; ++b) {
+    if (bt.seq_lens[b] < 0 ||
+        static_cast<long long>(bt.seq_lens[b]) > static_cast<long long>(bt.max_blocks) * page_size)
+      throw std::invalid_argument("block_table_to_csr: seq_lens[" + std::to_string(b) + "] = " +
+                                  std::to_string(bt.seq_lens[b]) + " does not fit max_blocks * page_size");
     const int pages = ceil_div(bt.seq_lens[b], page_size);
     for (int i = 0; i < pages; ++i)
       out.indices.push_back(bt.table[static_cast<std::size_t>(b) * bt.max_blocks + i]);

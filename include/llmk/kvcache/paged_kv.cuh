@@ -131,6 +131,28 @@ struct PagedKv {
   }
 };
 
+/// The rows of one page must not overlap and must fit in stride.page: token-major (NHD-like: head >=
+/// head_dim, slot >= head * kv_heads) or head-major (HND-like: slot >= head_dim, head >= slot * page_size),
+/// and (page_size - 1) * slot + (kv_heads - 1) * head + head_dim <= page. The pool must hold num_pages * page
+/// elements (a device size llmk cannot check).
+inline Status check_page_strides(const PageStrides& s, int page_size, int kv_heads, int head_dim) {
+  const bool token_major = s.head >= head_dim && s.slot >= s.head * kv_heads;
+  const bool head_major = s.slot >= head_dim && s.head >= s.slot * page_size;
+  if (!token_major && !head_major)
+    return Status::invalid_argument(
+        "pages.strides",
+        str_cat("rows overlap: need head >= head_dim and slot >= head * kv_heads (NHD-like), or slot >= "
+                "head_dim and head >= slot * page_size (HND-like); got slot ",
+                s.slot, ", head ", s.head, " for page_size ", page_size, ", kv_heads ", kv_heads,
+                ", head_dim ", head_dim));
+  const long long extent = static_cast<long long>(page_size - 1) * s.slot +
+                           static_cast<long long>(kv_heads - 1) * s.head + head_dim;
+  if (extent > s.page)
+    return Status::invalid_argument(
+        "pages.strides.page", str_cat("must cover a page's rows (", extent, " elements), got ", s.page));
+  return {};
+}
+
 /// Validates a paged view for `batch` sequences with `kv_heads` heads of `head_dim` and sets its page_shift;
 /// *max_len (optional) receives the longest sequence. Uses the host copies of the table lengths.
 template <class T, class Code>
@@ -150,8 +172,7 @@ Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_
     if (strides[i] <= 0 || strides[i] % 8 != 0)
       return Status::invalid_argument(
           names[i], str_cat("must be a positive multiple of 8 elements (16 bytes), got ", strides[i]));
-  if (p.strides.slot < head_dim && p.strides.head < head_dim)
-    return Status::invalid_argument("pages.strides", "rows of head_dim elements overlap");
+  LLMK_RETURN_IF_ERROR(check_page_strides(p.strides, p.page_size, kv_heads, head_dim));
   p.kv_heads = kv_heads;
   if constexpr (std::is_same_v<Code, T>) {
     if (p.scale_mode != KvScale::kNone)
