@@ -151,6 +151,38 @@ void make_cache(Cache<T>& c, const Setup& s, std::mt19937& rng) {
   c.d_lens = llmk::DeviceBuffer<int>(c.table.seq_lens);
 }
 
+// Causal prefill arguments for chunks of new tokens (cu_seqlens_q) of every sequence of a Setup; K/V unset.
+template <class T>
+attn::PrefillArgs<T> chunk_args(const Setup& s, const T* q, T* o, const int* d_cu_q, const int* cu_q) {
+  attn::PrefillArgs<T> a;
+  a.q = q;
+  a.o = o;
+  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.cu_seqlens_q = d_cu_q;
+  a.cu_seqlens_q_host = cu_q;
+  a.batch = static_cast<int>(s.lens.size());
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = attn::default_scale(s.dim);
+  a.options.causal = true;
+  return a;
+}
+
+// The same arguments reading dense ragged K/V [total, kv_heads, dim] (cu_k: the sequences' key offsets).
+template <class T>
+attn::PrefillArgs<T> with_dense_kv(attn::PrefillArgs<T> a, const Setup& s, const T* k, const T* v,
+                                   const int* d_cu_k, const int* cu_k) {
+  a.k = k;
+  a.v = v;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
+  a.k_stride_head = a.v_stride_head = s.dim;
+  a.cu_seqlens_k = d_cu_k;
+  a.cu_seqlens_k_host = cu_k;
+  return a;
+}
+
 // Every token's row read back from the pools equals what was written (exact).
 template <class T>
 void check_read_back(const Cache<T>& c) {
@@ -326,33 +358,17 @@ TEST_CASE("paged (chunked) prefill: a chunk attends to the cached prefix and to 
           llmk::test::random_tensor<f16>(static_cast<std::int64_t>(cu_q[batch]) * s.heads * s.dim, 1.0f, rng);
       llmk::DeviceBuffer<f16> d_q(q), d_k(c.k), d_v(c.v);
       llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
-      auto base = [&](f16* o, float* lse) {
-        attn::PrefillArgs<f16> a;
-        a.q = d_q.data();
-        a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.dim;
-        a.q_stride_head = a.o_stride_head = s.dim;
-        a.o = o;
-        a.lse = lse;
-        a.cu_seqlens_q = d_cu_q.data();
-        a.cu_seqlens_q_host = cu_q.data();
-        a.batch = batch;
-        a.num_heads = s.heads;
-        a.num_kv_heads = s.kv_heads;
-        a.head_dim = s.dim;
-        a.options.softmax_scale = attn::default_scale(s.dim);
-        a.options.causal = true;
-        return a;
-      };
       const std::size_t n_out = static_cast<std::size_t>(cu_q[batch]) * s.heads * s.dim;
       llmk::DeviceBuffer<f16> o_dense(n_out), o_paged(n_out);
       llmk::DeviceBuffer<float> lse_dense(cu_q[batch] * s.heads), lse_paged(cu_q[batch] * s.heads);
-      attn::PrefillArgs<f16> dense = base(o_dense.data(), lse_dense.data());
-      dense.k = d_k.data();
-      dense.v = d_v.data();
-      dense.k_stride_token = dense.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
-      dense.k_stride_head = dense.v_stride_head = s.dim;
-      dense.cu_seqlens_k = d_cu_k.data();
-      dense.cu_seqlens_k_host = c.kv_begin.data();
+      auto base = [&](f16* o, float* lse) {
+        attn::PrefillArgs<f16> a = chunk_args<f16>(s, d_q.data(), o, d_cu_q.data(), cu_q.data());
+        a.lse = lse;
+        return a;
+      };
+      const attn::PrefillArgs<f16> dense =
+          with_dense_kv(base(o_dense.data(), lse_dense.data()), s, d_k.data(), d_v.data(), d_cu_k.data(),
+                        c.kv_begin.data());
       REQUIRE(attn::prefill(dense, nullptr).ok());
       for (bool csr : {true, false}) {
         const llmk::Status st =
@@ -628,28 +644,12 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
       llmk::test::random_tensor<T>(static_cast<std::int64_t>(cu_q[batch]) * s.heads * s.dim, 1.0f, rng);
   llmk::DeviceBuffer<T> d_qp(qp), d_kd(qc.k_deq), d_vd(qc.v_deq), o1(qp.size()), o2(qp.size());
   llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
-  attn::PrefillArgs<T> a;
-  a.q = d_qp.data();
-  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.dim;
-  a.q_stride_head = a.o_stride_head = s.dim;
-  a.cu_seqlens_q = d_cu_q.data();
-  a.cu_seqlens_q_host = cu_q.data();
-  a.batch = batch;
-  a.num_heads = s.heads;
-  a.num_kv_heads = s.kv_heads;
-  a.head_dim = s.dim;
-  a.options.softmax_scale = attn::default_scale(s.dim);
-  a.options.causal = true;
-  a.o = o1.data();
+  const attn::PrefillArgs<T> a = chunk_args<T>(s, d_qp.data(), o1.data(), d_cu_q.data(), cu_q.data());
   REQUIRE(attn::prefill_paged(a, qc.view(c, false), nullptr).ok());
-  a.o = o2.data();
-  a.k = d_kd.data();
-  a.v = d_vd.data();
-  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
-  a.k_stride_head = a.v_stride_head = s.dim;
-  a.cu_seqlens_k = d_cu_k.data();
-  a.cu_seqlens_k_host = c.kv_begin.data();
-  REQUIRE(attn::prefill(a, nullptr).ok());
+  attn::PrefillArgs<T> dense_args =
+      with_dense_kv(a, s, d_kd.data(), d_vd.data(), d_cu_k.data(), c.kv_begin.data());
+  dense_args.o = o2.data();
+  REQUIRE(attn::prefill(dense_args, nullptr).ok());
   CHECK(same_bits(o1.to_host(), o2.to_host()));
   // Copy-on-write of a quantized page moves the codes and, for per-token-head scales, the scale rows.
   std::vector<int> spare;
@@ -701,7 +701,6 @@ TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no 
   QuantCache<f16, std::int8_t> qc;
   double rel = 0.0;
   make_quant_cache(qc, c, kv::KvScale::kPerTokenHead, &rel);
-  const int batch = 2;
   std::vector<int> cu_q = {0, 70,
                            140};  // 70 new tokens each: 140 packed rows, two Br tiles; keys span 4 Bc tiles
   const std::vector<f16> q = llmk::test::random_tensor<f16>(140LL * s.heads * s.dim, 1.0f, rng);
@@ -709,31 +708,14 @@ TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no 
   llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
   for (int window : {-1, 50}) {
     CAPTURE(window);
-    attn::PrefillArgs<f16> a;
-    a.q = d_q.data();
-    a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.dim;
-    a.q_stride_head = a.o_stride_head = s.dim;
-    a.cu_seqlens_q = d_cu_q.data();
-    a.cu_seqlens_q_host = cu_q.data();
-    a.batch = batch;
-    a.num_heads = s.heads;
-    a.num_kv_heads = s.kv_heads;
-    a.head_dim = s.dim;
-    a.options.softmax_scale = attn::default_scale(s.dim);
-    a.options.causal = true;
-    a.options.window_left = window;
     llmk::DeviceBuffer<f16> o_paged(q.size()), o_dense(q.size()), o_quant(q.size()), o_deq(q.size());
-    a.o = o_paged.data();
+    attn::PrefillArgs<f16> a = chunk_args<f16>(s, d_q.data(), o_paged.data(), d_cu_q.data(), cu_q.data());
+    a.options.window_left = window;
     REQUIRE(attn::prefill_paged(a, c.view(true), nullptr).ok());
     a.o = o_quant.data();
     REQUIRE(attn::prefill_paged(a, qc.view(c, false), nullptr).ok());
-    attn::PrefillArgs<f16> dense = a;
-    dense.k_stride_token = dense.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
-    dense.k_stride_head = dense.v_stride_head = s.dim;
-    dense.cu_seqlens_k = d_cu_k.data();
-    dense.cu_seqlens_k_host = c.kv_begin.data();
-    dense.k = d_k.data();
-    dense.v = d_v.data();
+    attn::PrefillArgs<f16> dense =
+        with_dense_kv(a, s, d_k.data(), d_v.data(), d_cu_k.data(), c.kv_begin.data());
     dense.o = o_dense.data();
     REQUIRE(attn::prefill(dense, nullptr).ok());
     dense.k = d_kd.data();

@@ -189,23 +189,4 @@ LLMK_DEVICE void store_tile_staged(unsigned char* smem, Out* d, std::int64_t ldd
   }
 }
 
-/// Calls f(row, col, mi, ni, e) for each accumulator element acc[mi][ni][e] of this thread's warp tile that
-/// lies inside [0, m) x [0, n), with the element's global row and column (mma C layout).
-template <class Tile, class F>
-LLMK_DEVICE void for_each_accumulator(int block_m, int block_n, int m, int n, F&& f) {
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
-  const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int mi = 0; mi < Tile::kMmaM; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < Tile::kMmaN; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = block_m + warp_m * Tile::WM + mi * 16 + g + (e / 2) * 8;
-        const int col = block_n + warp_n * Tile::WN + ni * 8 + 2 * t + (e % 2);
-        if (row < m && col < n) f(row, col, mi, ni, e);
-      }
-}
-
 }  // namespace llmk::gemm
