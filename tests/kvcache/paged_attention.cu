@@ -232,37 +232,38 @@ std::vector<T> run_decode(const Cache<T>& c, const std::vector<T>& q, int splits
   attn::DecodePlan plan;
   llmk::DeviceBuffer<T> dk, dv;
   llmk::DeviceBuffer<int> dl;
-  llmk::Status st;
-  if (form == 0) {
-    const int max_len = std::max(1, *std::max_element(s.lens.begin(), s.lens.end()));
-    const int row = s.kv_heads * s.dim;
-    std::vector<T> k(static_cast<std::size_t>(batch) * max_len * row, T(0.0f)), v(k.size(), T(0.0f));
-    for (int b = 0; b < batch; ++b)
-      for (int t = 0; t < s.lens[b]; ++t)
-        for (int e = 0; e < row; ++e) {
-          k[(static_cast<std::size_t>(b) * max_len + t) * row + e] = c.k[(c.kv_begin[b] + t) * row + e];
-          v[(static_cast<std::size_t>(b) * max_len + t) * row + e] = c.v[(c.kv_begin[b] + t) * row + e];
-        }
-    dk = llmk::DeviceBuffer<T>(k);
-    dv = llmk::DeviceBuffer<T>(v);
-    dl = llmk::DeviceBuffer<int>(s.lens);
-    a.k = dk.data();
-    a.v = dv.data();
-    a.k_stride_batch = a.v_stride_batch = static_cast<std::int64_t>(max_len) * row;
-    a.k_stride_token = a.v_stride_token = row;
-    a.k_stride_head = a.v_stride_head = s.dim;
-    a.kv_lens = dl.data();
-    a.kv_lens_host = s.lens.data();
-    a.max_kv_len = max_len;
-    REQUIRE(attn::plan_decode(a, &plan, splits).ok());
-    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
-    st = attn::decode(a, plan, ws.data(), ws.size(), nullptr);
-  } else {
-    const kv::PagedKv<T> pages = c.view(form == 1);
-    REQUIRE(attn::plan_decode_paged(a, pages, &plan, splits).ok());
-    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
-    st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
-  }
+  const llmk::Status st = [&]() -> llmk::Status {
+    if (form == 0) {
+      const int max_len = std::max(1, *std::max_element(s.lens.begin(), s.lens.end()));
+      const int row = s.kv_heads * s.dim;
+      std::vector<T> k(static_cast<std::size_t>(batch) * max_len * row, T(0.0f)), v(k.size(), T(0.0f));
+      for (int b = 0; b < batch; ++b)
+        for (int t = 0; t < s.lens[b]; ++t)
+          for (int e = 0; e < row; ++e) {
+            k[(static_cast<std::size_t>(b) * max_len + t) * row + e] = c.k[(c.kv_begin[b] + t) * row + e];
+            v[(static_cast<std::size_t>(b) * max_len + t) * row + e] = c.v[(c.kv_begin[b] + t) * row + e];
+          }
+      dk = llmk::DeviceBuffer<T>(k);
+      dv = llmk::DeviceBuffer<T>(v);
+      dl = llmk::DeviceBuffer<int>(s.lens);
+      a.k = dk.data();
+      a.v = dv.data();
+      a.k_stride_batch = a.v_stride_batch = static_cast<std::int64_t>(max_len) * row;
+      a.k_stride_token = a.v_stride_token = row;
+      a.k_stride_head = a.v_stride_head = s.dim;
+      a.kv_lens = dl.data();
+      a.kv_lens_host = s.lens.data();
+      a.max_kv_len = max_len;
+      REQUIRE(attn::plan_decode(a, &plan, splits).ok());
+      llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+      return attn::decode(a, plan, ws.data(), ws.size(), nullptr);
+    } else {
+      const kv::PagedKv<T> pages = c.view(form == 1);
+      REQUIRE(attn::plan_decode_paged(a, pages, &plan, splits).ok());
+      llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+      return attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+    }
+  }();
   REQUIRE_MESSAGE(st.ok(), st.message());
   if (lse_out != nullptr) *lse_out = d_lse.to_host();
   return d_o.to_host();
