@@ -22,6 +22,8 @@
 //                    dequantization: the bare int8 tensor-core GEMM, a floor for what BM_W8A8 does). Falls
 //                    back to cublasGemmEx (CUDA_R_8I -> CUDA_R_32I) if cuBLASLt offers no algorithm; the
 //                    counter `cublaslt` says which ran (1: cuBLASLt, 0: cublasGemmEx).
+//   BM_CublasLtFp8   cublasLtMatmul: e4m3 A and W, fp32 compute, fp16 out, no scales (the anchor of BM_FP8;
+//                    sm_89+, skipped where cuBLASLt has no fp8 algorithm).
 //   Shapes (GPU): M in {1, 16, 64, 256, 4096} x (N, K) in {(4096, 4096), (11008, 4096), (4096, 11008)}
 //   (Llama-7B's attention / MLP up / MLP down projections; M = tokens: decode to prefill).
 //   Simulator: M in {1, 16}, N = K = 128, llmk kernels only.
@@ -66,7 +68,8 @@
 
 #if defined(LLMK_CUDA) && defined(LLMK_BENCH_CUBLAS)
 #include <cublasLt.h>
-#include <cublas_v2.h>
+
+#include "support/cublas_anchor.hpp"
 #define LLMK_QUANT_GEMM_CUBLAS 1
 #endif
 
@@ -269,33 +272,6 @@ void BM_W8A16(benchmark::State& state) {
 // ---- cuBLAS baselines (CUDA build) ----
 #if defined(LLMK_QUANT_GEMM_CUBLAS)
 
-llmk::Status cublas_status(const char* call, cublasStatus_t s) {
-  if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return llmk::Status::cuda_error(call, cublasGetStatusString(s));
-}
-
-struct CublasHandle {
-  cublasHandle_t h = nullptr;
-  ~CublasHandle() {
-    if (h != nullptr) cublasDestroy(h);
-  }
-};
-
-// Row-major TN GEMM through column-major cuBLAS. A row-major X [r, c] (ld c) is, read column-major, the
-// matrix X^T [c, r] with the same ld. So cuBLAS sees our operands as A^T [K, M] (ld K) and W^T [K, N] (ld K),
-// and our row-major C [M, N] as C^T [N, M] (ld N). We therefore ask cuBLAS for C^T = W * A^T:
-//   cuBLAS A := W  (stored as W^T [K, N], ld K, op T -> W [N, K])
-//   cuBLAS B := A  (stored as A^T [K, M], ld K, op N -> A^T [K, M])
-//   cuBLAS C := C  ([N, M] column-major, ld N == our row-major [M, N])
-//   m = N, n = M, k = K: op(A) = T, op(B) = N, which is also the "TN" form int8 GEMMs require.
-llmk::Status cublas_tn(cublasHandle_t handle, int m, int n, int k, const void* alpha, const void* w,
-                       cudaDataType_t in_type, const void* a, const void* beta, void* c,
-                       cudaDataType_t out_type, cublasComputeType_t compute) {
-  return cublas_status("cublasGemmEx",
-                       cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, alpha, w, in_type, k, a,
-                                    in_type, k, beta, c, out_type, n, compute, CUBLAS_GEMM_DEFAULT));
-}
-
 void BM_CublasHgemm(benchmark::State& state) {
   const Shape s(state);
   const double weight_bytes = 2.0 * static_cast<double>(s.nk());
@@ -305,21 +281,22 @@ void BM_CublasHgemm(benchmark::State& state) {
   fill_random(w, 2, [](std::mt19937& rng) {  // ~ the dequantized weights of BM_W4A16
     return half(std::normal_distribution<float>(0.0f, 0.05f)(rng));
   });
-  CublasHandle handle;
-  if (!llmk::bench::skip_unless_ok(state, cublas_status("cublasCreate", cublasCreate(&handle.h)))) return;
+  llmk::bench::CublasHandle handle;
+  if (!llmk::bench::skip_unless_ok(state, llmk::bench::cublas_status("cublasCreate", cublasCreate(&handle.h))))
+    return;
   const float alpha = 1.0f, beta = 0.0f;  // fp32: the scale type of CUBLAS_COMPUTE_32F
   const double bytes = 2.0 * static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
-    return cublas_tn(handle.h, s.m, s.n, s.k, &alpha, w.data() + c * s.nk(), CUDA_R_16F, a.data(), &beta,
-                     d.data(), CUDA_R_16F, CUBLAS_COMPUTE_32F);
+    return llmk::bench::cublas_tn(handle.h, s.m, s.n, s.k, &alpha, w.data() + c * s.nk(), CUDA_R_16F, a.data(),
+                                  &beta, d.data(), CUDA_R_16F, CUBLAS_COMPUTE_32F);
   });
 }
 
-// cuBLASLt int8 GEMM, the same mapping as cublas_tn: cuBLASLt A = W (stored [K, N], TRANSA = T), B = A
-// (stored [K, M], TRANSB = N), C = D = [N, M] int32 column-major. Int8 IMMA kernels with the regular
-// (column-major) order need exactly this TN form, leading dimensions and cuBLAS m (= our N) multiples of 4
-// and 4-byte aligned pointers: all our shapes qualify.
-struct LtInt8Gemm {
+// cuBLASLt GEMM, the same mapping as cublas_tn: cuBLASLt A = W (stored [K, N], TRANSA = T), B = A (stored
+// [K, M], TRANSB = N), C = D = [N, M] column-major. Int8 IMMA and fp8 kernels with the regular (column-major)
+// order need exactly this TN form; int8 also needs leading dimensions and cuBLAS m (= our N) multiples of 4,
+// fp8 multiples of 16: all our shapes qualify (cuBLASLt's heuristic says when a shape has no algorithm).
+struct LtGemm {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, c_layout = nullptr;
@@ -333,10 +310,10 @@ struct LtInt8Gemm {
   }
 
   // Sets everything up and asks for the best algorithm; found == false when cuBLASLt has none.
-  llmk::Status init(int m, int n, int k, std::size_t workspace_bytes) {
+  llmk::Status init(int m, int n, int k, std::size_t workspace_bytes, cudaDataType_t in_type,
+                    cudaDataType_t out_type, cublasComputeType_t compute, cudaDataType_t scale_type) {
     LLMK_RETURN_IF_ERROR(check("cublasLtCreate", cublasLtCreate(&handle)));
-    LLMK_RETURN_IF_ERROR(
-        check("cublasLtMatmulDescCreate", cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32I, CUDA_R_32I)));
+    LLMK_RETURN_IF_ERROR(check("cublasLtMatmulDescCreate", cublasLtMatmulDescCreate(&desc, compute, scale_type)));
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     LLMK_RETURN_IF_ERROR(
         check("cublasLtMatmulDescSetAttribute",
@@ -345,11 +322,11 @@ struct LtInt8Gemm {
         check("cublasLtMatmulDescSetAttribute",
               cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b))));
     LLMK_RETURN_IF_ERROR(
-        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&a_layout, CUDA_R_8I, k, n, k)));
+        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&a_layout, in_type, k, n, k)));
     LLMK_RETURN_IF_ERROR(
-        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&b_layout, CUDA_R_8I, k, m, k)));
+        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&b_layout, in_type, k, m, k)));
     LLMK_RETURN_IF_ERROR(
-        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&c_layout, CUDA_R_32I, n, m, n)));
+        check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&c_layout, out_type, n, m, n)));
     LLMK_RETURN_IF_ERROR(check("cublasLtMatmulPreferenceCreate", cublasLtMatmulPreferenceCreate(&pref)));
     LLMK_RETURN_IF_ERROR(
         check("cublasLtMatmulPreferenceSetAttribute",
@@ -364,15 +341,14 @@ struct LtInt8Gemm {
     return {};
   }
 
-  llmk::Status run(const std::int8_t* w, const std::int8_t* a, std::int32_t* d, void* workspace,
+  // alpha / beta point to values of the descriptor's scale type.
+  llmk::Status run(const void* w, const void* a, void* d, const void* alpha, const void* beta, void* workspace,
                    std::size_t workspace_bytes) const {
-    const std::int32_t alpha = 1, beta = 0;  // int32: the scale type of the descriptor
-    return check("cublasLtMatmul",
-                 cublasLtMatmul(handle, desc, &alpha, w, a_layout, a, b_layout, &beta, d, c_layout, d,
-                                c_layout, &heuristic.algo, workspace, workspace_bytes, nullptr));
+    return check("cublasLtMatmul", cublasLtMatmul(handle, desc, alpha, w, a_layout, a, b_layout, beta, d, c_layout,
+                                                  d, c_layout, &heuristic.algo, workspace, workspace_bytes, nullptr));
   }
 
-  ~LtInt8Gemm() {
+  ~LtGemm() {
     if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
     if (c_layout != nullptr) cublasLtMatrixLayoutDestroy(c_layout);
     if (b_layout != nullptr) cublasLtMatrixLayoutDestroy(b_layout);
@@ -382,6 +358,8 @@ struct LtInt8Gemm {
   }
 };
 
+constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
+
 void BM_CublasLtInt8(benchmark::State& state) {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk());
@@ -390,26 +368,53 @@ void BM_CublasLtInt8(benchmark::State& state) {
   llmk::DeviceBuffer<std::int32_t> d(s.mn());
   fill_random(a, 1, random_int8);
   fill_random(w, 2, random_int8);
-  constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
-  llmk::DeviceBuffer<unsigned char> workspace(kWorkspaceBytes);
+  llmk::DeviceBuffer<unsigned char> workspace(kLtWorkspaceBytes);
 
-  LtInt8Gemm lt;
-  CublasHandle fallback;
+  LtGemm lt;
+  llmk::bench::CublasHandle fallback;
   const llmk::Status st = [&]() -> llmk::Status {
-    LLMK_RETURN_IF_ERROR(lt.init(s.m, s.n, s.k, kWorkspaceBytes));
+    LLMK_RETURN_IF_ERROR(
+        lt.init(s.m, s.n, s.k, kLtWorkspaceBytes, CUDA_R_8I, CUDA_R_32I, CUBLAS_COMPUTE_32I, CUDA_R_32I));
     if (lt.found) return {};
-    return cublas_status("cublasCreate", cublasCreate(&fallback.h));
+    return llmk::bench::cublas_status("cublasCreate", cublasCreate(&fallback.h));
   }();
   if (!llmk::bench::skip_unless_ok(state, st)) return;
-  const std::int32_t alpha = 1, beta = 0;
+  const std::int32_t alpha = 1, beta = 0;  // int32: the scale type of the descriptor
   const double bytes = static_cast<double>(s.mk()) + weight_bytes + 4.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     const std::int8_t* wc = w.data() + c * s.nk();
-    if (lt.found) return lt.run(wc, a.data(), d.data(), workspace.data(), kWorkspaceBytes);
-    return cublas_tn(fallback.h, s.m, s.n, s.k, &alpha, wc, CUDA_R_8I, a.data(), &beta, d.data(), CUDA_R_32I,
-                     CUBLAS_COMPUTE_32I);
+    if (lt.found) return lt.run(wc, a.data(), d.data(), &alpha, &beta, workspace.data(), kLtWorkspaceBytes);
+    return llmk::bench::cublas_tn(fallback.h, s.m, s.n, s.k, &alpha, wc, CUDA_R_8I, a.data(), &beta, d.data(),
+                                  CUDA_R_32I, CUBLAS_COMPUTE_32I);
   });
   state.counters["cublaslt"] = lt.found ? 1.0 : 0.0;
+}
+
+// cuBLASLt fp8: e4m3 A and W, fp32 compute, fp16 out (no scales: the bare fp8 tensor-core GEMM, the floor for
+// BM_FP8, which also applies per-token x per-channel scales). sm_89+; a device or shape without an fp8
+// algorithm skips with cuBLASLt's answer.
+void BM_CublasLtFp8(benchmark::State& state) {
+  const Shape s(state);
+  const double weight_bytes = static_cast<double>(s.nk());
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
+  llmk::DeviceBuffer<llmk::float8_e4m3> a(s.mk()), w(copies * s.nk());
+  llmk::DeviceBuffer<half> d(s.mn());
+  fill_random(a, 1, normal_fp8);
+  fill_random(w, 2, normal_fp8);
+  llmk::DeviceBuffer<unsigned char> workspace(kLtWorkspaceBytes);
+  LtGemm lt;
+  const llmk::Status st = [&]() -> llmk::Status {
+    LLMK_RETURN_IF_ERROR(
+        lt.init(s.m, s.n, s.k, kLtWorkspaceBytes, CUDA_R_8F_E4M3, CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    if (!lt.found) return llmk::Status::unsupported("cuBLASLt has no fp8 e4m3 algorithm for this shape/device");
+    return {};
+  }();
+  if (!llmk::bench::skip_unless_ok(state, st)) return;
+  const float alpha = 1.0f, beta = 0.0f;
+  const double bytes = static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    return lt.run(w.data() + c * s.nk(), a.data(), d.data(), &alpha, &beta, workspace.data(), kLtWorkspaceBytes);
+  });
 }
 
 #endif  // LLMK_QUANT_GEMM_CUBLAS
@@ -448,6 +453,7 @@ LLMK_QUANT_BENCH(BM_MixedInt8, shape_args);
 #if defined(LLMK_QUANT_GEMM_CUBLAS)
 LLMK_QUANT_BENCH(BM_CublasHgemm, shape_args);
 LLMK_QUANT_BENCH(BM_CublasLtInt8, shape_args);
+LLMK_QUANT_BENCH(BM_CublasLtFp8, shape_args);
 #endif
 
 }  // namespace

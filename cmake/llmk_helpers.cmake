@@ -37,6 +37,7 @@ set(LLMK_SIM_WARNINGS "-Wall;-Wextra;-Wno-unknown-pragmas" CACHE STRING
     "Host compiler warning flags for llmk's own _sim targets (#pragma unroll is for nvcc)")
 set(LLMK_CUDA_FLAGS "--expt-relaxed-constexpr;-lineinfo" CACHE STRING "Extra nvcc flags for llmk's own _cuda targets")
 set(LLMK_TEST_TIMEOUT 900 CACHE STRING "Default CTest timeout (seconds) of llmk's tests")
+option(LLMK_RESOURCE_REPORTS "Keep ptxas's resource report of every _cuda object (<object>.ptxas) for the static gates" ON)
 
 get_filename_component(LLMK_ROOT_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 
@@ -117,6 +118,15 @@ function(_llmk_setup_sim_target target)
   _llmk_apply_sanitizer(${target})
 endfunction()
 
+# The launcher keeps ptxas's resource report of every object (<object>.ptxas) for the static performance gates
+# (scripts/perf/static_gates.sh), which read those reports and the objects' SASS instead of compiling again.
+function(_llmk_cuda_launcher target)
+  if(LLMK_RESOURCE_REPORTS)
+    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER
+      "${LLMK_ROOT_DIR}/scripts/perf/nvcc_resource_log.sh;${CMAKE_CUDA_COMPILER_LAUNCHER}")
+  endif()
+endfunction()
+
 function(_llmk_setup_cuda_target target)
   target_link_libraries(${target} PRIVATE llmk::llmk CUDA::cudart)
   target_include_directories(${target} PRIVATE "${LLMK_ROOT_DIR}/tests")
@@ -125,6 +135,7 @@ function(_llmk_setup_cuda_target target)
     CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
     CUDA_EXTENSIONS OFF
     CXX_EXTENSIONS OFF)
+  _llmk_cuda_launcher(${target})
 endfunction()
 
 # Environment and labels of a test that runs a _sim program.
@@ -154,7 +165,7 @@ function(_llmk_test_mains)
   if(NOT TARGET doctest::doctest)
     message(FATAL_ERROR "llmk: doctest::doctest is not defined: tests/CMakeLists.txt finds doctest (doctest-dev)")
   endif()
-  if(NOT TARGET llmk_test_main_sim)
+  if(LLMK_SIM_TARGETS AND NOT TARGET llmk_test_main_sim)
     add_library(llmk_test_main_sim STATIC "${LLMK_ROOT_DIR}/tests/support/test_main.cpp")
     target_link_libraries(llmk_test_main_sim PUBLIC doctest::doctest)
     target_compile_features(llmk_test_main_sim PUBLIC cxx_std_20)
@@ -163,8 +174,9 @@ function(_llmk_test_mains)
   endif()
   if(LLMK_CUDA_ENABLED AND NOT TARGET llmk_test_main_cuda)
     add_library(llmk_test_main_cuda STATIC "${LLMK_ROOT_DIR}/tests/support/test_main_cuda.cu")
-    target_link_libraries(llmk_test_main_cuda PUBLIC doctest::doctest CUDA::cudart)
-    target_compile_options(llmk_test_main_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+    # llmk::llmk brings -std=c++20 and cxx_std_20; without a standard requirement CMake would append its
+    # default -std=c++17 after it (CUDA_EXTENSIONS OFF differs from nvcc's default) and nvcc keeps the last.
+    target_link_libraries(llmk_test_main_cuda PUBLIC doctest::doctest CUDA::cudart PRIVATE llmk::llmk)
     # Host code only: one architecture is enough and keeps this nvcc compile short.
     list(GET CMAKE_CUDA_ARCHITECTURES 0 first_arch)
     set_target_properties(llmk_test_main_cuda PROPERTIES CUDA_ARCHITECTURES "${first_arch}" CUDA_EXTENSIONS OFF)
@@ -195,7 +207,7 @@ function(llmk_add_test)
   endif()
   _llmk_test_mains()
 
-  if(NOT arg_CUDA_ONLY)
+  if(NOT arg_CUDA_ONLY AND LLMK_SIM_TARGETS)
     set(target ${arg_NAME}_sim)
     _llmk_sim_sources(sim_sources ${target} ${sources})
     add_executable(${target} ${sim_sources})
@@ -246,7 +258,7 @@ function(llmk_add_benchmark)
     set(bench_lib benchmark::benchmark_main)
   endif()
 
-  if(NOT arg_CUDA_ONLY)
+  if(NOT arg_CUDA_ONLY AND LLMK_SIM_TARGETS)
     set(target ${arg_NAME}_sim)
     _llmk_sim_sources(sim_sources ${target} ${sources})
     add_executable(${target} ${sim_sources})
@@ -277,7 +289,7 @@ function(llmk_add_example)
     endif()
   endif()
 
-  if(NOT arg_CUDA_ONLY)
+  if(NOT arg_CUDA_ONLY AND LLMK_SIM_TARGETS)
     set(target ${arg_NAME}_sim)
     _llmk_sim_sources(sim_sources ${target} ${sources})
     add_executable(${target} ${sim_sources})
@@ -316,8 +328,8 @@ function(llmk_add_planted_test)
   if(wanted STREQUAL "none")
     set(wanted "")
   endif()
-  if(NOT LLMK_SANITIZE STREQUAL wanted)
-    return()  # built in the other build (plain, ASan or TSan)
+  if(NOT LLMK_SANITIZE STREQUAL wanted OR NOT LLMK_SIM_TARGETS)
+    return()  # built in the other build (plain, ASan or TSan); none without simulator targets
   endif()
   _llmk_absolute_sources(sources ${arg_SOURCE})
   if(arg_OPTIONAL)

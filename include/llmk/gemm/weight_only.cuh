@@ -40,7 +40,7 @@
 // instructions in the simulator. Per pair of codes: shift + and/or (lop3), 2 fadd, 2 fmul, 1 cvt. (The half2
 // variant, (u | 0x6400) as half = 1024 + u then sub.f16x2 + mul.f16x2, needs 2 instead of 4 float ops per
 // pair but needs f16x2/bf16x2 arithmetic atoms that arch/ does not have yet; cuda_fp16.h's __hsub2 / __hmul2
-// are inline PTX whose braces also confuse the PTX scan of scripts/check_gpu_resources.sh.)
+// are inline PTX, which the simulator cannot run.)
 //
 // ---- GPTQ act-order ----
 // With a per-K-column group index g_idx[K] (each group exactly G columns, any order), act_order_permutation
