@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import json
 import math
 import os
@@ -341,22 +342,29 @@ def write_budgets(path: Path, rows: list[dict], old: dict) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------------------------
+def load_object(obj: Path, src: str, cuobjdump: str):
+    """(ptxas report or None, parsed SASS) of one object."""
+    if not obj.is_file():
+        sys.exit(f"static_gates: object {obj} (from {src}) not built: build the _cuda targets first")
+    report = Path(str(obj) + ".ptxas")
+    ptx = parse_ptxas(report.read_text(errors="replace")) if report.is_file() else None
+    sass = subprocess.run([cuobjdump, "-sass", str(obj)], capture_output=True, text=True)
+    if sass.returncode != 0:
+        sys.exit(f"static_gates: cuobjdump -sass {obj} failed: {sass.stderr.strip()}")
+    return ptx, parse_sass(sass.stdout)
+
+
 def collect(objects, cuobjdump, only):
     rows = {}
     missing_reports = []
-    for obj, variant, src in objects:
-        if not obj.is_file():
-            sys.exit(f"static_gates: object {obj} (from {src}) not built: build the _cuda targets first")
-        report = Path(str(obj) + ".ptxas")
-        if not report.is_file():
+    jobs = max(1, int(os.environ.get("JOBS", "2")))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:  # cuobjdump runs in parallel
+        loaded = list(pool.map(lambda o: load_object(o[0], o[2], cuobjdump), objects))
+    for (obj, variant, src), (ptx, sass) in zip(objects, loaded):
+        if ptx is None:
             missing_reports.append(str(obj))
             ptx = {}
-        else:
-            ptx = parse_ptxas(report.read_text(errors="replace"))
-        sass_text = subprocess.run([cuobjdump, "-sass", str(obj)], capture_output=True, text=True)
-        if sass_text.returncode != 0:
-            sys.exit(f"static_gates: cuobjdump -sass {obj} failed: {sass_text.stderr.strip()}")
-        for (mangled, arch), instrs in parse_sass(sass_text.stdout).items():
+        for (mangled, arch), instrs in sass.items():
             key = (mangled, arch, variant)
             if key in rows:
                 continue
@@ -438,6 +446,30 @@ def print_table(rows, file=sys.stdout):
               f"{r['ldgsts']:>3} {r['local']:>3}  {name}", file=file)
 
 
+def budgets_markdown(budgets: dict, out: Path) -> None:
+    """The budget file as a markdown table (docs/performance-budgets.md), grouped by kernel."""
+    by_kernel = collections.defaultdict(list)
+    for b in budgets.values():
+        by_kernel[b["kernel"]].append(b)
+    lines = [
+        "# Static performance budgets, kernel by kernel",
+        "",
+        "Generated from `bench/model/budgets.tsv` by `scripts/perf/static_gates.py --budgets-markdown` (do not edit;",
+        "docs/performance.md explains the columns). Per architecture: `variant` assert = tests/examples (-UNDEBUG),",
+        "ndebug = benchmarks and users' builds; `tc` = tensor-core instruction kinds required in the main loop;",
+        "`ipt` = instructions per tensor-core instruction in the main loop (static SASS count; the gate allows +10%);",
+        "`ldg` = plain global loads allowed in the main loop; `copies` = cp.async/TMA copies required there.",
+        "",
+        "| kernel | arch | variant | tc | ipt | ldg | copies | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kernel in sorted(by_kernel):
+        for b in sorted(by_kernel[kernel], key=lambda b: (b["arch"], b["variant"])):
+            lines.append(f"| `{kernel}` | sm_{b['arch']} | {b['variant']} | {b['tc']} | {b['max_ipt']} | "
+                         f"{b['max_ldg']} | {b['copies']} | {b['note']} |")
+    out.write_text("\n".join(lines) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", type=Path)
@@ -450,7 +482,12 @@ def main(argv=None) -> int:
     ap.add_argument("--all-kernels", action="store_true", help="gate every kernel, not only llmk:: ones")
     ap.add_argument("--exclude", default=r"llmk_planted::", help="regex of kernels the gates skip")
     ap.add_argument("--no-budget-ok", action="store_true", help="kernels without a budget row are not failures")
+    ap.add_argument("--budgets-markdown", type=Path, help="write the budget file as a markdown table and exit")
     args = ap.parse_args(argv)
+    if args.budgets_markdown:
+        budgets_markdown(read_budgets(args.budgets), args.budgets_markdown)
+        print(f"== wrote {args.budgets_markdown}")
+        return 0
 
     cuobjdump = find_tool("cuobjdump")
     if not cuobjdump:

@@ -67,5 +67,17 @@ expect_gate SPILL 'llmk_planted::spilling'
 
 # ---- the gates ----------------------------------------------------------------------------------------------------
 args=(--build-dir "$BUILD_DIR" --report "$report" "${only[@]+"${only[@]}"}")
-((update)) && args+=(--update)
+if ((update)); then
+  python3 "$GATES" "${args[@]}" --update
+  python3 "$GATES" --budgets-markdown "$LLMK_ROOT/docs/performance-budgets.md"
+  exit 0
+fi
+# docs/performance-budgets.md is generated from the budget file: it must not drift.
+generated="$(mktemp)"
+trap 'rm -f "$generated"' EXIT
+python3 "$GATES" --budgets-markdown "$generated" >/dev/null
+if ! cmp -s "$generated" "$LLMK_ROOT/docs/performance-budgets.md"; then
+  echo "!! docs/performance-budgets.md is out of date: python3 scripts/perf/static_gates.py --budgets-markdown docs/performance-budgets.md"
+  exit 1
+fi
 python3 "$GATES" "${args[@]}"

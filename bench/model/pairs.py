@@ -1,0 +1,44 @@
+"""The one pairing table: which anchor (baseline) each llmk benchmark is compared with, at the same shape.
+
+ratio = anchor time / llmk time (> 1: llmk is faster). Both sides of a pair count the same FLOPs for the same shape
+(the cuBLAS anchors of the quantized GEMMs read other bytes: fp16 weights instead of int4, ...; that difference is
+the point of the comparison). Every memory-bound row is also compared with BM_DeviceCopy, the bandwidth ceiling
+(the '% copy' column: the row's bytes/s over the copy's bytes/s).
+"""
+from __future__ import annotations
+
+import re
+
+DECODE_SHAPE = ("batch", "kv_len", "heads", "kv_heads", "d")
+
+# (llmk family regex, anchor family ({T} = the llmk family's first template argument), the arguments that must be
+# equal (None: all of them), what the anchor is)
+PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
+    (r"^BM_Prefill<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None, "PyTorch SDPA, FLASH backend"),
+    (r"^BM_Decode<(?P<T>[^,>]+)>$", "SDPA_Decode<{T}>", None, "PyTorch SDPA, FLASH backend, q_len 1"),
+    (r"^BM_W4A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
+    (r"^BM_W8A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
+    (r"^BM_MixedInt8$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (the layer LLM.int8() replaces)"),
+    (r"^BM_W8A8$", "BM_CublasLtInt8", None, "cuBLASLt int8 GEMM (int32 out, no dequantization)"),
+    (r"^BM_FP8$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM"),
+    (r"^BM_TileGemmF16$", "BM_CublasGemm<half>", None, "cuBLAS fp16 GEMM"),
+    (r"^BM_PagedDecode<(?P<T>[^,>]+)(,[^>]*)?>$", "BM_DenseDecode<{T}>", DECODE_SHAPE,
+     "llmk dense decode of the same shape (the page indirection's cost)"),
+]
+COPY_ANCHOR = "BM_DeviceCopy"
+
+
+def anchor_for(family: str) -> tuple[str, tuple[str, ...] | None, str] | None:
+    """(anchor family, arguments to match, description) for an llmk family, or None."""
+    for pattern, anchor, keys, what in PAIRS:
+        m = re.match(pattern, family)
+        if m:
+            return anchor.format(**m.groupdict()), keys, what
+    return None
+
+
+def pairing_table() -> list[tuple[str, str, str]]:
+    """(llmk family pattern, anchor, description) for printing."""
+    rows = [(p.strip("^$"), a, w + ("" if k is None else f"; matched on {', '.join(k)}")) for p, a, k, w in PAIRS]
+    rows.append(("memory-bound rows", COPY_ANCHOR, "bandwidth ceiling: '% copy' = bytes/s / copy bytes/s"))
+    return rows

@@ -1,0 +1,147 @@
+"""Roofline and SASS-count prediction of a benchmark's time on a Hopper GPU. Every output is PREDICTED.
+
+Roofline (an upper bound on speed; no kernel should beat it):
+    roofline = max(FLOPs / peak(kind), traffic / HBM nominal bandwidth)
+  kind is the tensor-core instruction the kernel's main loop really uses: HMMA -> mma.sync fp16/bf16, IMMA -> mma.sync
+  int8, QMMA -> mma.sync fp8, HGMMA/IGMMA/QGMMA -> wgmma at the datasheet rate; on sm_90 fp8 mma.sync is emulated by
+  HMMA (perf-audit.md), so BM_FP8 gets the fp16 mma.sync rate. mma.sync peak = MMA_SYNC_FRACTION (high end) x the
+  datasheet wgmma rate. Kernels without tensor cores: fp32 CUDA-core peak (BM_HessianF32, GPTQ/SparseGPT) or
+  memory only.
+
+Prediction from the static counts of the kernel's main loop (static/report.tsv, sm_90, ndebug build):
+    issue_clk  = ipt / 4                      instructions per tensor-core instruction over 4 issue slots per SM
+    tensor_clk = FLOPs_per_instr / (FLOP/clk/SM of the mma.sync rate)       FLOP/clk/SM = peak / (SMs x tc clock)
+    clk_per_tc = max(issue_clk, tensor_clk)   the compute-bound cost of one tensor-core instruction on one SM
+    compute    = (tensor_work / FLOPs_per_instr) x clk_per_tc / (SMs_used x sustained clock)
+    predicted  = max(traffic / achievable bandwidth, compute)
+  FLOPs_per_instr: HMMA.16816 4096, IMMA.16832 / QMMA.16832 8192, *GMMA 64x128xK (assumption). tensor_work counts
+  the padding of 16-row mma tiles (GEMM M = 1 computes 16 rows). SMs_used = min(SMs, thread blocks) where the launch
+  is known (GEMMs, prefill), else all SMs. achievable bandwidth = a measured BM_DeviceCopy's bytes/s, else 90% of
+  nominal. The implied compute rate is FLOPs / compute. The prediction is a range over MMA_SYNC_FRACTION
+  (fast end 0.67, slow end 0.50); its point value is the midpoint. Ignored: launch latency (a few us per launch:
+  shapes under ~10 us measure slower), the split-KV merge kernel, wave quantization, occupancy and latency hiding
+  beyond the issue bound, L2 effects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hardware import ISSUE_SLOTS_PER_SM, MMA_SYNC_FRACTION, Gpu
+from .sass import KernelRow, Match
+from .work import Family, Work
+
+# kind -> (what it is, function(gpu, mma.sync fraction) -> FLOP/s, or None for memory only)
+KINDS = {
+    "mma_f16": ("mma.sync fp16/bf16 (HMMA)", lambda g, f: g.tc_f16_dense * f),
+    "mma_i8": ("mma.sync int8 (IMMA)", lambda g, f: g.tc_i8_dense * f),
+    "mma_f8": ("mma.sync fp8 (QMMA)", lambda g, f: g.tc_f8_dense * f),
+    "mma_f8_emulated": ("fp8 mma.sync emulated by HMMA on sm_90", lambda g, f: g.tc_f16_dense * f),
+    "wgmma_f16": ("wgmma fp16/bf16 (HGMMA)", lambda g, f: g.tc_f16_dense),
+    "wgmma_i8": ("wgmma int8 (IGMMA)", lambda g, f: g.tc_i8_dense),
+    "wgmma_f8": ("wgmma fp8 (QGMMA)", lambda g, f: g.tc_f8_dense),
+    "fp32": ("fp32 CUDA cores", lambda g, f: g.fp32_simt),
+    "none": ("memory only", None),
+}
+# SASS opcode -> (kind, FLOPs per instruction)
+OPCODES = {
+    "HMMA": ("mma_f16", 16 * 8 * 16 * 2),
+    "IMMA": ("mma_i8", 16 * 8 * 32 * 2),
+    "QMMA": ("mma_f8", 16 * 8 * 32 * 2),
+    "HGMMA": ("wgmma_f16", 64 * 128 * 16 * 2),  # assumption: m64n128k16
+    "IGMMA": ("wgmma_i8", 64 * 128 * 32 * 2),  # assumption: m64n128k32
+    "QGMMA": ("wgmma_f8", 64 * 128 * 32 * 2),  # assumption: m64n128k32
+}
+
+
+def peak(gpu: Gpu, kind: str, fraction: float = MMA_SYNC_FRACTION[1]) -> float | None:
+    fn = KINDS.get(kind, KINDS["none"])[1]
+    return fn(gpu, fraction) if fn else None
+
+
+def kind_from_sass(family: Family, row: KernelRow | None) -> tuple[str, str | None]:
+    """(compute kind, the SASS opcode it came from) for a kernel row; the family's default without one."""
+    if row is None or row.tc in ("", "-"):
+        return family.kind, None
+    ops = row.tc.split("+")
+    op = ops[0]
+    for o in ops:  # prefer the opcode of the family's own kind (mixed int8 has IMMA + HMMA)
+        if o in OPCODES and OPCODES[o][0] == family.kind:
+            op = o
+    if op not in OPCODES:
+        return family.kind, None
+    kind = OPCODES[op][0]
+    if family.kind == "mma_f8_emulated" and op == "HMMA":
+        kind = "mma_f8_emulated"  # the same rate as mma_f16; the name says why
+    return kind, op
+
+
+@dataclass(frozen=True)
+class Roofline:
+    time: float
+    bound: str  # 'compute' or 'memory'
+    kind: str
+    compute_time: float
+    memory_time: float
+
+
+def roofline(work: Work, gpu: Gpu, kind: str) -> Roofline:
+    p = peak(gpu, kind)
+    t_c = work.flops / p if (p and work.flops) else 0.0
+    t_m = work.traffic / gpu.hbm_bytes_per_s
+    return Roofline(max(t_c, t_m), "compute" if t_c > t_m else "memory", kind, t_c, t_m)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    fast: float  # seconds at the high mma.sync fraction
+    slow: float  # seconds at the low one
+    bound: str  # 'memory', 'issue', 'tensor', 'fp32'
+    achieved_flops: float | None  # FLOP/s implied by the compute estimate (fast end)
+    note: str
+
+    @property
+    def time(self) -> float:
+        return 0.5 * (self.fast + self.slow)
+
+
+def predict(work: Work, gpu: Gpu, family: Family, m: Match | None, copy_bw: float) -> tuple[Prediction | None, str]:
+    """(the prediction, or None with the reason)."""
+    mem = work.traffic / copy_bw
+    if family.role == "host":
+        return None, "host algorithm: no GPU prediction"
+    if m is None:
+        if family.role == "anchor":
+            return None, "not an llmk kernel"
+        if family.kind == "none":
+            return Prediction(mem, mem, "memory", None, "no tensor-core loop: memory term only"), ""
+        if family.kind == "fp32":  # GPTQ / SparseGPT: cuSOLVER, cuBLAS and sequential column loops
+            return None, "whole algorithm (library calls + kernels): no prediction"
+        return None, "no kernel mapping"
+    if m.row is None:
+        return None, m.note
+    row = m.row
+    if row.tc in ("", "-") or row.n_tc == 0:
+        c = work.flops / gpu.fp32_simt if family.kind == "fp32" else 0.0
+        t = max(mem, c)
+        return Prediction(t, t, "fp32" if c > mem else "memory", None,
+                          "; ".join(x for x in (m.note, "no tensor-core main loop") if x)), ""
+    kind, op = kind_from_sass(family, row)
+    fpi = OPCODES[op][1] if op else OPCODES["HMMA"][1]
+    sms_used = min(gpu.sms, m.blocks) if m.blocks else gpu.sms
+    issue_clk = row.ipt / ISSUE_SLOTS_PER_SM
+    times, bounds, achieved = [], [], None
+    for frac in (MMA_SYNC_FRACTION[1], MMA_SYNC_FRACTION[0]):
+        rate_clk = peak(gpu, kind, frac) / (gpu.sms * gpu.tc_clk_hz)  # FLOP/clk/SM
+        tensor_clk = fpi / rate_clk
+        clk = max(issue_clk, tensor_clk)
+        compute = (work.tensor_work / fpi) * clk / (sms_used * gpu.sustained_clk_hz)
+        times.append(max(mem, compute))
+        bounds.append("memory" if mem >= compute else ("issue" if issue_clk >= tensor_clk else "tensor"))
+        if achieved is None and compute > 0:
+            achieved = work.flops / compute
+    notes = [f"{op} ipt {row.ipt:.2f}"]
+    if sms_used < gpu.sms:
+        notes.append(f"{sms_used} blocks < {gpu.sms} SMs")
+    if m.note:
+        notes.append(m.note)
+    return Prediction(times[0], times[1], bounds[1], achieved, "; ".join(notes)), ""

@@ -1,0 +1,164 @@
+"""static/report.tsv (scripts/perf/static_gates.py --report) and the one table mapping benchmarks to kernels.
+
+A benchmark family and its arguments pick the kernel that does its work (e.g. BM_W4A16 at M <= 16 runs
+weight_only_gemm_kernel<half,4,WeightOnlyConfig<16,32,128,1,1,4,4>>); the model reads that kernel's main-loop
+counts from the sm_90 NDEBUG (benchmark build) rows. When several rows match (the same kernel compiled in several
+objects, or a template flag the benchmark does not fix), the worst (largest) instructions per tensor-core
+instruction is taken, and the match says so.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+INT_COLS = ("regs", "smem", "stack", "spill_st", "spill_ld", "warps_h100", "n_loops", "n_tc", "instr", "ldg",
+            "ldgsts", "local", "kernel_tc", "kernel_local", "kernel_instr")
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    kernel: str  # normalized: no 'void ', no 'llmk::', no spaces after commas
+    arch: str
+    variant: str
+    tc: str  # main-loop tensor-core kinds, '+'-joined, '-' when none
+    n_tc: int
+    instr: int
+    ipt: float
+    ldg: int
+    regs: int
+    raw: dict
+
+
+def normalize(kernel: str) -> str:
+    s = re.sub(r"^void ", "", kernel.strip()).replace("llmk::", "")
+    return re.sub(r"\s*,\s*", ",", s)
+
+
+def read_report(path: Path) -> list[KernelRow]:
+    """Every row of a report.tsv; raises OSError/ValueError on an unreadable file."""
+    rows = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t")
+        if not reader.fieldnames or "kernel" not in reader.fieldnames or "ipt" not in reader.fieldnames:
+            raise ValueError(f"{path}: not a static_gates report.tsv (no 'kernel'/'ipt' columns)")
+        for r in reader:
+            def num(k, cast=int):
+                try:
+                    return cast(r.get(k) or 0)
+                except ValueError:
+                    return cast(0)
+            rows.append(KernelRow(normalize(r["kernel"]), r.get("arch", ""), r.get("variant", ""),
+                                  r.get("tc") or "-", num("n_tc"), num("instr"), num("ipt", float), num("ldg"),
+                                  num("regs"), dict(r)))
+    return rows
+
+
+def benchmark_rows(rows: list[KernelRow]) -> list[KernelRow]:
+    """The rows the model uses: sm_90 (or sm_90a) and the ndebug variant (what the benchmarks run)."""
+    return [r for r in rows if r.arch.startswith("90") and r.variant == "ndebug"]
+
+
+# ---- tiles the launchers choose by M (gemm/w8a8.cuh choose_qgemm_tile, gemm/weight_only.cuh) ----------------------
+def _qgemm_tile(m, mixed=False):  # KMajorTile<BM,BN,BK,WarpsM,WarpsN,Stages>
+    if m <= 16:
+        return (16, 64, 128, 1, 2, 4)
+    if m <= 64:
+        return (64, 128, 64, 2, 2, 3)
+    return (128, 128, 64, 2, 4, 2) if mixed else (128, 128, 64, 2, 4, 3)
+
+
+def _wo_tile(m):  # WeightOnlyConfig<BM,BN,BK,WarpsM,WarpsN,WarpsK,Stages>
+    if m <= 16:
+        return (16, 32, 128, 1, 1, 4, 4)
+    if m <= 64:
+        return (64, 64, 64, 2, 2, 1, 4)
+    return (128, 128, 64, 2, 4, 1, 3)
+
+
+def _csv(t):
+    return ",".join(str(x) for x in t)
+
+
+def _prefill_br(d):  # attention/prefill.cuh DefaultPrefillConfig: Br 128 up to d 64, else 64
+    return 128 if d <= 64 else 64
+
+
+def _code(targs):
+    code = targs[1] if len(targs) > 1 else targs[0] if targs else "half"
+    return {"std::int8_t": "signed char", "int8_t": "signed char", "llmk::float8_e4m3": "float8_e4m3"}.get(
+        code, code.replace("llmk::", ""))
+
+
+def _t(targs, default="half"):
+    return (targs[0] if targs else default).replace("llmk::", "")
+
+
+def _gemm_blocks(tile_of):
+    def f(a, targs):
+        t = tile_of(a["M"])
+        return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0])
+    return f
+
+
+# family base -> (kernel regex from (args, template args), thread blocks the launch has, or None: enough for all SMs)
+KernelRegex = Callable[[dict, tuple], str]
+KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] = {
+    "BM_Prefill": (lambda a, t: rf"^attention::prefill_kernel<{_t(t)},attention::PrefillConfig<{a['d']},.*RaggedKv<",
+                   lambda a, t: math.ceil(a["seq"] / _prefill_br(a["d"])) * a["heads"] * a["batch"]),
+    "BM_Decode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},.*BatchedKv<",
+                  None),
+    "BM_DenseDecode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"
+                                    r".*BatchedKv<", None),
+    "BM_PagedDecode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"
+                                    rf".*PagedKvRows<{_t(t)},{re.escape(_code(t))}\s*>", None),
+    "BM_W8A8": (lambda a, t: rf"^gemm::w8a8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
+                _gemm_blocks(_qgemm_tile)),
+    "BM_FP8": (lambda a, t: rf"^gemm::fp8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
+               _gemm_blocks(_qgemm_tile)),
+    "BM_MixedInt8": (lambda a, t: rf"^gemm::mixed_int8_kernel<half,gemm::KMajorTile<"
+                                  rf"{_csv(_qgemm_tile(a['M'], mixed=True))}>",
+                     _gemm_blocks(lambda m: _qgemm_tile(m, mixed=True))),
+    "BM_W4A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
+                              rf"{_csv(_wo_tile(a['M']))}>", _gemm_blocks(_wo_tile)),
+    "BM_W8A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,8,gemm::WeightOnlyConfig<"
+                              rf"{_csv(_wo_tile(a['M']))}>", _gemm_blocks(_wo_tile)),
+    "BM_TileGemmF16": (lambda a, t: r"^gemm::tile_gemm_f16_kernel<",
+                       lambda a, t: math.ceil(a["N"] / 64) * math.ceil(a["M"] / 64)),
+    "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),
+    "BM_HessianBF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<bfloat16>", None),
+    "BM_HessianF32": (lambda a, t: r"^obs::detail::hessian_update_kernel<float>", None),
+    "BM_AppendKv": (lambda a, t: rf"^kvcache::append_kv_kernel<{_t(t)},", None),
+}
+
+
+@dataclass(frozen=True)
+class Match:
+    regex: str
+    rows: tuple[KernelRow, ...]  # every matching benchmark-build row
+    row: KernelRow | None  # the one the model uses (worst ipt)
+    blocks: int | None
+    note: str
+
+
+def match(base: str, args: dict, targs: tuple, rows: list[KernelRow]) -> Match | None:
+    """The kernel rows of a benchmark; None when the family has no entry in KERNEL_MAP (not an llmk kernel, or one
+    whose main loop has no tensor cores and needs no SASS: the memory term alone predicts it)."""
+    entry = KERNEL_MAP.get(base)
+    if entry is None:
+        return None
+    regex_of, blocks_of = entry
+    try:
+        regex = regex_of(args, targs)
+        blocks = blocks_of(args, targs) if blocks_of else None
+    except KeyError:
+        return Match("", (), None, None, "arguments missing for the kernel mapping")
+    found = tuple(r for r in benchmark_rows(rows) if re.search(regex, r.kernel))
+    if not found:
+        return Match(regex, (), None, blocks, f"no sm_90 ndebug row matches /{regex}/")
+    worst = max(found, key=lambda r: r.ipt)
+    note = "" if len(found) == 1 else f"{len(found)} rows match: worst ipt {worst.ipt:.2f} used"
+    return Match(regex, found, worst, blocks, note)

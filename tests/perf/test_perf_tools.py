@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Tests of the GPU-result tools without a GPU: summarize.py, the cost model, plot_results.py, torch_sdpa.py.
+
+  python3 tests/perf/test_perf_tools.py        (from the repository root; stdlib unittest, < 30 s)
+
+Runs on a temporary copy of tests/perf/sample_results/2026-01-01-sample-h100-0000000 (SYNTHETIC data, see its
+README.md), so the committed sample is never modified.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "tests/perf/sample_results/2026-01-01-sample-h100-0000000"
+SUMMARIZE = ROOT / "scripts/perf/summarize.py"
+MODEL = ROOT / "bench/model/model.py"
+PLOT = ROOT / "scripts/plot_results.py"
+SDPA = ROOT / "bench/anchors/torch_sdpa.py"
+sys.path.insert(0, str(ROOT / "bench"))
+
+from model import hardware, names, report, results, sass, shapes, work  # noqa: E402
+
+
+def run(*args, timeout=60):
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
+
+
+class SampleCopy(unittest.TestCase):
+    """Each test gets its own copy of the sample folder."""
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="llmk-perf-"))
+        self.folder = self.tmp / SAMPLE.name
+        shutil.copytree(SAMPLE, self.folder)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class TestSummarize(SampleCopy):
+    def summarize(self, *extra):
+        done = run(SUMMARIZE, self.folder, *extra)
+        self.assertEqual(done.returncode, 0, done.stderr + done.stdout)
+        return done.stdout.splitlines()
+
+    def table(self, lines):
+        """(index of the table header, the lines after it)."""
+        idx = [i for i, l in enumerate(lines) if l.startswith("kernel ") and "measured/predicted" in l]
+        self.assertEqual(len(idx), 1, "exactly one table header")
+        return idx[0], lines[idx[0] + 1 :]
+
+    def test_table_is_printed_last(self):
+        lines = self.summarize()
+        i, after = self.table(lines)
+        self.assertTrue(after[0].startswith("---"), after[0])
+        self.assertTrue(after[-1].startswith("(") and "rows" in after[-1], after[-1])
+        for line in after[1:-1]:  # nothing but table rows after the header
+            self.assertRegex(line, r"^(BM|SDPA)_\S")
+        before = "\n".join(lines[:i])
+        self.assertIn("skipped / errored", before)
+        self.assertIn("wrote ", before)
+        # one row per collapsed entry: BM_DeviceCopy's 3 repetitions + 4 aggregates are not printed as 7 rows
+        full = self.summarize("--full")
+        _j, rows = self.table(full)
+        self.assertEqual(sum(1 for r in rows if r.startswith("BM_DeviceCopy ")), 2)  # decode + paged binaries
+
+    def test_ratio_of_a_hand_checked_pair(self):
+        # BM_W4A16/M:1/N:4096/K:4096 20.0 us, BM_CublasHgemm/M:1/N:4096/K:4096 12.5 us: 12.5 / 20.0 = 0.625
+        res = results.load(self.folder)
+        gpu, note = hardware.pick_gpu(res.meta["gpu"])
+        rep = report.build(res, gpu, note, sass.read_report(self.folder / "static/report.tsv"))
+        row = next(r for r in rep.rows if r.entry.name == "BM_W4A16/M:1/N:4096/K:4096/manual_time")
+        self.assertEqual(row.anchor, "BM_CublasHgemm")
+        self.assertAlmostEqual(row.time_s, 20.0e-6, places=12)
+        self.assertAlmostEqual(row.anchor_time, 12.5e-6, places=12)
+        self.assertAlmostEqual(row.ratio, 0.625, places=9)
+        printed = [l for l in self.summarize() if l.startswith("BM_W4A16 ") and " M1 N4096 K4096 " in l]
+        self.assertEqual(len(printed), 1)
+        self.assertIn("BM_CublasHgemm", printed[0])
+        self.assertIn("0.62x", printed[0])  # 0.625 printed with 2 decimals
+        # % of roofline by hand: prefill b4 s4096 h16 d128 (non-causal), 215 TFLOP/s in the sample;
+        # roofline = 4*4*16*4096^2*128 FLOPs / (0.67 * 989.4 TFLOP/s, mma.sync) = 829 us -> 32% of 2.557 ms
+        pre = next(r for r in rep.rows if r.entry.name ==
+                   "BM_Prefill<half>/batch:4/seq:4096/heads:16/kv_heads:16/d:128/causal:0/manual_time")
+        flops = 4 * 4 * 16 * 4096**2 * 128
+        self.assertAlmostEqual(pre.flops, flops)
+        roof = flops / (0.67 * 989.4e12)
+        self.assertAlmostEqual(pre.roof.time, roof, delta=roof * 1e-9)
+        self.assertAlmostEqual(pre.roofline_frac, roof / (flops / 215e12), delta=1e-4)
+        self.assertEqual(pre.anchor, "SDPA_Prefill<half>")
+        self.assertAlmostEqual(pre.ratio, 215 / 350, delta=1e-4)  # SDPA at 350 TFLOP/s in the sample
+
+    def test_errored_entries_are_reported(self):
+        (self.folder / "not_run.txt").write_text("bench_obs_cuda\n")  # gpu_validate.sh: cut by its time budget
+        lines = self.summarize()
+        text = "\n".join(lines)
+        self.assertIn("skipped / errored benchmarks: 2", text)
+        self.assertRegex(text, r"BM_CublasLtFp8/M:1/N:4096/K:4096/manual_time: .*CUBLAS_STATUS_NOT_SUPPORTED")
+        self.assertIn("SDPA_Decode<half>/batch:1/kv_len:512/heads:32/kv_heads:32/d:128/manual_time", text)
+        fp8 = [l for l in lines if l.startswith("BM_FP8 ") and " M1 " in l]
+        self.assertEqual(len(fp8), 1)
+        self.assertIn("BM_CublasLtFp8 (error)", fp8[0])
+        self.assertIn("CUBLAS_STATUS_NOT_SUPPORTED", (self.folder / "summary.md").read_text())
+        self.assertRegex(text, r"not run .*: bench_obs_cuda")
+
+    def test_predictions_present_and_labelled(self):
+        lines = self.summarize()
+        i, after = self.table(lines)
+        self.assertIn("predicted time", lines[i])
+        self.assertIn("predicted", after[-1])  # the footer says what 'predicted' is
+        cols = [m.start() for m in re.finditer(r"\S+(?: \S+)*", lines[i])]
+        pred_col = lines[i].index("predicted time")
+        w4 = next(l for l in after if l.startswith("BM_W4A16 ") and " M1 " in l)
+        cell = w4[pred_col - 2 : pred_col + len("predicted time")].strip()
+        self.assertRegex(cell, r"^\d+(\.\d+)? (ns|us|ms|s)$", f"predicted cell {cell!r} (columns {cols})")
+        md = (self.folder / "summary.md").read_text()
+        self.assertIn("predicted time", md)
+        self.assertIn("**predicted**", md)
+        self.assertIn("SYNTHETIC", (self.folder / "summary.txt").read_text())
+        # without a static report the prediction is n/a, labelled as such
+        (self.folder / "static/report.tsv").unlink()
+        lines = self.summarize()
+        i, after = self.table(lines)
+        pred_col = lines[i].index("predicted time")
+        w4 = next(l for l in after if l.startswith("BM_W4A16 ") and " M1 " in l)
+        self.assertIn("n/a", w4[pred_col:])
+
+    def test_unreadable_input_exits_2(self):
+        done = run(SUMMARIZE, self.tmp / "no-such-folder")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("unreadable", done.stderr)
+        (self.folder / "bench/bench_obs_cuda.json").write_text('{"benchmarks": [')  # a binary that died mid-write
+        done = run(SUMMARIZE, self.folder)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("unreadable files: 1", done.stdout)
+        self.assertTrue(done.stdout.rstrip().splitlines()[-1].startswith("("), "the table still comes last")
+
+
+class TestModel(unittest.TestCase):
+    def test_roofline_only(self):
+        done = run(MODEL)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        out = done.stdout.splitlines()
+        self.assertIn("PREDICTED", out[0])
+        header = next(l for l in out if l.startswith("benchmark "))
+        self.assertIn("predicted time", header)
+        rows = [l for l in out if l.startswith(("BM_", "SDPA_"))]
+        self.assertGreater(len(rows), 250)
+        self.assertTrue(all(" n/a" in r for r in rows))  # no static report: every prediction n/a
+        self.assertTrue(any(r.startswith("BM_Prefill<half> ") for r in rows))
+
+    def test_with_static_report(self):
+        done = run(MODEL, "--static", SAMPLE / "static/report.tsv", "--gpu", "NVIDIA H100 80GB HBM3",
+                   "--shapes", "default", "--only", "BM_Prefill<half>/batch:4/seq:4096/heads:16|BM_W4A16/M:1/")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        rows = [l for l in done.stdout.splitlines() if l.startswith("BM_")]
+        self.assertEqual(len(rows), 5)  # 2 prefill (causal 0/1) + W4A16 M1 at 3 (N, K)
+        for r in rows:
+            self.assertRegex(r, r"\d+(\.\d+)? (ns|us|ms)\s+\d+%")  # predicted time, predicted % of roofline
+            self.assertIn("ipt", r)
+
+    def test_h200_and_unknown_gpu(self):
+        self.assertEqual(hardware.pick_gpu("NVIDIA H200")[0].key, "h200")
+        self.assertEqual(hardware.pick_gpu("NVIDIA H100 80GB HBM3")[0].key, "h100-sxm")
+        g, note = hardware.pick_gpu("Some GPU")
+        self.assertEqual(g.key, "h100-sxm")
+        self.assertIn("unknown", note)
+
+    def test_names_and_formulas(self):
+        bn = names.parse("BM_PagedDecode<half, std::int8_t>/batch:64/kv_len:8192/heads:32/kv_heads:8/d:128/"
+                         "page_size:16/csr:0/manual_time")
+        self.assertEqual(bn.base, "BM_PagedDecode")
+        self.assertEqual(bn.targs, ("half", "std::int8_t"))
+        w = work.family_of(bn.base).work(bn.args(), bn.targs)
+        cache = 64 * 8192 * 8 * 128
+        self.assertEqual(w.bytes, 2 * cache + 2 * 64 * 8192 * 8 * 4 + 2 * 64 * 32 * 128 * 2)
+        bn = names.parse("BM_TileGemmF16/16/4096/4096/manual_time")
+        self.assertEqual(bn.args(work.family_of(bn.base).args), {"M": 16, "N": 4096, "K": 4096})
+        bn = names.parse("BM_GptqGpu/N:4096/K:4096/iterations:1/real_time")
+        self.assertEqual(bn.args(), {"N": 4096, "K": 4096})
+        self.assertEqual(names.strip_aggregate("BM_DeviceCopy/MiB:1024/manual_time_median")[1], "median")
+        # every counter in the sample agrees with the formulas (the sample was generated from them)
+        res = results.load(SAMPLE)
+        gpu, note = hardware.pick_gpu(res.meta["gpu"])
+        rep = report.build(res, gpu, note, None)
+        mism = [r.entry.name for r in rep.rows if any("!=" in n for n in r.notes)]
+        self.assertEqual(mism, [])
+        copy = next(e for e in res.entries if e.parsed.base == "BM_DeviceCopy" and e.collapsed)
+        self.assertEqual(copy.collapsed, "median of 3 repetitions")
+
+
+class TestPlots(SampleCopy):
+    def test_plots(self):
+        if importlib.util.find_spec("matplotlib") is None:
+            print("\n  test_plots: SKIPPED (matplotlib is not installed for this python)", file=sys.stderr)
+            self.skipTest("matplotlib not installed")
+        done = run(PLOT, self.folder, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        plots = self.folder / "plots"
+        pngs = sorted(plots.glob("*.png"))
+        self.assertGreater(len(pngs), 10)
+        self.assertTrue((plots / "BM_W4A16_vs_anchor.png").is_file())
+        index = (plots / "index.md").read_text()
+        for p in pngs:
+            self.assertIn(f"({p.name})", index)
+
+
+class TestSdpaAnchor(unittest.TestCase):
+    def test_list_needs_no_gpu(self):
+        done = run(SDPA, "--list")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        cases = done.stdout.split()
+        self.assertIn("SDPA_Prefill<half>/batch:4/seq:4096/heads:16/kv_heads:16/d:128/causal:0/manual_time", cases)
+        self.assertIn("SDPA_Prefill<half>/batch:1/seq:16384/heads:32/kv_heads:8/d:128/causal:1/manual_time", cases)
+        self.assertIn("SDPA_Prefill<bfloat16>/batch:32/seq:512/heads:16/kv_heads:16/d:128/causal:0/manual_time", cases)
+        self.assertIn("SDPA_Decode<half>/batch:8/kv_len:8192/heads:32/kv_heads:8/d:128/manual_time", cases)
+        # exactly llmk's shapes, with the family prefix replaced
+        llmk = set(shapes.prefill_cases()) | set(shapes.decode_cases())
+        mapped = {c.replace("SDPA_Prefill", "BM_Prefill").replace("SDPA_Decode", "BM_Decode") for c in cases}
+        self.assertEqual(mapped, llmk)
+        self.assertEqual(len(cases), 60 + 28)
+        only = run(SDPA, "--list", "--only", "^SDPA_Decode").stdout.split()
+        self.assertEqual(len(only), 28)
+
+    def test_without_gpu_exits_2_with_one_line(self):
+        has_gpu = False
+        if importlib.util.find_spec("torch") is not None:
+            probe = run("-c", "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)")
+            has_gpu = probe.returncode == 0
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "sdpa.json"
+            if has_gpu:  # a GPU machine: run no case, check the JSON shape
+                done = run(SDPA, "--out", out, "--only", "^NO_SUCH_CASE$")
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertEqual(json.loads(out.read_text())["benchmarks"], [])
+                print("\n  test_without_gpu_exits_2_with_one_line: a GPU is visible; ran zero cases instead",
+                      file=sys.stderr)
+                return
+            done = run(SDPA, "--out", out)
+            self.assertEqual(done.returncode, 2)
+            err = [l for l in done.stderr.splitlines() if l.strip()]
+            self.assertEqual(len(err), 1, done.stderr)
+            self.assertTrue(err[0].startswith("torch_sdpa: "), err[0])
+            self.assertFalse(out.exists())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
