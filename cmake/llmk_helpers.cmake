@@ -122,8 +122,11 @@ endfunction()
 # (scripts/perf/static_gates.sh), which read those reports and the objects' SASS instead of compiling again.
 function(_llmk_cuda_launcher target)
   if(LLMK_RESOURCE_REPORTS)
-    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER
-      "${LLMK_ROOT_DIR}/scripts/perf/nvcc_resource_log.sh;${CMAKE_CUDA_COMPILER_LAUNCHER}")
+    set(launcher "${LLMK_ROOT_DIR}/scripts/perf/nvcc_resource_log.sh")
+    if(CMAKE_CUDA_COMPILER_LAUNCHER)
+      list(APPEND launcher ${CMAKE_CUDA_COMPILER_LAUNCHER})  # ccache after the report keeper
+    endif()
+    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER "${launcher}")
   endif()
 endfunction()
 

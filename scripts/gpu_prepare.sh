@@ -62,5 +62,9 @@ dpkg-deb -f "$DEPS"/debs/libbenchmark-dev_*.deb Version >"$DEPS/benchmark-versio
 # Static archives are not used (only Google Benchmark's tiny benchmark_main): they would only weigh on the carry.
 find "$DEPS/root" -name '*.a' ! -name 'libbenchmark_main.a' -delete
 rm -rf "$DEPS/debs" "$DEPS/root/usr/share/doc" "$DEPS/root/usr/share/man"
+# The sha of the tree this was prepared from: the device gets a copy of the working tree, possibly without .git.
+sha="$(git -C "$LLMK_ROOT" rev-parse --short=7 HEAD 2>/dev/null || echo nogit)"
+git -C "$LLMK_ROOT" diff --quiet HEAD 2>/dev/null || sha="$sha-dirty"
+echo "$sha" >"$DEPS/source-sha"
 check
 echo "gpu_prepare: .gpu-deps ready ($(du -sh "$DEPS" | cut -f1)); name it in the device call's carry"

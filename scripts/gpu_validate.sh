@@ -20,10 +20,15 @@
 #
 # Usage (on the GPU machine; prepare .gpu-deps here first: scripts/gpu_prepare.sh, then carry it):
 #   scripts/gpu_validate.sh [--out DIR] [--min-time SECONDS] [--bench-filter REGEX] [--skip-tests]
-#                           [--budget SECONDS]
+#                           [--budget SECONDS] [--archive FILE.tgz]
 #   scripts/gpu_validate.sh --summary DIR     only the summary and plots of an existing results folder (no GPU)
 # --budget (default 510): wall-clock seconds for the whole run; benchmarks that would start after it are listed
 # as not run in the summary rather than overrunning the 9-minute window.
+# --archive: also pack the results folder into FILE.tgz when the script ends, whatever the outcome (the device
+# tool brings back files written under $OUT: `scripts/gpu_validate.sh --archive $OUT/results.tgz`, with
+# .gpu-deps in the call's carry; docs/performance.md shows the whole call).
+# The git sha comes from git, or, where the working tree travelled without .git, from .gpu-deps/source-sha
+# (written by scripts/gpu_prepare.sh).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$LLMK_ROOT"
@@ -35,6 +40,7 @@ bench_filter=""
 skip_tests=0
 budget=510
 summary_only=""
+archive=""
 command_line="scripts/gpu_validate.sh $*"
 while (($#)); do
   case "$1" in
@@ -44,6 +50,7 @@ while (($#)); do
     --skip-tests) skip_tests=1; shift ;;
     --budget) budget="$2"; shift 2 ;;
     --summary) summary_only="$2"; shift 2 ;;
+    --archive) archive="$2"; shift 2 ;;
     -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "gpu_validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -84,10 +91,18 @@ arch="${BASH_REMATCH[1]}${BASH_REMATCH[2]}"
 [[ "$arch" == 90 ]] && arch=90a  # Hopper: the arch-specific target (wgmma, setmaxnreg) runs only on sm_90 anyway
 gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
 slug="$(tr '[:upper:]' '[:lower:]' <<<"$gpu_name" | sed 's/nvidia//; s/[^a-z0-9]\+/-/g; s/^-//; s/-$//')"
-sha="$(git rev-parse --short=7 HEAD 2>/dev/null || echo nogit)"
-git diff --quiet HEAD 2>/dev/null || sha="$sha-dirty"
+if sha="$(git rev-parse --short=7 HEAD 2>/dev/null)"; then
+  git diff --quiet HEAD 2>/dev/null || sha="$sha-dirty"
+elif [[ -s .gpu-deps/source-sha ]]; then
+  sha="$(cat .gpu-deps/source-sha)"
+else
+  sha=nogit
+fi
 out="${out:-bench/results/$(date -u +%Y-%m-%d)-$slug-$sha}"
 mkdir -p "$out/bench" "$out/anchors" "$out/logs"
+if [[ -n "$archive" ]]; then
+  trap 'tar czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" && echo "== archived $out in $archive"' EXIT
+fi
 echo "== gpu_validate: $gpu_name (sm_$arch), driver CUDA $driver_cuda, toolkit $toolkit, results in $out"
 
 # ---- 5 (first part). what the machine is ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 # compiler probes, dependency scans) run unchanged.
 set -uo pipefail
 
+while (($#)) && [[ -z "$1" ]]; do shift; done  # an empty launcher list entry
 obj=""
 prev=""
 for a in "$@"; do

@@ -145,6 +145,28 @@ class TestSummarize(SampleCopy):
         self.assertTrue(done.stdout.rstrip().splitlines()[-1].startswith("("), "the table still comes last")
 
 
+class TestGpuValidateSummary(SampleCopy):
+    """scripts/gpu_validate.sh --summary: the summary/plot step of the GPU command, on the sample (no GPU)."""
+
+    def test_summary_step(self):
+        done = subprocess.run(["bash", str(ROOT / "scripts/gpu_validate.sh"), "--summary", str(self.folder)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr + done.stdout)
+        lines = done.stdout.splitlines()
+        self.assertTrue(lines and lines[-1].startswith("(") and "rows" in lines[-1], lines[-3:])
+        self.assertTrue((self.folder / "summary.md").is_file())
+
+    def test_without_gpu_fails_with_one_clear_line(self):
+        if shutil.which("nvidia-smi"):
+            self.skipTest("nvidia-smi present: this machine may have a GPU")
+        done = subprocess.run(["bash", str(ROOT / "scripts/gpu_validate.sh")], capture_output=True, text=True,
+                              cwd=ROOT, timeout=60)
+        self.assertEqual(done.returncode, 1)
+        out = (done.stdout + done.stderr).strip().splitlines()
+        self.assertEqual(len(out), 1, out)
+        self.assertRegex(out[0], r"^FAIL: no GPU")
+
+
 class TestModel(unittest.TestCase):
     def test_roofline_only(self):
         done = run(MODEL)
@@ -200,11 +222,13 @@ class TestModel(unittest.TestCase):
 
 class TestPlots(SampleCopy):
     def test_plots(self):
-        if importlib.util.find_spec("matplotlib") is None:
-            print("\n  test_plots: SKIPPED (matplotlib is not installed for this python)", file=sys.stderr)
-            self.skipTest("matplotlib not installed")
-        done = run(PLOT, self.folder, timeout=120)
-        self.assertEqual(done.returncode, 0, done.stderr)
+        # plot_results.py installs matplotlib from PyPI when it is missing (CI does this); only an offline machine
+        # without it skips, and says so.
+        done = run(PLOT, self.folder, timeout=300)
+        if done.returncode == 2 and importlib.util.find_spec("matplotlib") is None and "pip" in done.stdout + done.stderr:
+            print("\n  test_plots: SKIPPED (matplotlib missing and pip could not install it)", file=sys.stderr)
+            self.skipTest("matplotlib not installable here")
+        self.assertEqual(done.returncode, 0, done.stderr + done.stdout)
         plots = self.folder / "plots"
         pngs = sorted(plots.glob("*.png"))
         self.assertGreater(len(pngs), 10)
