@@ -90,14 +90,17 @@ function(_llmk_sim_sources out_var target)
   set(${out_var} ${result} PARENT_SCOPE)
 endfunction()
 
+# Sanitizer builds compile at -O1 with line tables only (-g1): their reports need function names and file:line,
+# not variables, and the compile, not the run, is what these builds cost (-O1 -g1 halves g++'s time on a test
+# translation unit against -O2 -g; docs/performance.md, "CI time").
 function(_llmk_apply_sanitizer target)
   if(LLMK_SANITIZE STREQUAL "address")
     target_compile_options(${target} PRIVATE
       -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer
-      -fno-sanitize-recover=undefined,float-cast-overflow)
+      -fno-sanitize-recover=undefined,float-cast-overflow -O1 -g1)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow)
   elseif(LLMK_SANITIZE STREQUAL "thread")
-    target_compile_options(${target} PRIVATE -fsanitize=thread -O1 -g)
+    target_compile_options(${target} PRIVATE -fsanitize=thread -O1 -g1)
     target_link_options(${target} PRIVATE -fsanitize=thread)
   endif()
 endfunction()
