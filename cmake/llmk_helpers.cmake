@@ -8,8 +8,9 @@
 #                GPU exists the test prints "no CUDA GPU: <name>_cuda skipped" and CTest reports it as skipped (77).
 #
 #   llmk_add_test(NAME <name> SOURCES <a.cu> [<b.cu>...] [SIM_ONLY] [CUDA_ONLY] [OPTIONAL]
-#                 [LABELS <label>...] [ARGS <arg>...] [TIMEOUT <seconds>])
+#                 [LABELS <label>...] [ARGS <arg>...] [TIMEOUT <seconds>] [COST <n>])
 #       doctest test; the sources do not define main (tests/support/test_main.cpp / test_main_cuda.cu do).
+#       COST: the CTest scheduling cost of the _sim test (its seconds under TSan, roughly): higher starts first.
 #   llmk_add_benchmark(NAME <name> SOURCES <a.cu>... [SIM_ONLY] [CUDA_ONLY] [OPTIONAL] [CUSTOM_MAIN])
 #       Google Benchmark; links benchmark::benchmark_main unless CUSTOM_MAIN (then the sources define main).
 #       Benchmarks are built, not registered with CTest.
@@ -194,7 +195,7 @@ endfunction()
 # ---------------------------------------------------------------------------------------------------------------------
 
 function(llmk_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL" "NAME;TIMEOUT" "SOURCES;LABELS;ARGS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL" "NAME;TIMEOUT;COST" "SOURCES;LABELS;ARGS")
   if(NOT arg_NAME OR NOT arg_SOURCES)
     message(FATAL_ERROR "llmk_add_test(NAME <name> SOURCES <files>...): NAME and SOURCES are required")
   endif()
@@ -222,6 +223,10 @@ function(llmk_add_test)
     target_link_libraries(${target} PRIVATE llmk_test_main_sim doctest::doctest)
     add_test(NAME ${target} COMMAND ${target} ${arg_ARGS})
     _llmk_sim_test_properties(${target} "${arg_LABELS}" "${arg_TIMEOUT}")
+    if(arg_COST)
+      # A cold CTest has no timings: the long simulator tests start first, so -j2 does not end on one of them.
+      set_tests_properties(${target} PROPERTIES COST ${arg_COST})
+    endif()
   endif()
 
   if(NOT arg_SIM_ONLY AND LLMK_CUDA_ENABLED)
