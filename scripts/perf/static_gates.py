@@ -385,14 +385,12 @@ def collect(objects, cuobjdump, only):
     return out, missing_reports
 
 
-def check(rows, budgets, is_llmk, strict_missing=True):
+def check(rows, budgets, strict_missing=True):
     failures = []
     seen = set()
     built = {(r["arch"], r["variant"]) for r in rows}
     for r in rows:
         where = f"sm_{r['arch']} {r['variant']}: {r['kernel']}"
-        if not is_llmk(r):
-            continue
         if r["spill_st"] > 0 or r["spill_ld"] > 0:
             failures.append(f"SPILL {where}: {r['spill_st']} B spill stores, {r['spill_ld']} B spill loads "
                             f"({r['regs']} registers)")
@@ -543,7 +541,7 @@ def main(argv=None) -> int:
         print(f"== wrote {len(looped) + len(new_rows)} budget rows to {args.budgets}")
         return 0
     budgets = read_budgets(args.budgets)
-    failures = check(gated, budgets, lambda r: True, strict_missing=not args.no_budget_ok)
+    failures = check(gated, budgets, strict_missing=not args.no_budget_ok)
     if missing_reports:
         failures.append(f"NO-REPORT {len(missing_reports)} object(s) lack their ptxas report")
     print()

@@ -156,6 +156,13 @@ class TestGpuValidateSummary(SampleCopy):
         self.assertTrue(lines and lines[-1].startswith("(") and "rows" in lines[-1], lines[-3:])
         self.assertTrue((self.folder / "summary.md").is_file())
 
+    def test_bad_arguments_exit_2(self):
+        for argv in (["--no-such-option"], ["--summary", str(self.tmp / "missing")]):
+            done = subprocess.run(["bash", str(ROOT / "scripts/gpu_validate.sh"), *argv], capture_output=True,
+                                  text=True, cwd=ROOT, timeout=60)
+            self.assertEqual(done.returncode, 2, argv)
+            self.assertIn("gpu_validate.sh", done.stderr)
+
     def test_without_gpu_fails_with_one_clear_line(self):
         if shutil.which("nvidia-smi"):
             self.skipTest("nvidia-smi present: this machine may have a GPU")
