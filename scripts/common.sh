@@ -49,12 +49,12 @@ llmk_configure() {
 llmk_perf_tools() {
   command -v cuobjdump >/dev/null 2>&1 && return 0
   local tools="$LLMK_ROOT/.perf-tools" bin
-  bin="$(find "$tools" -name cuobjdump -type f 2>/dev/null | head -n 1)"
+  bin="$(find "$tools" -name cuobjdump -type f 2>/dev/null | head -n 1 || true)"  # no .perf-tools/ yet: empty
   if [[ -z "$bin" ]]; then
     echo "== installing cuobjdump/nvdisasm from PyPI into .perf-tools/"
     python3 -m pip install --quiet --disable-pip-version-check --target "$tools" nvidia-cuda-cuobjdump \
       nvidia-cuda-nvdisasm >&2 || { echo "llmk: pip install nvidia-cuda-cuobjdump failed" >&2; return 1; }
-    bin="$(find "$tools" -name cuobjdump -type f | head -n 1)"
+    bin="$(find "$tools" -name cuobjdump -type f | head -n 1 || true)"
   fi
   [[ -n "$bin" ]] || { echo "llmk: cuobjdump not found after installing nvidia-cuda-cuobjdump" >&2; return 1; }
   chmod +x "$bin" "$(dirname "$bin")"/* 2>/dev/null || true
