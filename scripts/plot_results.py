@@ -99,6 +99,14 @@ def finish(fig) -> None:
     fig.tight_layout()
 
 
+def save(plt, fig, path: Path) -> Path:
+    """The synthetic-data banner (finish), the PNG, and the figure closed."""
+    finish(fig)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_roofline(plt, family: str, rows: list[report.Row], rep: report.Report, out: Path) -> Path:
     bounds = [b for b in ("compute", "memory") if any(r.roof and r.roof.bound == b for r in rows)]
     fig, axes = plt.subplots(len(bounds), 1, figsize=(max(6.0, 0.9 * len(rows) + 3), 3.6 * len(bounds)),
@@ -123,11 +131,7 @@ def plot_roofline(plt, family: str, rows: list[report.Row], rep: report.Report, 
         ax.set_title(f"{family}: {bound}-bound shapes", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    finish(fig)
-    path = out / f"{slug(family)}_roofline.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, out / f"{slug(family)}_roofline.png")
 
 
 def plot_anchor(plt, family: str, rows: list[report.Row], out: Path) -> Path | None:
@@ -150,11 +154,7 @@ def plot_anchor(plt, family: str, rows: list[report.Row], out: Path) -> Path | N
     bot.set_xticks(x, [r.shape for r in sel], rotation=30, ha="right", fontsize=7)
     for ax in (top, bot):
         ax.grid(alpha=0.3)
-    finish(fig)
-    path = out / f"{slug(family)}_vs_anchor.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, out / f"{slug(family)}_vs_anchor.png")
 
 
 def main(argv=None) -> int:
