@@ -282,13 +282,14 @@ void BM_CublasHgemm(benchmark::State& state) {
     return half(std::normal_distribution<float>(0.0f, 0.05f)(rng));
   });
   llmk::bench::CublasHandle handle;
-  if (!llmk::bench::skip_unless_ok(state, llmk::bench::cublas_status("cublasCreate", cublasCreate(&handle.h))))
+  if (!llmk::bench::skip_unless_ok(state,
+                                   llmk::bench::cublas_status("cublasCreate", cublasCreate(&handle.h))))
     return;
   const float alpha = 1.0f, beta = 0.0f;  // fp32: the scale type of CUBLAS_COMPUTE_32F
   const double bytes = 2.0 * static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
-    return llmk::bench::cublas_tn(handle.h, s.m, s.n, s.k, &alpha, w.data() + c * s.nk(), CUDA_R_16F, a.data(),
-                                  &beta, d.data(), CUDA_R_16F, CUBLAS_COMPUTE_32F);
+    return llmk::bench::cublas_tn(handle.h, s.m, s.n, s.k, &alpha, w.data() + c * s.nk(), CUDA_R_16F,
+                                  a.data(), &beta, d.data(), CUDA_R_16F, CUBLAS_COMPUTE_32F);
   });
 }
 
@@ -313,7 +314,8 @@ struct LtGemm {
   llmk::Status init(int m, int n, int k, std::size_t workspace_bytes, cudaDataType_t in_type,
                     cudaDataType_t out_type, cublasComputeType_t compute, cudaDataType_t scale_type) {
     LLMK_RETURN_IF_ERROR(check("cublasLtCreate", cublasLtCreate(&handle)));
-    LLMK_RETURN_IF_ERROR(check("cublasLtMatmulDescCreate", cublasLtMatmulDescCreate(&desc, compute, scale_type)));
+    LLMK_RETURN_IF_ERROR(
+        check("cublasLtMatmulDescCreate", cublasLtMatmulDescCreate(&desc, compute, scale_type)));
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     LLMK_RETURN_IF_ERROR(
         check("cublasLtMatmulDescSetAttribute",
@@ -342,10 +344,11 @@ struct LtGemm {
   }
 
   // alpha / beta point to values of the descriptor's scale type.
-  llmk::Status run(const void* w, const void* a, void* d, const void* alpha, const void* beta, void* workspace,
-                   std::size_t workspace_bytes) const {
-    return check("cublasLtMatmul", cublasLtMatmul(handle, desc, alpha, w, a_layout, a, b_layout, beta, d, c_layout,
-                                                  d, c_layout, &heuristic.algo, workspace, workspace_bytes, nullptr));
+  llmk::Status run(const void* w, const void* a, void* d, const void* alpha, const void* beta,
+                   void* workspace, std::size_t workspace_bytes) const {
+    return check("cublasLtMatmul",
+                 cublasLtMatmul(handle, desc, alpha, w, a_layout, a, b_layout, beta, d, c_layout, d, c_layout,
+                                &heuristic.algo, workspace, workspace_bytes, nullptr));
   }
 
   ~LtGemm() {
@@ -404,16 +407,18 @@ void BM_CublasLtFp8(benchmark::State& state) {
   llmk::DeviceBuffer<unsigned char> workspace(kLtWorkspaceBytes);
   LtGemm lt;
   const llmk::Status st = [&]() -> llmk::Status {
-    LLMK_RETURN_IF_ERROR(
-        lt.init(s.m, s.n, s.k, kLtWorkspaceBytes, CUDA_R_8F_E4M3, CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    if (!lt.found) return llmk::Status::unsupported("cuBLASLt has no fp8 e4m3 algorithm for this shape/device");
+    LLMK_RETURN_IF_ERROR(lt.init(s.m, s.n, s.k, kLtWorkspaceBytes, CUDA_R_8F_E4M3, CUDA_R_16F,
+                                 CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    if (!lt.found)
+      return llmk::Status::unsupported("cuBLASLt has no fp8 e4m3 algorithm for this shape/device");
     return {};
   }();
   if (!llmk::bench::skip_unless_ok(state, st)) return;
   const float alpha = 1.0f, beta = 0.0f;
   const double bytes = static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
-    return lt.run(w.data() + c * s.nk(), a.data(), d.data(), &alpha, &beta, workspace.data(), kLtWorkspaceBytes);
+    return lt.run(w.data() + c * s.nk(), a.data(), d.data(), &alpha, &beta, workspace.data(),
+                  kLtWorkspaceBytes);
   });
 }
 

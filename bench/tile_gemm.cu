@@ -1,10 +1,10 @@
-// Throughput of the fp16 tensor-core tile GEMM (D = A * B^T, fp32 accumulate, fp32 out). On a GPU: device time
-// from CUDA events; in the simulator: the cost of simulating it (small shapes only).
+// Throughput of the fp16 tensor-core tile GEMM (D = A * B^T, fp32 accumulate, fp32 out). On a GPU: device
+// time from CUDA events; in the simulator: the cost of simulating it (small shapes only).
 //
 // Anchors in the same binary (CUDA build, cuBLAS linked by bench/CMakeLists.txt): BM_CublasGemm<half> and
-// BM_CublasGemm<bfloat16>, cublasGemmEx on the same shapes and layout (fp16 or bf16 A and B, fp32 compute, fp32
-// out: the same operation as BM_TileGemmF16), with the same args M/N/K and counters.
-// Counters: FLOP/s = 2 M N K; bytes/s = A and B read once (2 bytes each) + D written (4 bytes).
+// BM_CublasGemm<bfloat16>, cublasGemmEx on the same shapes and layout (fp16 or bf16 A and B, fp32 compute,
+// fp32 out: the same operation as BM_TileGemmF16), with the same args M/N/K and counters. Counters: FLOP/s =
+// 2 M N K; bytes/s = A and B read once (2 bytes each) + D written (4 bytes).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -53,7 +53,8 @@ void BM_CublasGemm(benchmark::State& state) {
   llmk::DeviceBuffer<T> d_a(a), d_b(b);
   llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
   llmk::bench::CublasHandle handle;
-  if (!llmk::bench::skip_unless_ok(state, llmk::bench::cublas_status("cublasCreate", cublasCreate(&handle.h))))
+  if (!llmk::bench::skip_unless_ok(state,
+                                   llmk::bench::cublas_status("cublasCreate", cublasCreate(&handle.h))))
     return;
   const cudaDataType_t type = std::is_same_v<T, half> ? CUDA_R_16F : CUDA_R_16BF;
   const float alpha = 1.0f, beta = 0.0f;
@@ -69,7 +70,11 @@ void BM_CublasGemm(benchmark::State& state) {
 void gemm_shapes(benchmark::internal::Benchmark* b) {
   b->Args({4096, 4096, 4096})->Args({1024, 4096, 4096})->Args({16, 4096, 4096})->Args({4096, 11008, 4096});
 }
-BENCHMARK(BM_TileGemmF16)->Apply(gemm_shapes)->ArgNames({"M", "N", "K"})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TileGemmF16)
+    ->Apply(gemm_shapes)
+    ->ArgNames({"M", "N", "K"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 #if defined(LLMK_BENCH_CUBLAS)
 BENCHMARK_TEMPLATE(BM_CublasGemm, half)
     ->Apply(gemm_shapes)

@@ -31,8 +31,8 @@ struct CublasHandle {
 //   cuBLAS C := C  ([N, M] column-major, ld N == our row-major [M, N])
 //   m = N, n = M, k = K: op(A) = T, op(B) = N, which is also the "TN" form int8 GEMMs require.
 inline llmk::Status cublas_tn(cublasHandle_t handle, int m, int n, int k, const void* alpha, const void* w,
-                       cudaDataType_t in_type, const void* a, const void* beta, void* c,
-                       cudaDataType_t out_type, cublasComputeType_t compute) {
+                              cudaDataType_t in_type, const void* a, const void* beta, void* c,
+                              cudaDataType_t out_type, cublasComputeType_t compute) {
   return cublas_status("cublasGemmEx",
                        cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, alpha, w, in_type, k, a,
                                     in_type, k, beta, c, out_type, n, compute, CUBLAS_GEMM_DEFAULT));

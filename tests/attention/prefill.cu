@@ -160,11 +160,12 @@ TEST_CASE("prefill: sequence lengths 1..513, causal and not") {
 
 TEST_CASE("prefill: q_len != kv_len, bottom-right causal alignment") {
   std::mt19937 rng(102);
-  // Sanitizer builds (LLMK_TEST_FAST): the same mix (q < kv, q > kv, one row, partial tiles, several Br and Bc
-  // tiles) at about half the tiles.
+  // Sanitizer builds (LLMK_TEST_FAST): the same mix (q < kv, q > kv, one row, partial tiles, several Br and
+  // Bc tiles) at about half the tiles.
   const std::vector<std::pair<int, int>> shapes =
-      llmk::test::fast() ? std::vector<std::pair<int, int>>{{7, 130}, {1, 127}, {65, 17}, {63, 65}, {17, 200}, {130, 63}}
-                         : std::vector<std::pair<int, int>>{{7, 200}, {1, 127}, {65, 17}, {63, 65}, {17, 513}, {200, 63}};
+      llmk::test::fast()
+          ? std::vector<std::pair<int, int>>{{7, 130}, {1, 127}, {65, 17}, {63, 65}, {17, 200}, {130, 63}}
+          : std::vector<std::pair<int, int>>{{7, 200}, {1, 127}, {65, 17}, {63, 65}, {17, 513}, {200, 63}};
   for (auto [q_len, kv_len] : shapes)
     for (bool causal : {true, false}) run_case<f16>(uniform(q_len, kv_len, 64, causal), rng);
 }

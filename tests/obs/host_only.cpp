@@ -1,6 +1,6 @@
-// The host-only side of llmk built by the plain host compiler: no LLMK_SIM, no nvcc (LLMK_HOST_ONLY). Compiles
-// every host-only header and runs the host Hessian API, so breakage that the simulator and nvcc builds hide (a
-// device-only helper called from host code) fails here.
+// The host-only side of llmk built by the plain host compiler: no LLMK_SIM, no nvcc (LLMK_HOST_ONLY).
+// Compiles every host-only header and runs the host Hessian API, so breakage that the simulator and nvcc
+// builds hide (a device-only helper called from host code) fails here.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -38,7 +38,8 @@ TEST_CASE("host-only build: the Hessian of two streamed batches equals (2/n) X^T
   for (std::int64_t i = 0; i < d; ++i)
     for (std::int64_t j = 0; j < d; ++j) {
       double want = 0.0;
-      for (std::int64_t r = 0; r < rows_a + rows_b; ++r) want += double(x[r * ldx + i]) * double(x[r * ldx + j]);
+      for (std::int64_t r = 0; r < rows_a + rows_b; ++r)
+        want += double(x[r * ldx + i]) * double(x[r * ldx + j]);
       want *= 2.0 / n;
       const double got = acc.hessian()[static_cast<std::size_t>(i * d + j)];
       CHECK(std::abs(got - want) <= 1e-5 * (1.0 + std::abs(want)));

@@ -224,8 +224,8 @@ TEST_CASE("obs_prune_gpu == obs_prune (d 1 / 7 / 17 / 40, rows 1 / 5 / 13, none 
   const std::int64_t ds[] = {1, 7, 17, 40};
   // Sanitizer builds (LLMK_TEST_FAST): every d, one and two rows (a CTA per row; its block-wide argmin costs
   // about 100x its plain time under TSan).
-  const std::vector<std::int64_t> rows = llmk::test::fast() ? std::vector<std::int64_t>{1, 2}
-                                                            : std::vector<std::int64_t>{1, 5, 13};
+  const std::vector<std::int64_t> rows =
+      llmk::test::fast() ? std::vector<std::int64_t>{1, 2} : std::vector<std::int64_t>{1, 5, 13};
   std::uint32_t seed = 300;
   for (std::int64_t d : ds) {
     for (std::int64_t n : rows) {

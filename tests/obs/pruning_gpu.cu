@@ -103,8 +103,8 @@ void compare(const Case& c, const llmk::obs::PruneOptions& opt, bool wanda, std:
   CHECK(pruned == per_row * c.rows);
 }
 
-// Sanitizer builds (LLMK_TEST_FAST) compare the shapes up to this many elements: one row of 1000 columns, 5 rows
-// of 200, 33 rows of 7 (the block-wide selections cost about 100x their plain time under TSan).
+// Sanitizer builds (LLMK_TEST_FAST) compare the shapes up to this many elements: one row of 1000 columns, 5
+// rows of 200, 33 rows of 7 (the block-wide selections cost about 100x their plain time under TSan).
 constexpr std::int64_t kFastElements = 1100;
 
 bool names(const llmk::Status& s, const char* arg) {
@@ -121,7 +121,7 @@ TEST_CASE("wanda / magnitude gpu == host: unstructured sparsities, rows, cols, p
   std::uint32_t k = 0;
   for (const std::int64_t rows : rows_set)
     for (const std::int64_t cols : cols_set) {
-      if (llmk::test::fast() && rows * cols > kFastElements) continue;  // sanitizer builds: the small shapes
+      if (llmk::test::fast() && rows * cols > kFastElements) continue;
       const Case c = make_case(rows, cols, seed + k++, false);
       for (const double sp : sparsities)
         for (int wanda = 0; wanda < 2; ++wanda) {
@@ -142,7 +142,7 @@ TEST_CASE("wanda / magnitude gpu == host: n:m 2:4, 4:8, 3:7, 1:32, 31:32") {
     for (const std::int64_t rows : rows_set)
       for (const std::int64_t cols : cols_set) {
         if (cols % p[1] != 0) continue;
-        if (llmk::test::fast() && rows * cols > kFastElements) continue;  // sanitizer builds: the small shapes
+        if (llmk::test::fast() && rows * cols > kFastElements) continue;
         const Case c = make_case(rows, cols, seed + k++, false);
         for (int wanda = 0; wanda < 2; ++wanda) {
           llmk::obs::PruneOptions o;

@@ -1,10 +1,10 @@
 // Planted kernels for the static performance gates' self-test (scripts/perf/static_gates.sh --self-test).
-// Compiled by nvcc only, in the same build as the tests (an object library: the gates read its object like any
-// other), never launched. Namespace llmk_planted:: keeps them out of the real gate run.
-//   pipelined_mma<false>  a cp.async ring feeding mma.sync: the gates must pass it;
-//   pipelined_mma<true>   the same loop plus one plain global load (a per-tile scale) used at once: the gates must
-//                         report the LDG in the pipelined main loop;
-//   spilling              more live values than its register cap (__maxnreg__): the gates must report the spill.
+// Compiled by nvcc only, in the same build as the tests (an object library: the gates read its object like
+// any other), never launched. Namespace llmk_planted:: keeps them out of the real gate run.
+//   pipelined_mma<false>: a cp.async ring feeding mma.sync; the gates must pass it.
+//   pipelined_mma<true>: the same loop plus one plain global load (a per-tile scale) used at once; the gates
+//     must report the LDG in the pipelined main loop.
+//   spilling: more live values than its register cap (__maxnreg__); the gates must report the spill.
 #include <cstdint>
 
 #include "llmk/arch/cp_async.cuh"
@@ -16,7 +16,8 @@ constexpr int kStages = 2;
 constexpr int kTileBytes = 16 * 32;  // one 16 x 16 fp16 tile: 32 threads x 16 bytes
 
 template <bool kPlantLdg>
-__global__ void __launch_bounds__(32) pipelined_mma(const uint4* a, const float* scales, float* out, int tiles) {
+__global__ void __launch_bounds__(32)
+    pipelined_mma(const uint4* a, const float* scales, float* out, int tiles) {
   __shared__ uint4 ring[kStages][kTileBytes / 16];
   const int lane = threadIdx.x;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};

@@ -3,8 +3,9 @@
 // Where the machine has no GPU the program prints "no CUDA GPU: <name>_cuda skipped" and exits with 77, which
 // CTest reports as skipped (SKIP_RETURN_CODE 77, set by llmk_add_test). A skip must never hide a GPU that is
 // there but unusable (a driver older than the CUDA runtime, a broken install): when the NVIDIA kernel driver
-// shows a GPU (/proc/driver/nvidia/gpus/ or /dev/nvidia0), or LLMK_REQUIRE_GPU=1 is set (scripts/gpu_validate.sh
-// sets it), the same condition is a failure (exit 1) with one line naming the CUDA error.
+// shows a GPU (/proc/driver/nvidia/gpus/ or /dev/nvidia0), or LLMK_REQUIRE_GPU=1 is set
+// (scripts/gpu_validate.sh sets it), the same condition is a failure (exit 1) with one line naming the CUDA
+// error.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
     if (err != cudaSuccess || count == 0) {
       const char* why = err != cudaSuccess ? cudaGetErrorString(err) : "0 devices";
       if (gpu_expected()) {
-        std::printf("FAILED: %s: a GPU is present (or LLMK_REQUIRE_GPU=1) but CUDA cannot use it: %s\n", name, why);
+        std::printf("FAILED: %s: a GPU is present (or LLMK_REQUIRE_GPU=1) but CUDA cannot use it: %s\n", name,
+                    why);
         std::fflush(stdout);
         return 1;
       }
