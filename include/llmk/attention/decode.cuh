@@ -97,11 +97,12 @@ inline std::size_t decode_workspace_bytes(int batch, int heads, int head_dim, in
 }  // namespace detail
 
 /// The split kernel. Grid: (num_splits, num_kv_heads * ceil(group / 16), batch).
-// Quantized caches get launch bounds with a minimum of 1 block per SM: without it ptxas aims at a register count
-// of its own (80 on sm_90, 96 on sm_80/89 for the d64 int8 paged kernel) and spills a cold value to reach it,
-// which the static gates forbid. With it that kernel uses 114-127 registers: 4 blocks of 4 warps per SM where
-// its 38 KiB of shared memory would allow 5 on H100. The other caches keep ptxas's own choice (minimum 0 = none):
-// applied to all, the 1 raised fp16 d64 decode from 91 to 106 registers (5 -> 4 blocks per SM on H100).
+// Quantized caches get launch bounds with a minimum of 1 block per SM: without it ptxas aims at a register
+// count of its own (80 on sm_90, 96 on sm_80/89 for the d64 int8 paged kernel) and spills a cold value to
+// reach it, which the static gates forbid. With it that kernel uses 114-127 registers: 4 blocks of 4 warps
+// per SM where its 38 KiB of shared memory would allow 5 on H100. The other caches keep ptxas's own choice
+// (minimum 0 = none): applied to all, the 1 raised fp16 d64 decode from 91 to 106 registers (5 -> 4 blocks
+// per SM on H100).
 template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::value ? 1 : 0)
     decode_kernel(DecodeArgs<T> args, detail::ScoreTransform transform, detail::DecodeWorkspace ws, Kv kv) {
