@@ -150,7 +150,8 @@ function(_llmk_sim_test_properties test labels timeout)
   if(NOT timeout)
     set(timeout ${LLMK_TEST_TIMEOUT})
   endif()
-  set(env)
+  # One BLAS thread: OpenBLAS's own threads would oversubscribe ctest -j and are invisible to TSan.
+  set(env "OPENBLAS_NUM_THREADS=1")
   if(LLMK_SANITIZE STREQUAL "address")
     list(APPEND labels asan)
     list(APPEND env

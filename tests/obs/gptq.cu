@@ -75,8 +75,8 @@ TEST_CASE("gptq: 4-bit beats round-to-nearest by >= 10% on correlated inputs wit
   llmk::obs::GptqOptions opt;  // 4-bit symmetric per-channel
   llmk::obs::QuantizedLayer g;
   REQUIRE(llmk::obs::gptq_quantize(l.w.data(), n, k, k, l.h.data(), k, opt, la, &g).ok());
-  // round to nearest with the same per-channel grid
-  using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Symmetric, llmk::quant::PerChannel>;
+  // round to nearest with the same per-channel grid (the default: the reference's 16-level symmetric grid)
+  using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::SymmetricFullRange, llmk::quant::PerChannel>;
   std::vector<float> rtn(l.w.size());
   for (std::int64_t r = 0; r < n; ++r) {
     float amax = 0.0f;

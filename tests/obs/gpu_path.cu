@@ -393,12 +393,14 @@ TEST_CASE("sparsegpt gpu path == host path (unstructured 50%, 2:4, 4:8, joint 4-
     int n, m, bits;
     bool sym;
     std::int64_t group, block;
+    bool per_row = false;
   };
   const std::int64_t big = llmk::test::pick<std::int64_t>(200, 96);
   const std::int64_t rows65 = llmk::test::pick<std::int64_t>(65, 33);
   const Case cases[] = {
       {"unstructured 50%", 17, big, 0.5, 0, 0, 0, true, 0, 128},
       {"unstructured 30%, block 16", 7, 48, 0.3, 0, 0, 0, true, 0, 16},
+      {"unstructured 30% per row, block 16", 7, 48, 0.3, 0, 0, 0, true, 0, 16, true},
       {"2:4", rows65, 96, 0.0, 2, 4, 0, true, 0, 128},
       {"2:4 joint 4-bit g16 asym", 17, 96, 0.0, 2, 4, 4, false, 16, 128},
       {"4:8 joint 3-bit per-channel, block 20", 7, 48, 0.0, 4, 8, 3, true, 0, 20},
@@ -417,6 +419,7 @@ TEST_CASE("sparsegpt gpu path == host path (unstructured 50%, 2:4, 4:8, joint 4-
     opt.symmetric = c.sym;
     opt.group_size = c.group;
     opt.block_size = c.block;
+    opt.scope = c.per_row ? llmk::obs::PruneScope::kPerRow : llmk::obs::PruneScope::kReference;
     llmk::obs::HostLapackBackend la;
     llmk::obs::SparseGptResult ref;
     const llmk::Status s =

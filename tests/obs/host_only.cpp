@@ -10,6 +10,7 @@
 
 #include "llmk/kvcache/allocator.hpp"
 #include "llmk/kvcache/planner.hpp"
+#include "llmk/obs/awq.hpp"
 #include "llmk/obs/gptq.hpp"
 #include "llmk/obs/hessian.cuh"
 #include "llmk/obs/obs.hpp"

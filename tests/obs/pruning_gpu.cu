@@ -98,9 +98,11 @@ void compare(const Case& c, const llmk::obs::PruneOptions& opt, bool wanda, std:
   CHECK(bad_w == 0);
   CHECK(bad_m == 0);
   CHECK(bad_pad == 0);
-  const std::int64_t per_row = opt.prune_n > 0 ? c.cols / opt.prune_m * opt.prune_n
-                                               : llmk::obs::detail::prune_count(opt.sparsity, c.cols);
-  CHECK(pruned == per_row * c.rows);
+  const bool layer = opt.prune_n == 0 && llmk::obs::detail::per_layer(opt.scope, !wanda);
+  const std::int64_t want = opt.prune_n > 0 ? c.cols / opt.prune_m * opt.prune_n * c.rows
+                            : layer         ? llmk::obs::detail::prune_count(opt.sparsity, c.rows * c.cols)
+                                            : llmk::obs::detail::prune_count(opt.sparsity, c.cols) * c.rows;
+  CHECK(pruned == want);
 }
 
 // Sanitizer builds (LLMK_TEST_FAST) compare the shapes up to this many elements: one row of 1000 columns, 5
@@ -127,7 +129,9 @@ TEST_CASE("wanda / magnitude gpu == host: unstructured sparsities, rows, cols, p
         for (int wanda = 0; wanda < 2; ++wanda) {
           llmk::obs::PruneOptions o;
           o.sparsity = sp;
-          compare(c, o, wanda != 0, seed + k - 1);
+          compare(c, o, wanda != 0, seed + k - 1);  // the defaults: magnitude per layer, Wanda per row
+          o.scope = wanda ? llmk::obs::PruneScope::kPerLayer : llmk::obs::PruneScope::kPerRow;
+          if (rows > 1) compare(c, o, wanda != 0, seed + k - 1);  // the other rule
         }
     }
 }
@@ -165,6 +169,8 @@ TEST_CASE("wanda / magnitude gpu == host: many exactly equal scores (ties to the
         llmk::obs::PruneOptions o;
         o.sparsity = sp;
         compare(c, o, wanda != 0, seed + k - 1);
+        o.scope = llmk::obs::PruneScope::kPerRow;
+        if (!wanda) compare(c, o, false, seed + k - 1);
       }
       if (cols % 4 == 0) {
         llmk::obs::PruneOptions o;
@@ -174,7 +180,8 @@ TEST_CASE("wanda / magnitude gpu == host: many exactly equal scores (ties to the
       }
     }
   }
-  // All equal: the first k columns are pruned.
+  // All equal: the first k columns of every row are pruned (per row), the first k of the layer in row-major
+  // order (per layer: magnitude's default).
   Case c = make_case(3, 300, seed, false);
   for (std::int64_t r = 0; r < 3; ++r)
     for (std::int64_t j = 0; j < 300; ++j)
@@ -195,7 +202,8 @@ TEST_CASE("wanda / magnitude gpu == host: many exactly equal scores (ties to the
     const std::vector<std::uint8_t> m = dm.to_host();
     for (std::int64_t r = 0; r < 3; ++r)
       for (std::int64_t j = 0; j < 300; ++j)
-        CHECK(m[static_cast<std::size_t>(r * c.ld_mask + j)] == (j >= 150 ? 1 : 0));
+        CHECK(m[static_cast<std::size_t>(r * c.ld_mask + j)] ==
+              (wanda ? (j >= 150 ? 1 : 0) : (r * 300 + j >= 450 ? 1 : 0)));
   }
 }
 

@@ -41,6 +41,30 @@ void check_row_counts(const std::vector<float>& w, const std::vector<std::uint8_
   }
 }
 
+// SparseGPT's reference rule (scope kReference): every block of columns [i1, i2) loses exactly
+// llround(sparsity n i2) - llround(sparsity n i1) weights over all its rows; weights are 0 exactly where the
+// mask is 0. Returns the per-row counts (they differ between rows: that is the point of the rule).
+std::vector<std::int64_t> check_block_counts(const std::vector<float>& w,
+                                             const std::vector<std::uint8_t>& mask, std::int64_t n,
+                                             std::int64_t k, double sparsity, std::int64_t bs,
+                                             bool zero_iff_pruned = true) {
+  std::vector<std::int64_t> per_row(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i1 = 0; i1 < k; i1 += bs) {
+    const std::int64_t i2 = std::min(i1 + bs, k);
+    std::int64_t z = 0;
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = i1; c < i2; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r * k + c);
+        if (zero_iff_pruned) CHECK((w[i] == 0.0f) == (mask[i] == 0));
+        z += mask[i] == 0;
+        per_row[static_cast<std::size_t>(r)] += mask[i] == 0;
+      }
+    CHECK(z == std::llround(sparsity * static_cast<double>(n * i2)) -
+                   std::llround(sparsity * static_cast<double>(n * i1)));
+  }
+  return per_row;
+}
+
 // Every group of m consecutive columns of every row: exactly n mask zeros, weights 0 exactly there.
 void check_nm_counts(const std::vector<float>& w, const std::vector<std::uint8_t>& mask, std::int64_t rows,
                      std::int64_t cols, int n, int m) {
@@ -115,33 +139,38 @@ struct RefOut {
   std::vector<std::uint8_t> mask;
 };
 
+// per_row: the kPerRow rule; else (unstructured) the reference rule, one candidate set per block of all rows.
 RefOut sparsegpt_fp64(const std::vector<float>& w, std::int64_t n, std::int64_t d,
-                      const std::vector<double>& u, double sparsity, int pn, int pm, std::int64_t bs) {
+                      const std::vector<double>& u, double sparsity, int pn, int pm, std::int64_t bs,
+                      bool per_row = false) {
   RefOut o{std::vector<double>(w.begin(), w.end()), std::vector<std::uint8_t>(w.size(), 1)};
-  auto select = [&](std::int64_t r, std::int64_t lo, std::int64_t hi, std::int64_t k) {
-    // the rank rule, written as stated: rank_t = #{u : s_u < s_t or (s_u == s_t and u < t)}
+  // The rank rule, written as stated over the candidates (r0 .. r1-1) x (lo .. hi-1), indexed row-major:
+  // rank_t = #{u : s_u < s_t or (s_u == s_t and u < t)}.
+  auto select = [&](std::int64_t r0, std::int64_t r1, std::int64_t lo, std::int64_t hi, std::int64_t k) {
     std::vector<double> s;
-    for (std::int64_t t = lo; t < hi; ++t) {
-      const double x = o.w[static_cast<std::size_t>(r * d + t)], ut = u[static_cast<std::size_t>(t * d + t)];
-      s.push_back(x * x / (ut * ut));
-    }
-    for (std::int64_t t = 0; t < hi - lo; ++t) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t t = lo; t < hi; ++t) {
+        const double x = o.w[static_cast<std::size_t>(r * d + t)],
+                     ut = u[static_cast<std::size_t>(t * d + t)];
+        s.push_back(x * x / (ut * ut));
+      }
+    const std::int64_t cnt = static_cast<std::int64_t>(s.size());
+    for (std::int64_t t = 0; t < cnt; ++t) {
       std::int64_t rank = 0;
-      for (std::int64_t v = 0; v < hi - lo; ++v)
+      for (std::int64_t v = 0; v < cnt; ++v)
         rank += s[static_cast<std::size_t>(v)] < s[static_cast<std::size_t>(t)] ||
                 (s[static_cast<std::size_t>(v)] == s[static_cast<std::size_t>(t)] && v < t);
-      if (rank < k) o.mask[static_cast<std::size_t>(r * d + lo + t)] = 0;
+      if (rank < k) o.mask[static_cast<std::size_t>((r0 + t / (hi - lo)) * d + lo + t % (hi - lo))] = 0;
     }
   };
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
-      const std::int64_t i2 = std::min(i1 + bs, d);
-      if (pn == 0)
-        select(r, i1, i2,
-               std::llround(sparsity * static_cast<double>(i2)) -
-                   std::llround(sparsity * static_cast<double>(i1)));
+  auto cum = [&](std::int64_t x) { return std::llround(sparsity * static_cast<double>(x)); };
+  for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
+    const std::int64_t i2 = std::min(i1 + bs, d);
+    if (pn == 0 && !per_row) select(0, n, i1, i2, cum(n * i2) - cum(n * i1));
+    for (std::int64_t r = 0; r < n; ++r) {
+      if (pn == 0 && per_row) select(r, r + 1, i1, i2, cum(i2) - cum(i1));
       for (std::int64_t j = i1; j < i2; ++j) {
-        if (pn > 0 && (j - i1) % pm == 0) select(r, j, j + pm, pn);
+        if (pn > 0 && (j - i1) % pm == 0) select(r, r + 1, j, j + pm, pn);
         double* wr = o.w.data() + r * d;
         const double q = o.mask[static_cast<std::size_t>(r * d + j)] ? wr[j] : 0.0;
         const double e = (wr[j] - q) / u[static_cast<std::size_t>(j * d + j)];
@@ -149,6 +178,7 @@ RefOut sparsegpt_fp64(const std::vector<float>& w, std::int64_t n, std::int64_t 
         wr[j] = q;
       }
     }
+  }
   return o;
 }
 
@@ -218,7 +248,8 @@ TEST_CASE("sparsegpt: output error SparseGPT < Wanda < magnitude at 50% unstruct
   }
 }
 
-TEST_CASE("sparsegpt: exact mask counts (unstructured per row, 2:4 and 4:8 per group); baselines rank") {
+TEST_CASE(
+    "sparsegpt: exact mask counts (per block of rows / per row, 2:4 and 4:8 per group); baselines rank") {
   const std::int64_t n = 24, k = 64;
   const Layer l = make_layer(n, k, 2 * k, 13);
   llmk::obs::HostLapackBackend la;
@@ -233,14 +264,43 @@ TEST_CASE("sparsegpt: exact mask counts (unstructured per row, 2:4 and 4:8 per g
       llmk::obs::SparseGptResult sg;
       REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), n, k, k, l.h.data(), k, so, la, &sg).ok());
       CHECK(sg.block_size == std::min<std::int64_t>(bs, k));
+      const std::vector<std::int64_t> per_row =
+          check_block_counts(sg.weights, sg.mask, n, k, sparsity, sg.block_size);
+      CHECK(*std::max_element(per_row.begin(), per_row.end()) >
+            *std::min_element(per_row.begin(), per_row.end()));  // rows give unequal counts
+      so.scope = llmk::obs::PruneScope::kPerRow;
+      REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), n, k, k, l.h.data(), k, so, la, &sg).ok());
       check_row_counts(sg.weights, sg.mask, n, k, zeros);
     }
-    const llmk::obs::PruneOptions po{sparsity, 0, 0};
-    llmk::obs::PruneResult wa, mg;
+    llmk::obs::PruneOptions po{sparsity, 0, 0};
+    llmk::obs::PruneResult wa, mg, mg_layer;
     REQUIRE(llmk::obs::wanda_prune(l.w.data(), n, k, k, l.h.data(), k, po, nullptr, &wa).ok());
+    // magnitude's default ranks the whole layer: exactly llround(sparsity n k), the lowest |w| of the layer
+    REQUIRE(llmk::obs::magnitude_prune(l.w.data(), n, k, k, nullptr, 0, po, nullptr, &mg_layer).ok());
+    CHECK(std::count(mg_layer.mask.begin(), mg_layer.mask.end(), 0) ==
+          std::llround(sparsity * static_cast<double>(n * k)));
+    {
+      double pruned_max = 0.0, kept_min = 1e30;
+      for (std::size_t i = 0; i < l.w.size(); ++i) {
+        const double a = std::fabs(static_cast<double>(l.w[i]));
+        CHECK((mg_layer.weights[i] == 0.0f) == (mg_layer.mask[i] == 0));
+        if (mg_layer.mask[i])
+          kept_min = std::min(kept_min, a);
+        else
+          pruned_max = std::max(pruned_max, a);
+      }
+      CHECK(pruned_max <= kept_min);
+    }
+    po.scope = llmk::obs::PruneScope::kPerRow;
     REQUIRE(llmk::obs::magnitude_prune(l.w.data(), n, k, k, nullptr, 0, po, nullptr, &mg).ok());
     check_row_counts(wa.weights, wa.mask, n, k, zeros);
     check_row_counts(mg.weights, mg.mask, n, k, zeros);
+    // Wanda per layer (an option): the layer count, lowest scores of the layer
+    po.scope = llmk::obs::PruneScope::kPerLayer;
+    llmk::obs::PruneResult wa_layer;
+    REQUIRE(llmk::obs::wanda_prune(l.w.data(), n, k, k, l.h.data(), k, po, nullptr, &wa_layer).ok());
+    CHECK(std::count(wa_layer.mask.begin(), wa_layer.mask.end(), 0) ==
+          std::llround(sparsity * static_cast<double>(n * k)));
     CHECK(!mg.has_loss);
     CHECK(wa.has_loss);
     // the pruned ones are the lowest scores of their row; kept weights are untouched
@@ -298,11 +358,12 @@ TEST_CASE("sparsegpt: loss = 1/2 tr(E H E^T); lazy batches equal the fp64 column
     double sparsity;
     int pn, pm;
     std::int64_t bs;
+    bool per_row = false;
   };
   // Unstructured: the block partition decides the per-block prune counts, so the reference uses the same
   // block starts (bs = cols is the unblocked loop); n:m masks do not depend on bs at all.
-  for (const Case c : {Case{0.5, 0, 0, 5}, Case{0.5, 0, 0, 32}, Case{0.6, 0, 0, k}, Case{0.5, 2, 4, 16},
-                       Case{0.5, 2, 4, k}, Case{0.5, 4, 8, 24}}) {
+  for (const Case c : {Case{0.5, 0, 0, 5}, Case{0.5, 0, 0, 32}, Case{0.5, 0, 0, 32, true}, Case{0.6, 0, 0, k},
+                       Case{0.5, 2, 4, 16}, Case{0.5, 2, 4, k}, Case{0.5, 4, 8, 24}}) {
     CAPTURE(c.pn);
     CAPTURE(c.bs);
     llmk::obs::SparseGptOptions so;
@@ -310,6 +371,7 @@ TEST_CASE("sparsegpt: loss = 1/2 tr(E H E^T); lazy batches equal the fp64 column
     so.prune_n = c.pn;
     so.prune_m = c.pm;
     so.block_size = c.bs;
+    so.scope = c.per_row ? llmk::obs::PruneScope::kPerRow : llmk::obs::PruneScope::kReference;
     llmk::obs::SparseGptResult sg;
     REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), n, k, k, l.h.data(), k, so, la, &sg).ok());
     const double want = trace_loss(l.w, sg.weights, l.h, n, k);
@@ -321,7 +383,7 @@ TEST_CASE("sparsegpt: loss = 1/2 tr(E H E^T); lazy batches equal the fp64 column
     CHECK(sg.loss_estimate == doctest::Approx(sg.loss + 0.5 * sg.damping.damp * sq).epsilon(1e-3));
     CHECK(sg.damping.retries == 0);
     const std::vector<double> u = upper_factor_fp64(l.h, k, sg.damping.damp);
-    const RefOut ref = sparsegpt_fp64(l.w, n, k, u, c.sparsity, c.pn, c.pm, sg.block_size);
+    const RefOut ref = sparsegpt_fp64(l.w, n, k, u, c.sparsity, c.pn, c.pm, sg.block_size, c.per_row);
     compare_with_reference(sg, ref, n, k, 1e-4, n / 16 + 1);
   }
   // Baseline losses: fp64 over the pruned entries (la = nullptr) and through the backend's GEMM.
@@ -429,8 +491,7 @@ TEST_CASE("sparsegpt: joint 50% + 4-bit: kept weights on their grid, pruned = ze
     if (c.sym)
       for (std::uint8_t z : q.zeros) CHECK(z == 8);
     if (c.pn == 0) {
-      for (std::int64_t r = 0; r < n; ++r)
-        CHECK(std::count(sg.mask.begin() + r * k, sg.mask.begin() + (r + 1) * k, 0) == k / 2);
+      check_block_counts(sg.weights, sg.mask, n, k, 0.5, sg.block_size, /*zero_iff_pruned=*/false);
     } else {
       CHECK(llmk::obs::check_n_m(sg.mask.data(), n, k, k, c.pn, c.pm).ok());
     }
@@ -508,9 +569,16 @@ TEST_CASE("sparsegpt: odd sizes (1 x 17 at 0.3 with block 5, 3:7 on 21 columns, 
     so.block_size = 4;
     llmk::obs::SparseGptResult sg;
     REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), n, k, k, l.h.data(), k, so, la, &sg).ok());
+    check_block_counts(sg.weights, sg.mask, n, k, 0.5, 4);  // per block: llround(0.5 * 7 * i2) differences
+    so.scope = llmk::obs::PruneScope::kPerRow;
+    REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), n, k, k, l.h.data(), k, so, la, &sg).ok());
     check_row_counts(sg.weights, sg.mask, n, k, 7);  // llround(6.5) = 7 (half away from zero)
     llmk::obs::PruneResult mg;
     REQUIRE(llmk::obs::magnitude_prune(l.w.data(), n, k, k, nullptr, 0, {0.5, 0, 0}, nullptr, &mg).ok());
+    CHECK(std::count(mg.mask.begin(), mg.mask.end(), 0) == 46);  // per layer: llround(45.5)
+    llmk::obs::PruneOptions per_row{0.5, 0, 0};
+    per_row.scope = llmk::obs::PruneScope::kPerRow;
+    REQUIRE(llmk::obs::magnitude_prune(l.w.data(), n, k, k, nullptr, 0, per_row, nullptr, &mg).ok());
     check_row_counts(mg.weights, mg.mask, n, k, 7);
   }
 }
@@ -553,8 +621,7 @@ TEST_CASE("sparsegpt: rank-deficient calibration data completes with the damping
         if (pn) {
           CHECK(llmk::obs::check_n_m(sg.mask.data(), n, k, k, 2, 4).ok());
         } else {
-          for (std::int64_t r = 0; r < n; ++r)
-            CHECK(std::count(sg.mask.begin() + r * k, sg.mask.begin() + (r + 1) * k, 0) == k / 2);
+          CHECK(std::count(sg.mask.begin(), sg.mask.end(), 0) == n * k / 2);
         }
       }
     }

@@ -17,6 +17,10 @@ using Q = q::Quantizer<float, q::Symmetric, q::PerTensor>;  // not a storage typ
 using Q = q::Quantizer<int8_t, q::Symmetric, int>;  // not a granularity
 #elif LLMK_INVALID_CASE == 5
 using Q = q::Quantizer<int8_t, q::Symmetric, q::GroupWise<-4>>;  // negative group size
+#elif LLMK_INVALID_CASE == 6
+using Q = q::Quantizer<llmk::float8_e4m3, q::SymmetricFullRange, q::PerTensor>;  // an integer-only grid
+#elif LLMK_INVALID_CASE == 7
+using Q = q::Quantizer<llmk::uint4_t, q::SymmetricFullRange, q::PerChannel>;  // signed codes only
 #endif
 
 int main() {

@@ -3,9 +3,12 @@
 // that).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
+#include <vector>
 
 #include "llmk/quant/scheme.cuh"
 
@@ -90,11 +93,57 @@ TEST_CASE("round trip: |x - dequant(quant(x))| <= s/2 inside the clipping range,
     check_round_trip<q::Quantizer<int8_t, q::Asymmetric, q::PerTensor>>(lo, hi, rng);
     check_round_trip<q::Quantizer<uint8_t, q::Asymmetric, q::PerTensor>>(lo, hi, rng);
     check_round_trip<q::Quantizer<llmk::int4_t, q::Symmetric, q::GroupWise<64>>>(lo, hi, rng);
+    check_round_trip<q::Quantizer<llmk::int4_t, q::SymmetricFullRange, q::GroupWise<64>>>(lo, hi, rng);
+    check_round_trip<q::Quantizer<int8_t, q::SymmetricFullRange, q::PerChannel>>(lo, hi, rng);
     check_round_trip<q::Quantizer<llmk::int4_t, q::Asymmetric, q::GroupWise<64>>>(lo, hi, rng);
     check_round_trip<q::Quantizer<llmk::uint4_t, q::Asymmetric, q::GroupWise<>>>(lo, hi, rng);
     check_round_trip<q::Quantizer<llmk::float8_e4m3, q::Symmetric, q::PerToken>>(lo, hi, rng);
     check_round_trip<q::Quantizer<llmk::float8_e5m2, q::Symmetric, q::PerToken>>(lo, hi, rng);
   }
+}
+
+// The GPTQ reference's symmetric grid (quant.py, sym=True), written from its definition in fp32 as the
+// reference computes it: xmax = max(|min|, max), xmin = -xmax, scale = (xmax - xmin) / maxq, zero = (maxq +
+// 1) / 2, code = clamp(round(x / scale) + zero, 0, maxq), value = scale * (code - zero).
+TEST_CASE("SymmetricFullRange is the GPTQ reference's sym=True grid: 2^b levels, s = 2 amax / (2^b - 1)") {
+  std::mt19937 rng(17);
+  auto check = [&]<class Q>(int bits) {
+    CAPTURE(bits);
+    const int maxq = (1 << bits) - 1, zero = (maxq + 1) / 2;
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::set<int> used;
+    for (int group = 0; group < 200; ++group) {
+      std::vector<float> x(64);
+      for (auto& v : x) v = dist(rng) * (0.1f + static_cast<float>(group % 7));
+      float lo = 0.0f, hi = 0.0f;
+      for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
+      const float xmax = std::max(std::fabs(lo), hi), xmin = -xmax;
+      const float ref_scale = (xmax - xmin) / static_cast<float>(maxq);
+      const q::QuantParams p = Q::params_from_absmax(xmax);
+      REQUIRE(p.scale == ref_scale);  // bit for bit: one correctly rounded division of the same real
+      REQUIRE(p.zero_point == 0);
+      for (float v : x) {
+        const float code = std::clamp(std::nearbyint(v / ref_scale) + zero, 0.0f, static_cast<float>(maxq));
+        const int q = Q::quantize(v, p);
+        REQUIRE(q + zero == static_cast<int>(code));
+        REQUIRE(Q::dequantize(q, p) == ref_scale * (code - static_cast<float>(zero)));
+        used.insert(q);
+      }
+    }
+    CHECK(static_cast<int>(used.size()) == maxq + 1);  // every level is reached, -2^(b-1) included
+  };
+  check.template operator()<q::Quantizer<llmk::int4_t, q::SymmetricFullRange, q::PerChannel>>(4);
+  check.template operator()<q::Quantizer<int8_t, q::SymmetricFullRange, q::PerChannel>>(8);
+  // The 15-level absmax grid never uses -8 at 4 bits, and its step is 15/14 of the full-range step.
+  using Abs = q::Quantizer<llmk::int4_t, q::Symmetric, q::PerChannel>;
+  using Full = q::Quantizer<llmk::int4_t, q::SymmetricFullRange, q::PerChannel>;
+  // amax 7.5: s = 1 exactly, so -amax / s = -7.5 rounds (half to even) to -8, as in the reference (where
+  // fl(s) rounds up, -amax / s lands just inside -7.5 and gives -7 there too: the same arithmetic).
+  CHECK(Abs::quantize(-7.5f, Abs::params_from_absmax(7.5f)) == -7);
+  CHECK(Full::quantize(-7.5f, Full::params_from_absmax(7.5f)) == -8);
+  CHECK(Full::quantize(7.5f, Full::params_from_absmax(7.5f)) == 7);
+  CHECK(Full::params_from_absmax(7.5f).scale == 1.0f);
+  CHECK(Full::params_from_absmax(0.0f).scale == 1.0f);  // all-zero group: every code 0
 }
 
 TEST_CASE("rounding is half to even") {

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -31,17 +32,19 @@ namespace llmk::obs {
 
 /// Options of gptq_quantize.
 struct GptqOptions {
-  int bits = 4;                   ///< 2, 3, 4 or 8 (the weight-only GEMM takes 4 and 8)
-  bool symmetric = true;          ///< symmetric (signed grid stored as u = q + 2^(b-1)) or asymmetric
-  std::int64_t group_size = 0;    ///< 0: per-channel; else it must divide cols
-  bool act_order = false;         ///< process columns by descending diag H
+  int bits = 4;           ///< 2, 3, 4 or 8 (the weight-only GEMM takes 4 and 8)
+  bool symmetric = true;  ///< symmetric (signed grid stored as u = q + 2^(b-1)) or asymmetric
+  SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< 2^b levels as the reference, or kAbsmax
+  std::int64_t group_size = 0;                               ///< 0: per-channel; else it must divide cols
+  bool act_order = false;                                    ///< process columns by descending diag H
   bool static_groups = false;     ///< group grids from the original weights (natural groups k / G)
   std::int64_t block_size = 128;  ///< lazy-batch block (>= 1); >= cols: the unblocked column loop
   bool mse_clip = false;          ///< MSE clip search for each grid (llmk::quant::mse_clip_search)
   int mse_grid = 100;
   double mse_maxshrink = 0.8;
   double mse_norm = 2.4;
-  DampingOptions damping;  ///< percdamp 0.01, x10 retries
+  DampingOptions damping;   ///< percdamp 0.01, x10 retries
+  bool report_loss = true;  ///< compute QuantizedLayer::loss (one more O(N K^2) GEMM); false: loss = NaN
 };
 
 /// GPTQ for one layer: w [rows = N out features, cols = K in features] (ldw), h the layer Hessian [K, K]
@@ -49,7 +52,7 @@ struct GptqOptions {
 /// the Hessian is damped (retrying with more damping when the Cholesky factorization fails; reported in
 /// out->damping). Errors name the argument: rows, cols, w, ldw, h, ldh, bits, group_size, block_size,
 /// mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, out. Cost: O(K^3) (inverse) + O(N
-/// K^2) (the updates, mostly GEMM) + O(N K^2) for the reported loss.
+/// K^2) (the updates, mostly GEMM) + O(N K^2) for the reported loss (opt.report_loss = false skips it).
 ///   llmk::obs::GptqOptions opt;
 ///   opt.group_size = 128;
 ///   llmk::obs::QuantizedLayer q;
@@ -80,6 +83,7 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
   res.cols = d;
   res.bits = opt.bits;
   res.symmetric = opt.symmetric;
+  res.symmetric_grid = opt.symmetric_grid;
   res.group_size = opt.group_size == 0 ? d : opt.group_size;
   res.groups = d / res.group_size;
   const std::int64_t G = res.group_size;
@@ -123,7 +127,7 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
         static_cast<std::int32_t>(static_groups || !opt.act_order ? c / G : j / G);
   }
 
-  Status status = with_quantizer(opt.bits, opt.symmetric, [&]<class Q>() -> Status {
+  Status status = with_quantizer(opt.bits, opt.symmetric, opt.symmetric_grid, [&]<class Q>() -> Status {
     // params[g * n + r]: the grid of group g (the g_idx numbering) for row r.
     std::vector<quant::QuantParams> params(static_cast<std::size_t>(res.groups * n));
     auto set_params = [&](std::int64_t g, std::int64_t r, const float* x) {
@@ -184,7 +188,10 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
   if (!detail::all_finite(res.dequantized.data(), n * d))
     return Status::internal("gptq produced non-finite weights");
   phase = std::chrono::steady_clock::now();
-  LLMK_RETURN_IF_ERROR(detail::layer_loss(a, res.dequantized, la, &res.loss));
+  if (opt.report_loss)
+    LLMK_RETURN_IF_ERROR(detail::layer_loss(a, res.dequantized, la, &res.loss));
+  else
+    res.loss = std::numeric_limits<double>::quiet_NaN();
   times.loss_s = detail::seconds_since(phase);
   res.damping = rep;
   res.timings = times;

@@ -118,7 +118,8 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
   cfg.group_size = opt.group_size;
   cfg.act_order = opt.act_order;
   cfg.static_groups = opt.static_groups;
-  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm};
+  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm,
+                                opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
   cfg.block_size = opt.block_size;
   cfg.damping = opt.damping;
   cfg.prune_mode = detail::kPruneNone;

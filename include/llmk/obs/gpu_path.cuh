@@ -48,6 +48,7 @@
 #include "llmk/obs/obs.hpp"
 #include "llmk/obs/pruning.hpp"
 #include "llmk/obs/quantizer.hpp"
+#include "llmk/obs/select_gpu.cuh"
 #include "llmk/quant/scheme.cuh"
 
 #if defined(LLMK_HOST_ONLY)
@@ -72,7 +73,9 @@ inline constexpr int kFusedWarps = 8;                                      // ro
 inline constexpr unsigned kWarpMask = 0xffffffffu;
 inline constexpr int kGlueThreads = 256;
 
-enum PruneMode : int { kPruneNone = 0, kPruneUnstructured = 1, kPruneNM = 2 };
+// kPruneUnstructured: per row, selected in the column loop; kPruneBlock: one candidate set of all rows of the
+// block (SparseGPT's reference rule), selected by block_mask_kernel before the column loop.
+enum PruneMode : int { kPruneNone = 0, kPruneUnstructured = 1, kPruneNM = 2, kPruneBlock = 3 };
 
 // ---- device helpers
 
@@ -116,21 +119,22 @@ LLMK_DEVICE double warp_sum(double v) {
   return v;
 }
 
-/// How a grid is chosen (GptqOptions' min/max or MSE clip search).
+/// How a grid is chosen (GptqOptions' min/max or MSE clip search, and the symmetric grid).
 struct GridChoice {
   int mse;
   int grid;
   double maxshrink;
   double norm;
+  int full_range;  ///< symmetric Q: SymmetricGrid::kFullRange (1) or kAbsmax (0); ignored when asymmetric
 };
 
 template <class Q>
-LLMK_HOST_DEVICE quant::QuantParams params_of_range(float lo, float hi) {
+LLMK_HOST_DEVICE quant::QuantParams params_of_range(float lo, float hi, int full_range) {
   if constexpr (Q::kAsymmetric)
     return Q::params_from_range(lo, hi);
   else
-    return Q::params_from_absmax(quant::fabs_f(lo) > quant::fabs_f(hi) ? quant::fabs_f(lo)
-                                                                       : quant::fabs_f(hi));
+    return symmetric_params<Q>(quant::fabs_f(lo) > quant::fabs_f(hi) ? quant::fabs_f(lo) : quant::fabs_f(hi),
+                               full_range != 0);
 }
 
 // The grid of one group, computed by a whole warp: visit(f) calls f(v) for this lane's share of the group's
@@ -151,14 +155,14 @@ LLMK_DEVICE quant::QuantParams warp_group_params(const GridChoice& g, Visit&& vi
   lo = warp_min(lo);
   hi = warp_max(hi);
   if (lo > hi) lo = hi = 0.0f;  // nothing finite: MinMaxCalibrator's empty range
-  if (!g.mse) return params_of_range<Q>(lo, hi);
+  if (!g.mse) return params_of_range<Q>(lo, hi, g.full_range);
   const int steps = static_cast<int>(g.maxshrink * g.grid) > 1 ? static_cast<int>(g.maxshrink * g.grid) : 1;
   quant::QuantParams best{1.0f, 0};
   double best_err = static_cast<double>(inf);  // mse_clip_search's start: +inf
   for (int i = 0; i < steps; ++i) {
     const double p = 1.0 - static_cast<double>(i) / g.grid;
     const quant::QuantParams cand =
-        params_of_range<Q>(static_cast<float>(p * lo), static_cast<float>(p * hi));
+        params_of_range<Q>(static_cast<float>(p * lo), static_cast<float>(p * hi), g.full_range);
     double err = 0.0;
     visit([&](float v) {
       if (!quant::is_finite(v)) return;
@@ -321,6 +325,8 @@ struct ColumnLoopArgs {
   int prune_mode;
   std::int64_t prune_k;  // unstructured: weights pruned from this block of every row
   int prune_n, prune_m;
+  const std::uint8_t* block_keep;  // kPruneBlock: [rows, ldbk] the block's mask (1 = kept), block columns
+  std::int64_t ldbk;
   // outputs, original column order
   std::uint8_t* codes;  // null when !quantize
   std::int64_t ldc;
@@ -389,6 +395,13 @@ LLMK_DEVICE void column_loop_row(const ColumnLoopArgs& a, const ColumnLoopSmem& 
     }
   };
   if (a.prune_mode == kPruneUnstructured && a.prune_k > 0) prune_lowest(0, count, a.prune_k);
+  if (a.prune_mode == kPruneBlock) {
+#pragma unroll
+    for (int k = 0; k < kFusedSlots; ++k) {
+      const int t = lane + 32 * k;
+      pruned[k] = __ballot_sync(kWarpMask, t < count && a.block_keep[r * a.ldbk + t] == 0);
+    }
+  }
 
   quant::QuantParams p{1.0f, 0};
   std::int32_t cur_group = -1;
@@ -475,6 +488,35 @@ LLMK_DEVICE void column_loop_row(const ColumnLoopArgs& a, const ColumnLoopSmem& 
   }
   if (__any_sync(kWarpMask, bad) && lane == 0) atomicOr(a.nonfinite, 1u);
   if (lane == 0) a.row_est[r] = (a.i1 == 0 ? 0.0 : a.row_est[r]) + est;
+}
+
+// SparseGPT's reference mask of one block (kPruneBlock), two launches: block_scores_kernel writes the fp32
+// saliencies of all rows x the block's columns [i1, i1 + count) of the current weights (grid-stride), then
+// ONE CTA of block_mask_kernel selects the k lowest (select_gpu.cuh; the host's order: fp32 scores, ties to
+// the lower row-major index) and writes keep [rows, ldk]. The scores are computed once (not in each of the
+// select's 5 passes), and the IEEE division's slow-path call stays out of the select kernel (it spilled there
+// on sm_90). Templates (T = float) for inline linkage.
+template <class T>
+__global__ void __launch_bounds__(kGlueThreads)
+    block_scores_kernel(const T* w, std::int64_t ldw, std::int64_t rows, std::int64_t i1, std::int64_t count,
+                        const T* u, std::int64_t ldu, T* scores, std::int64_t lds) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * count;
+       i += stride) {
+    const std::int64_t r = i / count, c = i % count;
+    scores[r * lds + c] = prune_score(w[r * ldw + i1 + c], u[(i1 + c) * ldu + i1 + c]);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(select_detail::kThreads)
+    block_mask_kernel(const T* scores, std::int64_t lds, std::int64_t rows, std::int64_t count,
+                      std::int64_t k, std::uint8_t* keep, std::int64_t ldk) {
+  select_detail::SelectSmem& sm = shared_storage<select_detail::SelectSmem>();
+  select_detail::select_lowest<unsigned>(
+      sm, rows, count, k,
+      [&](std::int64_t r, std::int64_t c) { return __float_as_uint(scores[r * lds + c]); },
+      [&](std::int64_t r, std::int64_t c, bool pruned) { keep[r * ldk + c] = pruned ? 0 : 1; });
 }
 
 // One launch per block: every CTA stages the block of U once, then its warps take rows
@@ -751,7 +793,7 @@ inline std::int64_t fused_block_size(std::int64_t cols, std::int64_t requested, 
 struct FusedLayout {
   std::int64_t ldp = 0, bs = 0;
   std::size_t wp = 0, e = 0, scratch = 0, u = 0, err = 0, diag = 0, flag = 0, row_est = 0, row_dot = 0,
-              perm = 0, nonfinite = 0, total = 0;
+              perm = 0, nonfinite = 0, block_keep = 0, total = 0;
 };
 
 inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64_t bs) {
@@ -778,6 +820,7 @@ inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64
   l.row_dot = take(static_cast<std::size_t>(rows) * sizeof(double));
   l.perm = take(static_cast<std::size_t>(cols) * sizeof(std::int32_t));
   l.nonfinite = take(sizeof(unsigned));
+  l.block_keep = take(static_cast<std::size_t>(rows * std::max<std::int64_t>(bs, 1)));  // kPruneBlock's mask
   l.total = at;
   return l;
 }
@@ -851,6 +894,7 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
   double* row_dot = region<double>(workspace, L.row_dot);
   std::int32_t* perm_dev = region<std::int32_t>(workspace, L.perm);
   unsigned* nonfinite = region<unsigned>(workspace, L.nonfinite);
+  std::uint8_t* block_keep = region<std::uint8_t>(workspace, L.block_keep);
   const std::int64_t ldp = L.ldp;
 
   FusedReport rep;
@@ -939,6 +983,8 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
   a.ldwo = ldw;
   a.row_est = row_est;
   a.nonfinite = nonfinite;
+  a.block_keep = block_keep;
+  a.ldbk = bs;
   for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
     const std::int64_t i2 = std::min(i1 + bs, d);
     a.i1 = i1;
@@ -947,6 +993,14 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
                     ? prune_count(cfg.sparsity, i2) - prune_count(cfg.sparsity, i1)
                     : 0;
     auto t0 = std::chrono::steady_clock::now();
+    if (cfg.prune_mode == kPruneBlock) {  // the scores go to Err, which the column loop then overwrites
+      LLMK_RETURN_IF_ERROR(launch(block_scores_kernel<float>, glue_grid(n, i2 - i1), dim3(kGlueThreads), 0,
+                                  stream, wp, ldp, n, i1, i2 - i1, u, ldp, err, bs));
+      LLMK_RETURN_IF_ERROR(launch(block_mask_kernel<float>, dim3(1), dim3(select_detail::kThreads),
+                                  sizeof(select_detail::SelectSmem), stream, err, bs, n, i2 - i1,
+                                  prune_count(cfg.sparsity, n * i2) - prune_count(cfg.sparsity, n * i1),
+                                  block_keep, bs));
+    }
     LLMK_RETURN_IF_ERROR(launch_column_loop(cfg.bits, cfg.symmetric, a, stream));
     LLMK_RETURN_IF_ERROR(stream_sync(stream));
     rep.timings.column_loop_s += seconds_since(t0);

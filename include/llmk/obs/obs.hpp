@@ -232,9 +232,10 @@ struct QuantizedLayer {
   std::int64_t rows = 0, cols = 0;
   int bits = 4;
   bool symmetric = true;
-  std::int64_t group_size = 0;      ///< columns per group (cols for per-channel)
-  std::int64_t groups = 0;          ///< cols / group_size
-  std::vector<std::uint8_t> codes;  ///< [rows, cols] unsigned codes u
+  SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< which symmetric grid (symmetric only)
+  std::int64_t group_size = 0;                               ///< columns per group (cols for per-channel)
+  std::int64_t groups = 0;                                   ///< cols / group_size
+  std::vector<std::uint8_t> codes;                           ///< [rows, cols] unsigned codes u
   std::vector<float> scales;        ///< [groups, rows] (GPTQ's layout): group g of row n at g * rows + n
   std::vector<std::uint8_t> zeros;  ///< [groups, rows] zero-point codes (symmetric: 2^(bits-1))
   std::vector<std::int32_t> g_idx;  ///< [cols] group of each column
@@ -515,10 +516,11 @@ enum class ObqOrder {
 
 /// Options of obq_quantize (the quantization choices are GPTQ's, llmk/obs/gptq.hpp).
 struct ObqOptions {
-  int bits = 4;                 ///< 2, 3, 4 or 8
-  bool symmetric = true;        ///< symmetric (signed grid, no zero point) or asymmetric
-  std::int64_t group_size = 0;  ///< 0: per-channel; else it must divide cols
-  bool mse_clip = false;        ///< GPTQ's MSE clip search for the grid (llmk::quant::mse_clip_search)
+  int bits = 4;           ///< 2, 3, 4 or 8
+  bool symmetric = true;  ///< symmetric (signed grid, no zero point) or asymmetric
+  SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< 2^b levels as the reference, or kAbsmax
+  std::int64_t group_size = 0;                               ///< 0: per-channel; else it must divide cols
+  bool mse_clip = false;  ///< GPTQ's MSE clip search for the grid (llmk::quant::mse_clip_search)
   int mse_grid = 100;
   double mse_maxshrink = 0.8;
   double mse_norm = 2.4;
@@ -653,6 +655,7 @@ inline Status obq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
   res.cols = cols;
   res.bits = opt.bits;
   res.symmetric = opt.symmetric;
+  res.symmetric_grid = opt.symmetric_grid;
   res.group_size = opt.group_size == 0 ? cols : opt.group_size;
   res.groups = cols / res.group_size;
   res.codes.assign(static_cast<std::size_t>(rows * cols), 0);
@@ -665,7 +668,7 @@ inline Status obq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
     res.g_idx[static_cast<std::size_t>(c)] = static_cast<std::int32_t>(c / res.group_size);
     res.order[static_cast<std::size_t>(c)] = static_cast<std::int32_t>(c);
   }
-  Status status = with_quantizer(opt.bits, opt.symmetric, [&]<class Q>() -> Status {
+  Status status = with_quantizer(opt.bits, opt.symmetric, opt.symmetric_grid, [&]<class Q>() -> Status {
     const std::size_t d = static_cast<std::size_t>(cols);
     std::vector<quant::QuantParams> params(static_cast<std::size_t>(res.groups));
     std::vector<int> codes(d), codes2(d);

@@ -4,12 +4,18 @@
 //   Wanda      score |W_ij| * ||X_j||_2 (Sun et al. 2023)      ||X_j||_2^2 = (n/2) H_jj, so sqrt(H_jj) is
 //              used: a positive factor common to all columns does not change a row's ranking
 // Neither updates the kept weights. Patterns (PruneOptions, as SparseGptOptions):
-//   unstructured  every row loses exactly llround(sparsity * cols) weights, the lowest scores OF THAT ROW
-//                 (Wanda's per-output comparison group; magnitude is usually done per layer, per row here so
-//                 that all three methods prune the same count from every row)
+//   unstructured  which weights compete for the count is PruneOptions::scope; the default (kReference) is
+//                 each method's reference rule:
+//                   magnitude  per layer: llround(sparsity * rows * cols) weights of the lowest scores of the
+//                              whole layer (the usual rule; per row costs +15.6% loss on the outlier layer)
+//                   Wanda      per row: every row loses exactly llround(sparsity * cols) (Wanda's per-output
+//                              comparison group)
+//                 kPerRow / kPerLayer force either rule for both. Counts are exact: the reference scripts'
+//                 `score <= sorted[int(numel * sparsity)]` prunes one more weight (and every tie) per group.
 //   n:m           n of every m consecutive columns of every row (2:4, 4:8; cols % m == 0)
 // The rank rule (also SparseGPT's, and its GPU kernel's): among the candidates, rank_t = #{u : s_u < s_t or
-// (s_u == s_t and u < t)}; the k candidates of rank < k are pruned (ties go to the lower column index).
+// (s_u == s_t and u < t)}; the k candidates of rank < k are pruned (ties go to the lower index; a candidate
+// set of several rows is indexed row-major, so ties go to the lower row, then column).
 //
 //   llmk::obs::PruneOptions opt;  opt.prune_n = 2;  opt.prune_m = 4;
 //   llmk::obs::PruneResult out;
@@ -26,11 +32,20 @@
 
 namespace llmk::obs {
 
-/// The pruning pattern of the baselines (SparseGptOptions has the same three fields).
+/// Which weights compete for an unstructured pruning count.
+enum class PruneScope {
+  kReference,  ///< each method's reference rule: magnitude per layer, Wanda per row, SparseGPT per block
+               ///< (one threshold over all rows of a block of columns, as the SparseGPT reference code)
+  kPerRow,     ///< every row loses exactly llround(sparsity * cols) weights (and rows stay independent)
+  kPerLayer,   ///< magnitude / Wanda: llround(sparsity * rows * cols) over the whole layer (not SparseGPT)
+};
+
+/// The pruning pattern of the baselines (SparseGptOptions has the same fields).
 struct PruneOptions {
-  double sparsity = 0.5;  ///< fraction of every row pruned, in [0, 1); used when prune_n == 0
+  double sparsity = 0.5;  ///< fraction of the weights pruned, in [0, 1); used when prune_n == 0
   int prune_n = 0;        ///< n:m when > 0: n zeros in every m consecutive columns (0 < n < m, cols % m == 0)
   int prune_m = 0;        ///< 0 with prune_n == 0 (unstructured)
+  PruneScope scope = PruneScope::kReference;  ///< unstructured only: who competes for the count
 };
 
 /// A baseline's output.
@@ -98,25 +113,45 @@ inline double pruned_loss_fp64(const float* w, std::int64_t rows, std::int64_t c
   return 0.5 * total;
 }
 
+inline Status check_scope(PruneScope scope) {
+  if (scope != PruneScope::kReference && scope != PruneScope::kPerRow && scope != PruneScope::kPerLayer)
+    return Status::invalid_argument("scope", "must be kReference, kPerRow or kPerLayer");
+  return {};
+}
+
+// True when an unstructured pruning of the baselines ranks the whole layer at once (magnitude's reference).
+inline bool per_layer(PruneScope scope, bool reference_per_layer) {
+  return scope == PruneScope::kPerLayer || (scope == PruneScope::kReference && reference_per_layer);
+}
+
 // Shared driver of the baselines: score(r, c) -> double (finite, >= 0), then the pattern, then the loss.
 template <class Score>
 Status prune_by_score(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw, const float* h,
-                      std::int64_t ldh, const PruneOptions& opt, LinalgBackend* la, PruneResult* out,
-                      Score score) {
+                      std::int64_t ldh, const PruneOptions& opt, bool reference_per_layer, LinalgBackend* la,
+                      PruneResult* out, Score score) {
   LLMK_RETURN_IF_ERROR(check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
+  LLMK_RETURN_IF_ERROR(check_scope(opt.scope));
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
   PruneResult res;
   res.weights.resize(static_cast<std::size_t>(rows * cols));
   res.mask.assign(res.weights.size(), 1);
   const bool nm = opt.prune_n > 0;
-  const std::int64_t group = nm ? opt.prune_m : cols, k = nm ? opt.prune_n : prune_count(opt.sparsity, cols);
-  std::vector<double> s(static_cast<std::size_t>(group));
   std::vector<std::int64_t> idx;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t g0 = 0; g0 < cols; g0 += group) {
-      for (std::int64_t t = 0; t < group; ++t) s[static_cast<std::size_t>(t)] = score(r, g0 + t);
-      prune_lowest(s.data(), group, k, res.mask.data() + r * cols + g0, idx);
-    }
+  if (!nm && per_layer(opt.scope, reference_per_layer)) {  // one candidate set: the layer, row-major
+    std::vector<double> s(res.weights.size());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) s[static_cast<std::size_t>(r * cols + c)] = score(r, c);
+    prune_lowest(s.data(), rows * cols, prune_count(opt.sparsity, rows * cols), res.mask.data(), idx);
+  } else {
+    const std::int64_t group = nm ? opt.prune_m : cols;
+    const std::int64_t k = nm ? opt.prune_n : prune_count(opt.sparsity, cols);
+    std::vector<double> s(static_cast<std::size_t>(group));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t g0 = 0; g0 < cols; g0 += group) {
+        for (std::int64_t t = 0; t < group; ++t) s[static_cast<std::size_t>(t)] = score(r, g0 + t);
+        prune_lowest(s.data(), group, k, res.mask.data() + r * cols + g0, idx);
+      }
+  }
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::size_t i = static_cast<std::size_t>(r * cols + c);
@@ -137,7 +172,8 @@ Status prune_by_score(const float* w, std::int64_t rows, std::int64_t cols, std:
 
 /// Wanda pruning of w [rows = out features, cols = in features] (ldw) with the layer Hessian h [cols, cols]
 /// (ldh; llmk/obs/hessian.cuh): score |w_rc| * sqrt(H_cc) (fp64), pattern per opt (file comment), no weight
-/// update. out->loss = 1/2 tr(E H E^T) through la's GEMM (fp32 products, fp64 sum) when la is given, else
+/// update (unstructured: per row by default, as Wanda; opt.scope = kPerLayer ranks the whole layer).
+/// out->loss = 1/2 tr(E H E^T) through la's GEMM (fp32 products, fp64 sum) when la is given, else
 /// exactly in fp64 over the pruned entries (O(rows k^2), k pruned per row: fine for small layers). Dead
 /// columns (H_cc == 0) score 0 and go first. Errors name: rows, cols, w, ldw, h, ldh, sparsity, prune_n,
 /// prune_m, out.
@@ -148,14 +184,15 @@ inline Status wanda_prune(const float* w, std::int64_t rows, std::int64_t cols, 
                           const float* h, std::int64_t ldh, const PruneOptions& opt, LinalgBackend* la,
                           PruneResult* out) {
   LLMK_RETURN_IF_ERROR(detail::validate_layer(detail::LayerArgs{w, rows, cols, ldw, h, ldh}));
-  return detail::prune_by_score(w, rows, cols, ldw, h, ldh, opt, la, out,
+  return detail::prune_by_score(w, rows, cols, ldw, h, ldh, opt, /*reference_per_layer=*/false, la, out,
                                 [&](std::int64_t r, std::int64_t c) {
                                   return std::fabs(static_cast<double>(w[r * ldw + c])) *
                                          std::sqrt(static_cast<double>(h[c * ldh + c]));
                                 });
 }
 
-/// Magnitude pruning of w [rows, cols] (ldw): score |w_rc|, pattern per opt, no weight update. h [cols, cols]
+/// Magnitude pruning of w [rows, cols] (ldw): score |w_rc|, pattern per opt (unstructured: per layer by
+/// default, opt.scope = kPerRow for an exact count in every row), no weight update. h [cols, cols]
 /// (ldh) is optional: only the reported loss uses it (nullptr: has_loss false; la as in wanda_prune). Errors
 /// name: rows, cols, w, ldw, h, ldh (when h is given), sparsity, prune_n, prune_m, out.
 ///   llmk::obs::PruneOptions opt;  opt.prune_n = 2;  opt.prune_m = 4;
@@ -167,7 +204,7 @@ inline Status magnitude_prune(const float* w, std::int64_t rows, std::int64_t co
   LLMK_RETURN_IF_ERROR(h != nullptr ? detail::validate_layer(detail::LayerArgs{w, rows, cols, ldw, h, ldh})
                                     : detail::validate_weights(w, rows, cols, ldw));
   return detail::prune_by_score(
-      w, rows, cols, ldw, h, ldh, opt, la, out,
+      w, rows, cols, ldw, h, ldh, opt, /*reference_per_layer=*/true, la, out,
       [&](std::int64_t r, std::int64_t c) { return std::fabs(static_cast<double>(w[r * ldw + c])); });
 }
 

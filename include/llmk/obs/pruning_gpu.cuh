@@ -7,13 +7,14 @@
 // so the key is the fp64 bit pattern). Scores are finite and >= 0 (inputs validated), so the keys order as
 // unsigned integers, and +0 / -0 weights both give key 0 (fabs).
 //
-// Kernels (256 threads, one CTA per row, grid-stride over rows):
-//   unstructured  k = llround(sparsity * cols) (detail::prune_count). An exact radix select of the k-th
-//                 smallest key T: 8-bit digits, one shared-memory histogram pass per digit (4 passes for
-//                 magnitude's 32-bit keys, 8 for Wanda's 64-bit keys; the row is re-read each pass, L2
-//                 resident for LLM rows), a block scan of the 256 bins finds the digit. Then keys < T are
-//                 pruned and, among keys == T, the lowest-index ones up to k (an ordered prefix count over
-//                 chunks of 256 columns: per-warp ballot/popc plus the warp offsets).
+// Kernels (256 threads):
+//   unstructured  the candidate set is a row (Wanda's default, and scope kPerRow: one CTA per row,
+//   grid-stride
+//                 over rows, k = llround(sparsity * cols)) or the whole layer (magnitude's default, and scope
+//                 kPerLayer: one CTA, k = llround(sparsity * rows * cols), ties to the lower row-major
+//                 index). The selection is llmk/obs/select_gpu.cuh's exact radix select (4 histogram passes
+//                 for magnitude's 32-bit keys, 8 for Wanda's 64-bit keys) plus an ordered pass for the ties.
+//                 A per-layer selection on one CTA reads the layer 5-9 times on one SM: an offline step.
 //   n:m           groups of m consecutive columns (m <= 32), 32 / m groups per warp, a lane per column:
 //                 rank_t = #{u : s_u < s_t or (s_u == s_t and u < t)} by m shuffles (registers only);
 //                 rank < n is pruned.
@@ -31,6 +32,7 @@
 #include "llmk/config.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/obs/pruning.hpp"
+#include "llmk/obs/select_gpu.cuh"
 
 #if defined(LLMK_HOST_ONLY)
 #error "llmk/obs/pruning_gpu.cuh holds kernels: build with nvcc or the simulator (LLMK_SIM)"
@@ -50,13 +52,6 @@ inline constexpr unsigned kFull = 0xffffffffu;
 inline constexpr int kMaxGroup = 32;  // n:m: m <= 32 (a group lives in one warp's registers)
 
 enum CheckBits : unsigned { kBadW = 1u, kBadHFinite = 2u, kBadHNegative = 4u };
-
-struct alignas(16) SelectSmem {
-  unsigned hist[256];
-  unsigned warp_total[kWarps];
-  unsigned long long prefix;  // the digits of T found so far
-  unsigned rank;              // 1-based rank of T among the keys matching prefix
-};
 
 // The sort key of column c of row r (see the file comment). Wanda: Key = 64 bits, else 32 bits.
 template <bool kWanda>
@@ -78,107 +73,24 @@ struct KeyOf<true> {
   }
 };
 
-// Block-wide inclusive scan of v (256 threads); *total gets the sum. Two barriers; warp_total reusable after.
-LLMK_DEVICE unsigned block_scan(unsigned v, unsigned* warp_total, unsigned* total) {
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const unsigned o = __shfl_up_sync(kFull, v, off);
-    if (lane >= off) v += o;
-  }
-  if (lane == 31) warp_total[warp] = v;
-  __syncthreads();
-  unsigned base = 0, sum = 0;
-#pragma unroll
-  for (int i = 0; i < kWarps; ++i) {
-    const unsigned t = warp_total[i];
-    base += i < warp ? t : 0u;
-    sum += t;
-  }
-  __syncthreads();
-  *total = sum;
-  return v + base;
-}
-
-// One CTA per row: prune the k lowest keys of the row (rank rule), write out and mask.
+// Unstructured: CTA b takes the candidate sets b, b + gridDim.x, ...: per row (segment_rows = 1, one set per
+// row) or per layer (segment_rows = rows, one set); prunes the k lowest keys of each (select_lowest: the rank
+// rule, ties to the lower row-major index) and writes out and mask.
 template <bool kWanda>
 __global__ void __launch_bounds__(kThreads)
     unstructured_kernel(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
-                        const float* h, std::int64_t ldh, std::int64_t k, float* out, std::int64_t ld_out,
-                        std::uint8_t* mask, std::int64_t ld_mask) {
+                        const float* h, std::int64_t ldh, std::int64_t segment_rows, std::int64_t k,
+                        float* out, std::int64_t ld_out, std::uint8_t* mask, std::int64_t ld_mask) {
   using K = KeyOf<kWanda>;
-  using Key = typename K::type;
-  constexpr int kBits = static_cast<int>(sizeof(Key) * 8);
-  SelectSmem& sm = shared_storage<SelectSmem>();
-  const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid % 32, warp = tid / 32;
-  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* wr = w + r * ldw;
-    float* outr = out + r * ld_out;
-    std::uint8_t* mr = mask + r * ld_mask;
-    Key thr = 0;
-    unsigned rank = 0;  // the number of keys == thr to prune (lowest indices first)
-    if (k > 0) {
-      if (tid == 0) {
-        sm.prefix = 0;
-        sm.rank = static_cast<unsigned>(k);
-      }
-      for (int shift = kBits - 8; shift >= 0; shift -= 8) {
-        sm.hist[tid] = 0;
-        __syncthreads();  // hist cleared, prefix / rank of the previous digit visible
-        const Key prefix = static_cast<Key>(sm.prefix);
-        const unsigned want = sm.rank;
-        const Key high = shift + 8 >= kBits ? Key{0} : static_cast<Key>(~Key{0} << (shift + 8));
-        for (std::int64_t c = tid; c < cols; c += kThreads) {
-          const Key key = K::get(wr, h, ldh, c);
-          if ((key & high) == prefix) atomicAdd(&sm.hist[static_cast<unsigned>(key >> shift) & 255u], 1u);
-        }
-        __syncthreads();
-        const unsigned count = sm.hist[tid];
-        unsigned total = 0;
-        const unsigned incl = block_scan(count, sm.warp_total, &total);
-        const unsigned excl = incl - count;
-        if (excl < want && want <= incl) {  // exactly one thread: the digit of the want-th key
-          sm.prefix = static_cast<unsigned long long>(prefix | (static_cast<Key>(tid) << shift));
-          sm.rank = want - excl;
-        }
-        __syncthreads();  // before hist is cleared again; prefix / rank written
-      }
-      thr = static_cast<Key>(sm.prefix);
-      rank = sm.rank;
-    }
-    // Ordered pass: prune key < thr, and key == thr while fewer than `rank` equal keys precede.
-    unsigned seen = 0;  // keys == thr in the chunks before
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kThreads) {
-      const std::int64_t c = c0 + tid;
-      const bool in = c < cols;
-      const Key key = in ? K::get(wr, h, ldh, c) : Key{0};
-      const bool eq = k > 0 && in && key == thr;
-      unsigned before = 0;
-      if (k > 0 && seen < rank) {  // block-uniform
-        const unsigned ball = __ballot_sync(kFull, eq);
-        if (lane == 0) sm.warp_total[warp] = static_cast<unsigned>(__popc(ball));
-        __syncthreads();
-        before = seen + static_cast<unsigned>(__popc(ball & ((1u << lane) - 1u)));
-        unsigned sum = 0;
-#pragma unroll
-        for (int i = 0; i < kWarps; ++i) {
-          const unsigned t = sm.warp_total[i];
-          before += i < warp ? t : 0u;
-          sum += t;
-        }
-        __syncthreads();
-        seen += sum;
-      } else {
-        before = rank;  // no equal key is pruned any more
-      }
-      if (in) {
-        const bool pruned = k > 0 && (key < thr || (eq && before < rank));
-        outr[c] = pruned ? 0.0f : wr[c];
-        mr[c] = pruned ? std::uint8_t{0} : std::uint8_t{1};
-      }
-    }
-    __syncthreads();  // sm reused by the next row
+  select_detail::SelectSmem& sm = shared_storage<select_detail::SelectSmem>();
+  for (std::int64_t r0 = blockIdx.x * segment_rows; r0 < rows; r0 += gridDim.x * segment_rows) {
+    select_detail::select_lowest<typename K::type>(
+        sm, segment_rows, cols, k,
+        [&](std::int64_t r, std::int64_t c) { return K::get(w + (r0 + r) * ldw, h, ldh, c); },
+        [&](std::int64_t r, std::int64_t c, bool pruned) {
+          out[(r0 + r) * ld_out + c] = pruned ? 0.0f : w[(r0 + r) * ldw + c];
+          mask[(r0 + r) * ld_mask + c] = pruned ? std::uint8_t{0} : std::uint8_t{1};
+        });
   }
 }
 
@@ -291,6 +203,11 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
           "ldh", str_cat("must be >= cols (the Hessian is [cols, cols]; cols=", cols, ", ldh=", ldh, ")"));
   }
   LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
+  if (opt.prune_n == 0 && detail::per_layer(opt.scope, !wanda) && rows * cols > 0xffffffffLL)
+    return Status::invalid_argument(
+        "rows", str_cat("rows * cols must be < 2^32 for a per-layer selection (32-bit counts), got ", rows,
+                        " x ", cols));
   if (opt.prune_n > 0 && opt.prune_m > kMaxGroup)
     return Status::invalid_argument(
         "prune_m", str_cat("must be <= 32 on the GPU (a group is held by one warp), got ", opt.prune_m));
@@ -340,12 +257,17 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
     return launch(nm_kernel<false>, grid, dim3(kThreads), 0, stream, w, rows, cols, ldw, hh, ldh, opt.prune_n,
                   opt.prune_m, out, ld_out, mask, ld_mask);
   }
-  const std::int64_t k = detail::prune_count(opt.sparsity, cols);
+  // Per row: one candidate set per row, a CTA each; per layer: one set, one CTA (file comment).
+  const bool layer = detail::per_layer(opt.scope, /*reference_per_layer=*/!wanda);
+  const std::int64_t segment_rows = layer ? rows : 1;
+  const std::int64_t k = detail::prune_count(opt.sparsity, segment_rows * cols);
+  const dim3 ugrid = layer ? dim3(1) : grid;
+  const std::size_t smem = sizeof(select_detail::SelectSmem);
   if (wanda)
-    return launch(unstructured_kernel<true>, grid, dim3(kThreads), sizeof(SelectSmem), stream, w, rows, cols,
-                  ldw, hh, ldh, k, out, ld_out, mask, ld_mask);
-  return launch(unstructured_kernel<false>, grid, dim3(kThreads), sizeof(SelectSmem), stream, w, rows, cols,
-                ldw, hh, ldh, k, out, ld_out, mask, ld_mask);
+    return launch(unstructured_kernel<true>, ugrid, dim3(kThreads), smem, stream, w, rows, cols, ldw, hh, ldh,
+                  segment_rows, k, out, ld_out, mask, ld_mask);
+  return launch(unstructured_kernel<false>, ugrid, dim3(kThreads), smem, stream, w, rows, cols, ldw, hh, ldh,
+                segment_rows, k, out, ld_out, mask, ld_mask);
 }
 
 }  // namespace prune_gpu_detail

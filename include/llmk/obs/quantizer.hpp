@@ -1,15 +1,22 @@
-// llmk/obs/quantizer.hpp: the weight quantizers OBQ and GPTQ use, chosen at run time by (bits, symmetric).
-// They ARE llmk::quant::Quantizer (llmk/quant/scheme.cuh: the same rounding, ranges and edge cases as every
-// llmk kernel and calibrator); this header adds 2- and 3-bit code types (obs::int2_code, uint2_code,
-// int3_code, uint3_code: storage tags with StorageTraits, used for the arithmetic only, never stored) so that
-// bits 2, 3, 4 and 8 all go through the one implementation:
-//   symmetric   signed codes q in [-2^(b-1), 2^(b-1) - 1], s = amax / (2^(b-1) - 1), no zero point
-//   asymmetric  unsigned codes q in [0, 2^b - 1], s = (hi - lo) / (2^b - 1), z = round(-lo / s)
+// llmk/obs/quantizer.hpp: the weight quantizers OBQ, GPTQ and SparseGPT use, chosen at run time by (bits,
+// symmetric, symmetric grid). They ARE llmk::quant::Quantizer (llmk/quant/scheme.cuh: the same rounding,
+// ranges and edge cases as every llmk kernel and calibrator); this header adds 2- and 3-bit code types
+// (obs::int2_code, uint2_code, int3_code, uint3_code: storage tags with StorageTraits, used for the
+// arithmetic only, never stored) so that bits 2, 3, 4 and 8 all go through the one implementation:
+//   symmetric, full range (default)  signed codes q in [-2^(b-1), 2^(b-1) - 1], s = 2 amax / (2^b - 1): the
+//                                    GPTQ reference's sym=True grid (quant::SymmetricFullRange, 16 levels at
+//                                    4 bits)
+//   symmetric, absmax                the same codes without -2^(b-1), s = amax / (2^(b-1) - 1)
+//   (quant::Symmetric,
+//                                    15 levels at 4 bits; SymmetricGrid::kAbsmax)
+//   asymmetric                       unsigned codes q in [0, 2^b - 1], s = (hi - lo) / (2^b - 1), z =
+//   round(-lo / s)
 // Output codes are UNSIGNED (the weight-only GEMM's format, llmk/gemm/weight_only.cuh): symmetric codes are
 // stored as u = q + 2^(b-1) with zero point z = 2^(b-1); asymmetric ones as u = q with their zero point.
 // Either way the weight is s * (u - z).
 //
-//   llmk::obs::with_quantizer(4, true, [&]<class Q>() { auto p = Q::params_from_absmax(amax); });
+//   llmk::obs::with_quantizer(4, true, llmk::obs::SymmetricGrid::kFullRange,
+//                             [&]<class Q>() { auto p = Q::params_from_absmax(amax); });
 #pragma once
 
 #include <cstdint>
@@ -64,13 +71,32 @@ inline Status check_bits(int bits) {
   return {};
 }
 
+/// The grid of symmetric weight quantization (options' `symmetric = true`).
+enum class SymmetricGrid {
+  kFullRange,  ///< default: all 2^b codes, s = 2 amax / (2^b - 1), the GPTQ reference's sym=True grid
+  kAbsmax,     ///< 2^b - 1 codes (no -2^(b-1)), s = amax / (2^(b-1) - 1): llmk's grid before 2026-11
+};
+
 /// Calls f.template operator()<Q>() with Q = llmk::quant::Quantizer<code type, scheme, PerChannel> for
-/// (bits, symmetric); bits must pass check_bits. Returns what f returns.
-///   double e = llmk::obs::with_quantizer(3, false, [&]<class Q>() { return Q::params_from_range(lo,
-///   hi).scale; });
+/// (bits, symmetric, grid): scheme SymmetricFullRange, Symmetric (kAbsmax) or Asymmetric (symmetric = false:
+/// the grid is ignored). bits must pass check_bits. Returns what f returns.
+///   double e = llmk::obs::with_quantizer(3, false, llmk::obs::SymmetricGrid::kFullRange,
+///                                        [&]<class Q>() { return Q::params_from_range(lo, hi).scale; });
 template <class F>
-decltype(auto) with_quantizer(int bits, bool symmetric, F&& f) {
-  using quant::Asymmetric, quant::PerChannel, quant::Quantizer, quant::Symmetric;
+decltype(auto) with_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& f) {
+  using quant::Asymmetric, quant::PerChannel, quant::Quantizer, quant::Symmetric, quant::SymmetricFullRange;
+  if (symmetric && grid == SymmetricGrid::kFullRange) {
+    switch (bits) {
+      case 2:
+        return f.template operator()<Quantizer<int2_code, SymmetricFullRange, PerChannel>>();
+      case 3:
+        return f.template operator()<Quantizer<int3_code, SymmetricFullRange, PerChannel>>();
+      case 4:
+        return f.template operator()<Quantizer<int4_t, SymmetricFullRange, PerChannel>>();
+      default:
+        return f.template operator()<Quantizer<int8_t, SymmetricFullRange, PerChannel>>();
+    }
+  }
   if (symmetric) {
     switch (bits) {
       case 2:
@@ -93,6 +119,23 @@ decltype(auto) with_quantizer(int bits, bool symmetric, F&& f) {
     default:
       return f.template operator()<Quantizer<uint8_t, Asymmetric, PerChannel>>();
   }
+}
+
+/// The kernels' form (llmk/obs/gpu_path.cuh, obs_gpu.cuh): symmetric picks the absmax type for both grids,
+/// because quantize() and dequantize() are the same for them (q = clamp(round(x / s)), x' = q s) and only the
+/// scale differs, which the kernels take from GridChoice::full_range at run time (half the instantiations).
+template <class F>
+decltype(auto) with_quantizer(int bits, bool symmetric, F&& f) {
+  return with_quantizer(bits, symmetric, SymmetricGrid::kAbsmax, static_cast<F&&>(f));
+}
+
+/// The symmetric parameters of a group with absolute maximum amax on the chosen grid, for a Q of either
+/// symmetric scheme (the kernels' run-time choice; host code uses the grid's own Q).
+template <class Q>
+LLMK_HOST_DEVICE quant::QuantParams symmetric_params(float amax, bool full_range) {
+  using Full = quant::Quantizer<typename Q::storage_type, quant::SymmetricFullRange, typename Q::granularity>;
+  using Abs = quant::Quantizer<typename Q::storage_type, quant::Symmetric, typename Q::granularity>;
+  return full_range ? Full::params_from_absmax(amax) : Abs::params_from_absmax(amax);
 }
 
 /// Offset from Q's code to the unsigned stored code u (2^(b-1) for signed codes, 0 for unsigned ones).

@@ -13,10 +13,16 @@
 //      blocks). Blocks [i1, i2) = [0, bs), [bs, 2 bs), ...
 //   3. score s_t = (w_t * w_t) / (U_tt * U_tt) in fp32; rank rule (llmk/obs/pruning.hpp): prune the k of
 //      lowest (score, column) in the candidate set.
-//      unstructured  at each block start, per row, candidates [i1, i2), k = llround(sparsity i2) -
-//                    llround(sparsity i1): every row loses exactly llround(sparsity cols) weights. The mask
-//                    is PER ROW (the reference Python code thresholds the whole block of all rows at once):
-//                    exact per-row sparsity, and rows stay independent, which the GPU kernel relies on.
+//      unstructured  at each block start, on the current weights of the block's columns [i1, i2):
+//                    scope kReference (default, the reference code's rule): ONE candidate set of all rows x
+//                      [i1, i2), row-major, k = llround(sparsity rows i2) - llround(sparsity rows i1), so the
+//                      layer loses exactly llround(sparsity rows cols) weights and rows with small saliencies
+//                      give more. (The reference prunes score <= sorted[int(numel sparsity)]: one more weight
+//                      and every tie per block; llmk's count is exact.)
+//                    scope kPerRow: per row, candidates [i1, i2), k = llround(sparsity i2) - llround(sparsity
+//                      i1): every row loses exactly llround(sparsity cols) weights (for kernels that need the
+//                      same count in every row, or rows that must stay independent). Costs +24-26% layer loss
+//                      at 50% on rows of unequal norms (docs/obs.md).
 //      n:m           when j - i1 is a multiple of m, per row, candidates j .. j+m-1 (current weights), k = n.
 //   4. column loop j = i1 .. i2-1 (group grids first when grouped and j % G == 0, then the n:m mask), each
 //      row: x = w_j; q = pruned ? 0 : (bits ? dequantize(quantize(x)) : x); e = (x - q) / U_jj;
@@ -39,6 +45,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -49,18 +56,21 @@ namespace llmk::obs {
 
 /// Options of sparsegpt_prune.
 struct SparseGptOptions {
-  double sparsity = 0.5;          ///< fraction of every row pruned, in [0, 1); used when prune_n == 0
-  int prune_n = 0;                ///< n:m when > 0: n zeros in every m consecutive columns
-  int prune_m = 0;                ///< (0 < n < m, cols % m == 0); both 0: unstructured
+  double sparsity = 0.5;  ///< fraction of the weights pruned, in [0, 1); used when prune_n == 0
+  PruneScope scope = PruneScope::kReference;  ///< unstructured: kReference (per block) or kPerRow
+  int prune_n = 0;                            ///< n:m when > 0: n zeros in every m consecutive columns
+  int prune_m = 0;                            ///< (0 < n < m, cols % m == 0); both 0: unstructured
   std::int64_t block_size = 128;  ///< lazy-batch block (>= 1); n:m rounds it down to a multiple of m
   int bits = 0;                   ///< joint quantization: 0 (none), 2, 3, 4 or 8
   bool symmetric = true;          ///< as GptqOptions
-  std::int64_t group_size = 0;    ///< as GptqOptions (0: per-channel; must be 0 when bits == 0)
-  bool mse_clip = false;          ///< GPTQ's MSE clip search for each grid (as GptqOptions)
+  SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< as GptqOptions
+  std::int64_t group_size = 0;  ///< as GptqOptions (0: per-channel; must be 0 when bits == 0)
+  bool mse_clip = false;        ///< GPTQ's MSE clip search for each grid (as GptqOptions)
   int mse_grid = 100;
   double mse_maxshrink = 0.8;
   double mse_norm = 2.4;
-  DampingOptions damping;  ///< percdamp 0.01, x10 retries
+  DampingOptions damping;   ///< percdamp 0.01, x10 retries
+  bool report_loss = true;  ///< compute SparseGptResult::loss (one more O(N K^2) GEMM); false: loss = NaN
 };
 
 /// sparsegpt_prune's output.
@@ -95,6 +105,10 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
   const detail::LayerArgs a{w, rows, cols, ldw, h, ldh};
   LLMK_RETURN_IF_ERROR(detail::validate_layer(a));
   LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
+  if (opt.scope == PruneScope::kPerLayer)
+    return Status::invalid_argument(
+        "scope", "SparseGPT chooses its mask a block of columns at a time: kReference or kPerRow");
   if (opt.block_size < 1)
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
   if (opt.bits != 0) {
@@ -140,6 +154,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     ql.cols = d;
     ql.bits = opt.bits;
     ql.symmetric = opt.symmetric;
+    ql.symmetric_grid = opt.symmetric_grid;
     ql.group_size = G;
     ql.groups = d / G;
     ql.codes.assign(nd, 0);
@@ -170,7 +185,10 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     if (kQuant && !grouped)  // per-channel grids from the original (dead-column-fixed) weights
       for (std::int64_t r = 0; r < n; ++r) set_params(0, r, wp.data() + r * d);
 
-    std::vector<float> err(static_cast<std::size_t>(n * bs)), tmp, scores(static_cast<std::size_t>(bs));
+    const bool per_block = !nm && opt.scope == PruneScope::kReference;
+    std::vector<float> err(static_cast<std::size_t>(n * bs)), tmp,
+        scores(static_cast<std::size_t>(per_block ? n * bs : bs));
+    std::vector<std::uint8_t> block_keep(static_cast<std::size_t>(per_block ? n * bs : 0));
     std::vector<float> group_vals(static_cast<std::size_t>(grouped ? G : 0));
     std::vector<std::int64_t> idx;
     // fp32 saliency of the current weight of row r, column t (the GPU kernel computes the same expression).
@@ -181,7 +199,21 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     double loss_est = 0.0;
     for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
       const std::int64_t i2 = std::min(i1 + bs, d), count = i2 - i1;
-      if (!nm) {
+      if (per_block) {
+        const std::int64_t k =
+            detail::prune_count(opt.sparsity, n * i2) - detail::prune_count(opt.sparsity, n * i1);
+        if (k > 0) {
+          for (std::int64_t r = 0; r < n; ++r)
+            for (std::int64_t t = i1; t < i2; ++t)
+              scores[static_cast<std::size_t>(r * count + t - i1)] = score(r, t);
+          std::fill(block_keep.begin(), block_keep.begin() + n * count, std::uint8_t{1});
+          detail::prune_lowest(scores.data(), n * count, k, block_keep.data(), idx);
+          for (std::int64_t r = 0; r < n; ++r)
+            for (std::int64_t t = i1; t < i2; ++t)
+              res.mask[static_cast<std::size_t>(r * d + t)] =
+                  block_keep[static_cast<std::size_t>(r * count + t - i1)];
+        }
+      } else if (!nm) {
         const std::int64_t k = detail::prune_count(opt.sparsity, i2) - detail::prune_count(opt.sparsity, i1);
         if (k > 0)
           for (std::int64_t r = 0; r < n; ++r) {
@@ -231,7 +263,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     res.loss_estimate = loss_est;
     return {};
   };
-  const Status status = opt.bits != 0 ? with_quantizer(opt.bits, opt.symmetric, run)
+  const Status status = opt.bits != 0 ? with_quantizer(opt.bits, opt.symmetric, opt.symmetric_grid, run)
                                       : run.template operator()<detail::NoQuantizer>();
   LLMK_RETURN_IF_ERROR(status);
   // Everything since the inverse that was not a trailing GEMM: the column loops (masks and grids included).
@@ -239,7 +271,10 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
   if (!detail::all_finite(res.weights.data(), n * d))
     return Status::internal("sparsegpt produced non-finite weights");
   phase = std::chrono::steady_clock::now();
-  LLMK_RETURN_IF_ERROR(detail::layer_loss(a, res.weights, la, &res.loss));
+  if (opt.report_loss)
+    LLMK_RETURN_IF_ERROR(detail::layer_loss(a, res.weights, la, &res.loss));
+  else
+    res.loss = std::numeric_limits<double>::quiet_NaN();
   times.loss_s = detail::seconds_since(phase);
   res.damping = rep;
   res.timings = times;

@@ -3,9 +3,12 @@
 // path uses (llmk/obs/gpu_path.cuh): per block ONE fused column-loop launch (masks, optional joint
 // quantization, the in-block updates), the trailing updates, factorizations and loss through the backend.
 //
-// Masks: unstructured, per row at each block start, the k = llround(sparsity i2) - llround(sparsity i1)
-// lowest scores (w_t^2 / U_tt^2 on the current weights, fp32) of the block are pruned, ties to the lower
-// column (the rank rule of llmk/obs/pruning.hpp): every row loses exactly llround(sparsity cols) weights.
+// Masks: unstructured with scope kReference (default, the reference code's rule): at each block start ONE
+// CTA (block_mask_kernel, llmk/obs/select_gpu.cuh) prunes the k = llround(sparsity rows i2) -
+// llround(sparsity rows i1) lowest scores (w_t^2 / U_tt^2 on the current weights, fp32) of all rows x the
+// block's columns, ties to the lower row-major index; with kPerRow, per row in the column loop, the k =
+// llround(sparsity i2) - llround(sparsity i1) lowest of the row's block, ties to the lower column (every row
+// loses exactly llround(sparsity cols) weights). Both are the host path's rules (llmk/obs/sparsegpt.hpp).
 // n:m: when (j - i1) % m == 0, the n lowest of columns j .. j+m-1. Pruned weights are exactly 0 (code: the
 // zero point).
 //
@@ -13,7 +16,7 @@
 // a multiple of m, at least m), capped at 128, with bs % m == 0 (n:m) and the group rule of GPTQ's GPU path
 // (G <= bs: bs % G == 0; G > bs: G % bs == 0). n:m with m > 128 is Status::unsupported. When the block size
 // used equals the host path's, the simulator (host backend) reproduces sparsegpt_prune bit for bit; otherwise
-// unstructured masks are chosen over other blocks (the same per-row sparsity, another mask).
+// unstructured masks are chosen over other blocks (the same sparsity, another mask).
 //
 //   llmk::obs::CudaLinalgBackend la(stream);                // the simulator: llmk::obs::HostLapackBackend
 //   llmk::obs::SparseGptOptions opt;  opt.prune_n = 2;  opt.prune_m = 4;
@@ -93,6 +96,14 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
   if (opt.block_size < 1)
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
+  LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
+  if (opt.scope == PruneScope::kPerLayer)
+    return Status::invalid_argument(
+        "scope", "SparseGPT chooses its mask a block of columns at a time: kReference or kPerRow");
+  if (rows > (std::int64_t{1} << 24))
+    return Status::invalid_argument(
+        "rows",
+        str_cat("must be <= 2^24 (a block's mask counts rows x 128 candidates in 32 bits), got ", rows));
   const bool quantize = opt.bits != 0;
   if (quantize) {
     LLMK_RETURN_IF_ERROR(detail::validate_quant_choice(opt.bits, opt.group_size, cols));
@@ -141,10 +152,13 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   cfg.group_size = quantize ? opt.group_size : 0;
   cfg.act_order = false;
   cfg.static_groups = false;
-  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm};
+  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm,
+                                opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
   cfg.block_size = opt.block_size;
   cfg.damping = opt.damping;
-  cfg.prune_mode = opt.prune_n > 0 ? detail::kPruneNM : detail::kPruneUnstructured;
+  cfg.prune_mode = opt.prune_n > 0                    ? detail::kPruneNM
+                   : opt.scope == PruneScope::kPerRow ? detail::kPruneUnstructured
+                                                      : detail::kPruneBlock;
   cfg.sparsity = opt.sparsity;
   cfg.prune_n = opt.prune_n;
   cfg.prune_m = opt.prune_m;

@@ -4,7 +4,8 @@
 //
 // A quantizer is three choices, each a type:
 //   storage      int8_t, uint8_t, llmk::int4_t, llmk::uint4_t (packed two per byte), float8_e4m3, float8_e5m2
-//   scheme       Symmetric (no zero point) or Asymmetric (zero point)
+//   scheme       Symmetric (no zero point, 2^b - 1 levels: activations, KV caches, W8A8), SymmetricFullRange
+//                (no zero point, all 2^b levels: the GPTQ reference's sym=True, weights) or Asymmetric
 //   granularity  PerTensor, PerChannel (one scale per row of a weight [out, in]), PerToken (one scale per row
 //   of
 //                an activation [tokens, hidden]), GroupWise<G> (G consecutive elements of a row; G = 0:
@@ -17,6 +18,10 @@
 //
 // The rules (docs/quantization.md has the derivations and the worked examples):
 //   Symmetric, integer: s = amax / qmax,                          q = clamp(round(x / s), qmin, qmax)
+//   SymmetricFullRange: s = amax / (qmax + 1/2) = 2 amax / (2^b - 1), q = clamp(round(x / s), qmin, qmax)
+//                       (qmin = -2^(b-1) is used: 16 levels at 4 bits instead of 15; +-amax sits half a step
+//                       outside the last levels, as in the GPTQ reference, whose unsigned codes are q +
+//                       2^(b-1))
 //   Asymmetric:         lo = min(min, 0), hi = max(max, 0)  (the range always holds 0, so 0 is exact)
 //                       s = (hi - lo) / (qmax - qmin), z = round(-lo / s) + qmin, q = clamp(round(x / s) + z)
 //   fp8 (symmetric):    s = amax / 448 (e4m3) or amax / 57344 (e5m2), q = fp8_satfinite(x / s)
@@ -26,7 +31,7 @@
 //                       would contract it into an FMA and the host would not). Do not build llmk kernels with
 //                       --use_fast_math: approximate division breaks bit-exactness with the reference.
 // Edge cases:
-//   all-zero range      Symmetric: s = 1 (every code 0, dequantizes to exactly 0); Asymmetric: range [-1, 1]
+//   all-zero range      Symmetric (both): s = 1 (every code 0, dequantizes to exactly 0); Asymmetric: [-1, 1]
 //                       (as the GPTQ reference does), zero quantizes to z and back to exactly 0.
 //   NaN input           integer storage: the zero point (dequantizes to 0); fp8: NaN. The same for a NaN
 //                       quotient x / s (a static scale that is 0, Inf or NaN: scales must be positive,
@@ -54,6 +59,13 @@ namespace llmk::quant {
 /// q = clamp(round(x / s)), s = amax / qmax; no zero point.
 struct Symmetric {
   static constexpr const char* kName = "symmetric";
+};
+/// q = clamp(round(x / s), qmin, qmax), s = amax / (qmax + 1/2) = 2 amax / (2^b - 1): every one of the 2^b
+/// signed codes is used (int4: [-8, 7], 16 levels), as the GPTQ reference's symmetric mode (sym=True) and the
+/// checkpoints made with it (stored unsigned, u = q + 2^(b-1), zero point 2^(b-1)). Integer storage only. The
+/// weight quantizers' default (llmk/obs/quantizer.hpp); Symmetric (15 levels at 4 bits) stays available.
+struct SymmetricFullRange {
+  static constexpr const char* kName = "symmetric-full-range";
 };
 /// q = clamp(round(x / s) + z), s = (max - min) / (2^b - 1), z = round(-min / s) + qmin.
 struct Asymmetric {
@@ -94,7 +106,8 @@ template <class G>
 concept Granularity = std::is_same_v<G, PerTensor> || std::is_same_v<G, PerChannel> ||
     std::is_same_v<G, PerToken> || is_group_wise<G>::value;
 template <class S>
-concept Scheme = std::is_same_v<S, Symmetric> || std::is_same_v<S, Asymmetric>;
+concept Scheme =
+    std::is_same_v<S, Symmetric> || std::is_same_v<S, SymmetricFullRange> || std::is_same_v<S, Asymmetric>;
 
 /// True for the granularities with one scale per row (PerChannel and PerToken share the layout).
 template <class G>
@@ -206,15 +219,19 @@ struct Quantizer {
   static_assert(Storage<StorageT>,
                 "llmk::quant::Quantizer: unsupported storage type; use int8_t, uint8_t, llmk::int4_t, "
                 "llmk::uint4_t, llmk::float8_e4m3 or llmk::float8_e5m2");
-  static_assert(Scheme<SchemeT>, "llmk::quant::Quantizer: the scheme must be Symmetric or Asymmetric");
+  static_assert(Scheme<SchemeT>,
+                "llmk::quant::Quantizer: the scheme must be Symmetric, SymmetricFullRange or Asymmetric");
   static_assert(
       Granularity<GranularityT>,
       "llmk::quant::Quantizer: the granularity must be PerTensor, PerChannel, PerToken or GroupWise<G>");
   static_assert(
       !(StorageTraits<StorageT>::kIsFloat && std::is_same_v<SchemeT, Asymmetric>),
       "llmk::quant::Quantizer: fp8 storage supports only the Symmetric scheme (fp8 has no zero point)");
+  static_assert(!(StorageTraits<StorageT>::kIsFloat && std::is_same_v<SchemeT, SymmetricFullRange>),
+                "llmk::quant::Quantizer: fp8 storage supports only the Symmetric scheme (SymmetricFullRange "
+                "is an integer grid)");
   static_assert(!(!StorageTraits<StorageT>::kIsFloat && !StorageTraits<StorageT>::kSigned &&
-                  std::is_same_v<SchemeT, Symmetric>),
+                  !std::is_same_v<SchemeT, Asymmetric>),
                 "llmk::quant::Quantizer: unsigned storage (uint8_t, uint4_t) needs the Asymmetric scheme; "
                 "use int8_t or llmk::int4_t for symmetric quantization");
 
@@ -226,6 +243,7 @@ struct Quantizer {
   using traits = StorageTraits<StorageT>;
   static constexpr bool kIsFloat = traits::kIsFloat;
   static constexpr bool kAsymmetric = std::is_same_v<SchemeT, Asymmetric>;
+  static constexpr bool kFullRange = std::is_same_v<SchemeT, SymmetricFullRange>;
   /// What quantize() returns: the integer code, or the fp8 value.
   using Code = std::conditional_t<kIsFloat, StorageT, int>;
 
@@ -261,6 +279,8 @@ struct Quantizer {
     float scale;
     if constexpr (kIsFloat)
       scale = amax / traits::kMaxFinite;
+    else if constexpr (kFullRange)  // one correctly rounded division: the reference's (2 amax) / (2^b - 1)
+      scale = amax / (static_cast<float>(traits::kQmax) + 0.5f);
     else
       scale = amax / static_cast<float>(traits::kQmax);
     if (!(scale > 0.0f)) scale = 1.0f;  // all-zero group (or underflow): every code is 0
