@@ -7,13 +7,14 @@
 #   clang-format          formatting checks
 #   clang                 the libFuzzer target of the KV block allocator (scripts/fuzz_allocator.sh)
 #   liblapack-dev libblas-dev  the host linear-algebra backend of llmk/obs (linked to the obs tests only)
+#   libthrust-dev         Thrust (CPP system) behind llmk/core/device_algorithms.cuh in the simulator
 #   libopenblas-dev       an optimized BLAS/LAPACK for that backend (CMake prefers it; the reference BLAS is the
 #                         fallback): host GPTQ on 4096 x 4096 in seconds instead of minutes (docs/obs.md)
 # The CUDA toolkit (nvcc at /usr/local/cuda) is expected to be installed already; without it only the simulator
 # (_sim) targets are built.
 set -euo pipefail
 
-packages=(cmake g++ make libboost-context-dev doctest-dev libbenchmark-dev clang-format clang liblapack-dev libblas-dev libopenblas-dev)
+packages=(cmake g++ make libboost-context-dev doctest-dev libbenchmark-dev clang-format clang liblapack-dev libblas-dev libopenblas-dev libthrust-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -238,8 +238,9 @@ void check_import(const ImportCase& c, std::mt19937& rng) {
   llmk::DeviceBuffer<std::uint8_t> ws(ws_bytes);
   const CheckpointImportOutput<T> ddst{dw.data(), ds.data(), dz.data(), dp.data()};
   CheckpointImportInfo dinfo{!c.zeros, !act_order};
-  s = llmk::gemm::import_checkpoint(dsrc, ddst, ws.data(), ws_bytes, nullptr, &dinfo);
-  REQUIRE_MESSAGE(s.ok(), s.message());
+  const llmk::Status ds_status =
+      llmk::gemm::import_checkpoint(dsrc, ddst, ws.data(), ws_bytes, nullptr, &dinfo);
+  REQUIRE_MESSAGE(ds_status.ok(), ds_status.message());
   REQUIRE(llmk::device_synchronize().ok());
   CHECK(dinfo.zeros == c.zeros);
   CHECK(dinfo.act_order == act_order);
@@ -306,8 +307,8 @@ void check_import(const ImportCase& c, std::mt19937& rng) {
   x.m = m;
   const std::size_t gemm_ws = llmk::gemm::weight_only_workspace_bytes(x);
   llmk::DeviceBuffer<std::uint8_t> gws(std::max<std::size_t>(gemm_ws, 16));
-  s = llmk::gemm::weight_only_gemm(x, gws.data(), gemm_ws, nullptr);
-  REQUIRE_MESSAGE(s.ok(), s.message());
+  const llmk::Status gemm_status = llmk::gemm::weight_only_gemm(x, gws.data(), gemm_ws, nullptr);
+  REQUIRE_MESSAGE(gemm_status.ok(), gemm_status.message());
   REQUIRE(llmk::device_synchronize().ok());
   const std::vector<T> got = dd.to_host();
   int bad = 0;
@@ -715,7 +716,7 @@ TEST_CASE("checkpoint import and export reject bad arguments, naming them") {
     expect_error(llmk::gemm::import_checkpoint(src, ddst, nullptr, need, nullptr),
                  "'workspace': must not be null");
     expect_error(llmk::gemm::import_checkpoint(src, ddst, ws.data() + 2, need, nullptr),
-                 "'workspace': must be 4-byte aligned");
+                 "'workspace': must be 16-byte aligned");
     expect_error(llmk::gemm::import_checkpoint(src, ddst, ws.data(), need - 1, nullptr), "'workspace_bytes'");
     CheckpointImportOutput<llmk::half> d = ddst;
     d.w = dw.data() + 2;

@@ -262,7 +262,15 @@ TEST_CASE("weight_only act-order permutation: host == device, stable, malformed 
     if (i % group != 0)
       CHECK(perm[static_cast<std::size_t>(i)] > perm[static_cast<std::size_t>(i - 1)]);  // stable
   llmk::DeviceBuffer<std::int32_t> d_g(g_idx), d_perm(static_cast<std::size_t>(k));
-  REQUIRE(llmk::gemm::act_order_permutation(d_g.data(), k, group, d_perm.data(), nullptr).ok());
+  std::size_t temp_bytes = 0;
+  REQUIRE(
+      llmk::gemm::act_order_permutation(nullptr, &temp_bytes, d_g.data(), k, group, d_perm.data(), nullptr)
+          .ok());
+  llmk::DeviceBuffer<unsigned char> temp(temp_bytes);
+  d_perm.poison();
+  REQUIRE(llmk::gemm::act_order_permutation(temp.data(), &temp_bytes, d_g.data(), k, group, d_perm.data(),
+                                            nullptr)
+              .ok());
   CHECK(d_perm.to_host() == perm);
 
   g_idx[0] = (g_idx[0] + 1) % (k / group);  // one group now has G + 1 columns, another G - 1
@@ -270,9 +278,18 @@ TEST_CASE("weight_only act-order permutation: host == device, stable, malformed 
   CHECK_FALSE(s.ok());
   CHECK_MESSAGE(s.message().find("'g_idx'") != std::string::npos, s.message());
   d_g.upload(g_idx);
-  REQUIRE(llmk::gemm::act_order_permutation(d_g.data(), k, group, d_perm.data(), nullptr).ok());
+  REQUIRE(llmk::gemm::act_order_permutation(temp.data(), &temp_bytes, d_g.data(), k, group, d_perm.data(),
+                                            nullptr)
+              .ok());
   std::vector<std::int32_t> dev = d_perm.to_host();
-  CHECK(std::count(dev.begin(), dev.end(), -1) == 1);
+  CHECK(std::count(dev.begin(), dev.end(), -1) >= 1);  // the positions whose column is in another group
+  for (int i = 0; i < k; ++i)                          // every other position holds a column of its group
+    if (dev[static_cast<std::size_t>(i)] != -1)
+      CHECK(g_idx[static_cast<std::size_t>(dev[static_cast<std::size_t>(i)])] == i / group);
+  std::size_t small = temp_bytes - 1;
+  CHECK(llmk::gemm::act_order_permutation(temp.data(), &small, d_g.data(), k, group, d_perm.data(), nullptr)
+            .message()
+            .find("'temp_bytes'") != std::string::npos);
 }
 
 TEST_CASE("weight_only W4A16 fp16 over M in {1, 7, 33, 128, 257}, N and K not multiples of the tile") {

@@ -53,7 +53,8 @@
 //   g_idx: entries in [0, groups), each group exactly G columns: the act-order permutation's precondition.
 //   AWQ with g_idx                rejected: the format has none, so a g_idx is a caller's mix-up.
 //   4-byte aligned qweight, qzeros, g_idx (int32 loads), 2-byte aligned scales; device: dst.w 4-byte aligned
-//   (the repack writes words), workspace 4-byte aligned (the flag word and group counters).
+//   (the repack writes words), workspace 16-byte aligned (the flag word, group counters and the act-order
+//   sort's temporary storage).
 //   Every violation is Status::invalid_argument naming the argument ('qweight', 'qzeros', 'scales', 'g_idx',
 //   'n', 'k', 'bits', 'group_size', 'format' for the checkpoint; 'dst.w', 'dst.scales', 'dst.zeros',
 //   'dst.perm', 'workspace', 'workspace_bytes' for the outputs). Nothing is written on an error.
@@ -526,14 +527,31 @@ Status import_checkpoint_host(const CheckpointTensors& src, const CheckpointImpo
   return {};
 }
 
+namespace detail {
+// Offset of the act-order permutation's temporary storage in the workspace (after the header, the group
+// counters and the plain codes), and its size.
+inline std::size_t ckpt_perm_temp_offset(const CheckpointTensors& src) {
+  const std::size_t groups = static_cast<std::size_t>(src.k / ckpt_group_size(src));
+  return round_up<std::size_t>(
+      kCkptHeaderBytes + round_up<std::size_t>(4 * groups, 16) +
+          static_cast<std::size_t>(src.n) * static_cast<std::size_t>(ckpt_plain_ld(src.k, src.bits)),
+      256);
+}
+inline std::size_t ckpt_perm_temp_bytes(const CheckpointTensors& src) {
+  std::size_t bytes = 0;
+  if (src.g_idx == nullptr) return 0;  // no act-order without a g_idx
+  (void)act_order_permutation(nullptr, &bytes, src.g_idx, src.k, ckpt_group_size(src), nullptr, nullptr);
+  return bytes;
+}
+}  // namespace detail
+
 /// Bytes of device workspace import_checkpoint needs: a 16-byte flag header, one int32 counter per group
-/// (rounded up to 16 bytes) and the plain codes N * K * bits / 8. 0 for a checkpoint that fails validation.
+/// (rounded up to 16 bytes), the plain codes N * K * bits / 8 and, with a g_idx, act_order_permutation's
+/// temporary storage. 0 for a checkpoint that fails validation.
 ///   std::size_t bytes = llmk::gemm::import_checkpoint_workspace_bytes(src);
 inline std::size_t import_checkpoint_workspace_bytes(const CheckpointTensors& src) {
   if (!detail::validate_checkpoint(src, /*gemm_rules=*/true).ok()) return 0;
-  const std::size_t groups = static_cast<std::size_t>(src.k / detail::ckpt_group_size(src));
-  return detail::kCkptHeaderBytes + round_up<std::size_t>(4 * groups, 16) +
-         static_cast<std::size_t>(src.n) * static_cast<std::size_t>(detail::ckpt_plain_ld(src.k, src.bits));
+  return detail::ckpt_perm_temp_offset(src) + detail::ckpt_perm_temp_bytes(src);
 }
 
 /// Imports a checkpoint on the device (src's tensors, dst and workspace: device memory): the same checks and
@@ -561,8 +579,8 @@ Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOut
   if (workspace == nullptr)
     return Status::invalid_argument(
         "workspace", str_cat("must not be null: needs ", need, " bytes (import_checkpoint_workspace_bytes)"));
-  if (detail::ckpt_misaligned(workspace, 4))
-    return Status::invalid_argument("workspace", "must be 4-byte aligned");
+  if (detail::ckpt_misaligned(workspace, 16))
+    return Status::invalid_argument("workspace", "must be 16-byte aligned");
   if (workspace_bytes < need)
     return Status::invalid_argument(
         "workspace_bytes",
@@ -621,7 +639,11 @@ Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOut
   LLMK_RETURN_IF_ERROR(launch(detail::checkpoint_quant_kernel<T>,
                               detail::ckpt_grid(static_cast<std::int64_t>(groups) * s.n), block, 0, stream, s,
                               dst.scales, dst.zeros));
-  if (act_order) LLMK_RETURN_IF_ERROR(act_order_permutation(s.g_idx, s.k, s.group_size, dst.perm, stream));
+  if (act_order) {
+    std::size_t perm_bytes = detail::ckpt_perm_temp_bytes(src);
+    LLMK_RETURN_IF_ERROR(act_order_permutation(base + detail::ckpt_perm_temp_offset(src), &perm_bytes,
+                                               s.g_idx, s.k, s.group_size, dst.perm, stream));
+  }
   const WeightRepackArgs r{plain, ld, act_order ? dst.perm : nullptr, dst.w, s.n, s.k, s.bits, false};
   LLMK_RETURN_IF_ERROR(weight_only_repack(r, stream));
   if (info != nullptr) *info = {s.qzeros != nullptr, act_order};

@@ -68,6 +68,7 @@
 #include "llmk/arch/mma.cuh"
 #include "llmk/arch/mma_f32.cuh"
 #include "llmk/config.cuh"
+#include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
 #include "llmk/core/numeric.cuh"
@@ -280,22 +281,21 @@ inline Status validate_act_order(const std::int32_t* g_idx, int k, int group_siz
   return {};
 }
 
-// One thread per group: writes the columns of group g, in increasing k (stable), at perm[g * G ..]; slots a
-// malformed g_idx leaves empty get -1.
+// After the stable sort of (g_idx, column): position i must hold a column of group i / G; where a malformed
+// g_idx (a group with more or fewer than G columns, an entry outside [0, K / G)) breaks that, perm[i] = -1.
 template <class Unused = void>
-__global__ void __launch_bounds__(128)
-    act_order_perm_kernel(const std::int32_t* g_idx, int k, int group_size, std::int32_t* perm) {
-  const int groups = k / group_size;
-  for (int g = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); g < groups;
-       g += static_cast<int>(gridDim.x * blockDim.x)) {
-    int c = 0;
-    for (int i = 0; i < k; ++i)
-      if (g_idx[i] == g) {
-        if (c < group_size) perm[static_cast<std::int64_t>(g) * group_size + c] = i;
-        ++c;
-      }
-    for (; c < group_size; ++c) perm[static_cast<std::int64_t>(g) * group_size + c] = -1;
-  }
+__global__ void __launch_bounds__(256)
+    act_order_check_kernel(const std::int32_t* sorted_groups, int k, int group_size, std::int32_t* perm) {
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < k;
+       i += static_cast<int>(gridDim.x * blockDim.x))
+    if (sorted_groups[i] != i / group_size) perm[i] = -1;
+}
+
+template <class Unused = void>
+__global__ void __launch_bounds__(256) act_order_iota_kernel(std::int32_t* out, int k) {
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < k;
+       i += static_cast<int>(gridDim.x * blockDim.x))
+    out[i] = i;
 }
 
 }  // namespace detail
@@ -329,16 +329,47 @@ inline Status act_order_permutation_host(const std::int32_t* g_idx, int k, int g
   return {};
 }
 
-/// The same on the device (g_idx and perm device memory), one thread per group (an offline step). The device
-/// cannot report a malformed g_idx: every perm slot it leaves empty is -1, so check g_idx on the host
-/// (act_order_permutation_host) or look for -1 in perm.
-///   llmk::Status s = llmk::gemm::act_order_permutation(d_g_idx, K, 128, d_perm, stream);
-inline Status act_order_permutation(const std::int32_t* g_idx, int k, int group_size, std::int32_t* perm,
-                                    cudaStream_t stream) {
+/// The same on the device (g_idx, perm and temp: device memory): one stable radix sort of (g_idx, column)
+/// pairs (llmk::device::sort_pairs: CUB on a GPU, Thrust in the simulator) plus a check. Temporary storage in
+/// CUB's style: call with temp == nullptr for *temp_bytes, then with that much (16-byte aligned). The device
+/// cannot report a malformed g_idx as a Status: every position whose column is not of group k' / G gets -1,
+/// so check g_idx on the host (act_order_permutation_host) or look for -1 in perm.
+///   std::size_t bytes = 0;
+///   llmk::gemm::act_order_permutation(nullptr, &bytes, d_g_idx, K, 128, d_perm, stream);
+///   llmk::DeviceBuffer<unsigned char> temp(bytes);
+///   llmk::Status s = llmk::gemm::act_order_permutation(temp.data(), &bytes, d_g_idx, K, 128, d_perm,
+///   stream);
+inline Status act_order_permutation(void* temp, std::size_t* temp_bytes, const std::int32_t* g_idx, int k,
+                                    int group_size, std::int32_t* perm, cudaStream_t stream) {
+  if (temp_bytes == nullptr) return Status::invalid_argument("temp_bytes", "must not be null");
+  if (k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", k));
+  // temp: the column indices [k], the sorted groups [k], then the sort's own storage.
+  const std::size_t ints = (static_cast<std::size_t>(k) * sizeof(std::int32_t) + 255) / 256 * 256;
+  std::size_t sort_bytes = 0;
+  LLMK_RETURN_IF_ERROR((llmk::device::sort_pairs<std::int32_t, std::int32_t>(
+      nullptr, &sort_bytes, g_idx, nullptr, nullptr, nullptr, k, llmk::device::SortOrder::kAscending,
+      stream)));
+  const std::size_t need = 2 * ints + sort_bytes;
+  if (temp == nullptr) {
+    *temp_bytes = need;
+    return {};
+  }
   if (Status s = detail::validate_act_order(g_idx, k, group_size, perm); !s.ok()) return s;
-  const int groups = k / group_size;
-  return launch(detail::act_order_perm_kernel<>, dim3(static_cast<unsigned>(ceil_div(groups, 128))),
-                dim3(128), 0, stream, g_idx, k, group_size, perm);
+  if (*temp_bytes < need)
+    return Status::invalid_argument(
+        "temp_bytes", str_cat("must be >= the size query's ", need, " bytes, got ", *temp_bytes));
+  if (reinterpret_cast<std::uintptr_t>(temp) % 16 != 0)
+    return Status::invalid_argument("temp", "must be 16-byte aligned");
+  auto* base = static_cast<unsigned char*>(temp);
+  auto* cols = reinterpret_cast<std::int32_t*>(base);
+  auto* sorted_groups = reinterpret_cast<std::int32_t*>(base + ints);
+  const dim3 grid(static_cast<unsigned>(std::min(ceil_div(k, 256), 1024)));
+  LLMK_RETURN_IF_ERROR(launch(detail::act_order_iota_kernel<>, grid, dim3(256), 0, stream, cols, k));
+  LLMK_RETURN_IF_ERROR((llmk::device::sort_pairs<std::int32_t, std::int32_t>(
+      base + 2 * ints, &sort_bytes, g_idx, sorted_groups, cols, perm, k, llmk::device::SortOrder::kAscending,
+      stream)));
+  return launch(detail::act_order_check_kernel<>, grid, dim3(256), 0, stream, sorted_groups, k, group_size,
+                perm);
 }
 
 // ---- the GEMM ----

@@ -43,12 +43,12 @@
 #include <vector>
 
 #include "llmk/config.cuh"
+#include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/obs/linalg.hpp"
 #include "llmk/obs/obs.hpp"
 #include "llmk/obs/pruning.hpp"
 #include "llmk/obs/quantizer.hpp"
-#include "llmk/obs/select_gpu.cuh"
 #include "llmk/quant/scheme.cuh"
 
 #if defined(LLMK_HOST_ONLY)
@@ -74,7 +74,7 @@ inline constexpr unsigned kWarpMask = 0xffffffffu;
 inline constexpr int kGlueThreads = 256;
 
 // kPruneUnstructured: per row, selected in the column loop; kPruneBlock: one candidate set of all rows of the
-// block (SparseGPT's reference rule), selected by block_mask_kernel before the column loop.
+// block (SparseGPT's reference rule), selected by block_scores_kernel + llmk::device::lowest_k_mask first.
 enum PruneMode : int { kPruneNone = 0, kPruneUnstructured = 1, kPruneNM = 2, kPruneBlock = 3 };
 
 // ---- device helpers
@@ -490,33 +490,22 @@ LLMK_DEVICE void column_loop_row(const ColumnLoopArgs& a, const ColumnLoopSmem& 
   if (lane == 0) a.row_est[r] = (a.i1 == 0 ? 0.0 : a.row_est[r]) + est;
 }
 
-// SparseGPT's reference mask of one block (kPruneBlock), two launches: block_scores_kernel writes the fp32
-// saliencies of all rows x the block's columns [i1, i1 + count) of the current weights (grid-stride), then
-// ONE CTA of block_mask_kernel selects the k lowest (select_gpu.cuh; the host's order: fp32 scores, ties to
-// the lower row-major index) and writes keep [rows, ldk]. The scores are computed once (not in each of the
-// select's 5 passes), and the IEEE division's slow-path call stays out of the select kernel (it spilled there
-// on sm_90). Templates (T = float) for inline linkage.
+// SparseGPT's reference mask of one block (kPruneBlock): block_scores_kernel writes the fp32 saliencies of
+// all rows x the block's columns [i1, i1 + count) of the current weights (grid-stride, [rows, count]
+// contiguous), then llmk::device::lowest_k_mask (CUB's radix sort on a GPU, Thrust in the simulator) keeps
+// all but the k lowest by (score, row-major index): the host's rule, ties to the lower row, then column. The
+// scores are non-negative floats, so their bit patterns order as they do. A template (T = float) for inline
+// linkage.
 template <class T>
 __global__ void __launch_bounds__(kGlueThreads)
     block_scores_kernel(const T* w, std::int64_t ldw, std::int64_t rows, std::int64_t i1, std::int64_t count,
-                        const T* u, std::int64_t ldu, T* scores, std::int64_t lds) {
+                        const T* u, std::int64_t ldu, T* scores) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * count;
        i += stride) {
     const std::int64_t r = i / count, c = i % count;
-    scores[r * lds + c] = prune_score(w[r * ldw + i1 + c], u[(i1 + c) * ldu + i1 + c]);
+    scores[i] = prune_score(w[r * ldw + i1 + c], u[(i1 + c) * ldu + i1 + c]);
   }
-}
-
-template <class T>
-__global__ void __launch_bounds__(select_detail::kThreads)
-    block_mask_kernel(const T* scores, std::int64_t lds, std::int64_t rows, std::int64_t count,
-                      std::int64_t k, std::uint8_t* keep, std::int64_t ldk) {
-  select_detail::SelectSmem& sm = shared_storage<select_detail::SelectSmem>();
-  select_detail::select_lowest<unsigned>(
-      sm, rows, count, k,
-      [&](std::int64_t r, std::int64_t c) { return __float_as_uint(scores[r * lds + c]); },
-      [&](std::int64_t r, std::int64_t c, bool pruned) { keep[r * ldk + c] = pruned ? 0 : 1; });
 }
 
 // One launch per block: every CTA stages the block of U once, then its warps take rows
@@ -793,10 +782,12 @@ inline std::int64_t fused_block_size(std::int64_t cols, std::int64_t requested, 
 struct FusedLayout {
   std::int64_t ldp = 0, bs = 0;
   std::size_t wp = 0, e = 0, scratch = 0, u = 0, err = 0, diag = 0, flag = 0, row_est = 0, row_dot = 0,
-              perm = 0, nonfinite = 0, block_keep = 0, total = 0;
+              perm = 0, nonfinite = 0, block_keep = 0, select_temp = 0, select_bytes = 0, total = 0;
 };
 
-inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64_t bs) {
+// block_select: SparseGPT's block masks (kPruneBlock): the mask and lowest_k_mask's temporary storage.
+inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64_t bs,
+                                bool block_select = false) {
   FusedLayout l;
   rows = std::max<std::int64_t>(rows, 0);
   cols = std::max<std::int64_t>(cols, 0);
@@ -820,7 +811,15 @@ inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64
   l.row_dot = take(static_cast<std::size_t>(rows) * sizeof(double));
   l.perm = take(static_cast<std::size_t>(cols) * sizeof(std::int32_t));
   l.nonfinite = take(sizeof(unsigned));
-  l.block_keep = take(static_cast<std::size_t>(rows * std::max<std::int64_t>(bs, 1)));  // kPruneBlock's mask
+  if (block_select) {
+    const std::int64_t cells = rows * std::max<std::int64_t>(bs, 1);
+    l.block_keep = take(static_cast<std::size_t>(cells));
+    std::size_t bytes = 0;
+    // The size query runs nothing; an error here (no device) leaves 0 and the run reports it.
+    (void)llmk::device::lowest_k_mask<unsigned>(nullptr, &bytes, nullptr, cells, 0, nullptr, nullptr);
+    l.select_temp = take(bytes);
+    l.select_bytes = bytes;
+  }
   l.total = at;
   return l;
 }
@@ -882,7 +881,7 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
                         FusedReport* report) {
   LLMK_RETURN_IF_ERROR(check_backend_stream(la, stream));
   const std::int64_t n = rows, d = cols;
-  const FusedLayout L = fused_layout(n, d, bs);
+  const FusedLayout L = fused_layout(n, d, bs, cfg.prune_mode == kPruneBlock);
   float* wp = region<float>(workspace, L.wp);
   float* e = region<float>(workspace, L.e);
   float* scratch = region<float>(workspace, L.scratch);
@@ -984,7 +983,7 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
   a.row_est = row_est;
   a.nonfinite = nonfinite;
   a.block_keep = block_keep;
-  a.ldbk = bs;
+  a.ldbk = 0;  // set per block (kPruneBlock)
   for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
     const std::int64_t i2 = std::min(i1 + bs, d);
     a.i1 = i1;
@@ -994,12 +993,15 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
                     : 0;
     auto t0 = std::chrono::steady_clock::now();
     if (cfg.prune_mode == kPruneBlock) {  // the scores go to Err, which the column loop then overwrites
+      const std::int64_t cells = n * (i2 - i1);
       LLMK_RETURN_IF_ERROR(launch(block_scores_kernel<float>, glue_grid(n, i2 - i1), dim3(kGlueThreads), 0,
-                                  stream, wp, ldp, n, i1, i2 - i1, u, ldp, err, bs));
-      LLMK_RETURN_IF_ERROR(launch(block_mask_kernel<float>, dim3(1), dim3(select_detail::kThreads),
-                                  sizeof(select_detail::SelectSmem), stream, err, bs, n, i2 - i1,
-                                  prune_count(cfg.sparsity, n * i2) - prune_count(cfg.sparsity, n * i1),
-                                  block_keep, bs));
+                                  stream, wp, ldp, n, i1, i2 - i1, u, ldp, err));
+      std::size_t select_bytes = L.select_bytes;
+      LLMK_RETURN_IF_ERROR(llmk::device::lowest_k_mask<unsigned>(
+          region<unsigned char>(workspace, L.select_temp), &select_bytes,
+          reinterpret_cast<const unsigned*>(err), cells,
+          prune_count(cfg.sparsity, n * i2) - prune_count(cfg.sparsity, n * i1), block_keep, stream));
+      a.ldbk = i2 - i1;  // the mask is [n, count], contiguous
     }
     LLMK_RETURN_IF_ERROR(launch_column_loop(cfg.bits, cfg.symmetric, a, stream));
     LLMK_RETURN_IF_ERROR(stream_sync(stream));

@@ -1,6 +1,8 @@
-// llmk/obs/select_gpu.cuh: the exact "prune the k lowest" selection of the pruning kernels, as one CTA-wide
-// device function over a [rows, cols] candidate set (one row: Wanda / magnitude per row; the whole layer:
-// magnitude per layer; all rows of a block of columns: SparseGPT's reference mask rule).
+// llmk/obs/select_gpu.cuh: the exact "prune the k lowest" selection of the Wanda / magnitude kernels
+// (llmk/obs/pruning_gpu.cuh), as one CTA-wide device function over a [rows, cols] candidate set (one row: per
+// row; the whole layer: per layer). Their entries take no workspace, which CUB's device-wide sorts need;
+// SparseGPT's block masks, whose GPU path has a workspace, use llmk::device::lowest_k_mask
+// (llmk/core/device_algorithms.cuh) instead. Which is faster is for a GPU run to measure (bench/obs.cu).
 //
 // The rule is the host's (llmk/obs/pruning.hpp, detail::prune_lowest): candidates are indexed row-major, and
 // the k of lowest (key, index) are pruned. Keys are unsigned integers that order as the scores do (the bit

@@ -3,9 +3,10 @@
 // path uses (llmk/obs/gpu_path.cuh): per block ONE fused column-loop launch (masks, optional joint
 // quantization, the in-block updates), the trailing updates, factorizations and loss through the backend.
 //
-// Masks: unstructured with scope kReference (default, the reference code's rule): at each block start ONE
-// CTA (block_mask_kernel, llmk/obs/select_gpu.cuh) prunes the k = llround(sparsity rows i2) -
-// llround(sparsity rows i1) lowest scores (w_t^2 / U_tt^2 on the current weights, fp32) of all rows x the
+// Masks: unstructured with scope kReference (default, the reference code's rule): at each block start the
+// block's scores are written once and llmk::device::lowest_k_mask (llmk/core/device_algorithms.cuh: one
+// stable CUB radix sort on a GPU) prunes the k = llround(sparsity rows i2) - llround(sparsity rows i1) lowest
+// scores (w_t^2 / U_tt^2 on the current weights, fp32) of all rows x the
 // block's columns, ties to the lower row-major index; with kPerRow, per row in the column loop, the k =
 // llround(sparsity i2) - llround(sparsity i1) lowest of the row's block, ties to the lower column (every row
 // loses exactly llround(sparsity cols) weights). Both are the host path's rules (llmk/obs/sparsegpt.hpp).
@@ -71,7 +72,8 @@ inline std::size_t sparsegpt_gpu_workspace_bytes(std::int64_t rows, std::int64_t
                                                  const SparseGptOptions& opt) {
   if (rows < 1 || cols < 1 || opt.block_size < 1) return 0;
   const std::int64_t bs = sparsegpt_gpu_block_size(cols, opt);
-  return detail::fused_layout(rows, cols, bs > 0 ? bs : 1).total;
+  const bool block_select = opt.prune_n == 0 && opt.scope == PruneScope::kReference;  // detail::kPruneBlock
+  return detail::fused_layout(rows, cols, bs > 0 ? bs : 1, block_select).total;
 }
 
 /// SparseGPT of one layer on the GPU: w [rows = N, cols = K] (ldw) and its Hessian h [K, K] (ldh), fp32
@@ -103,7 +105,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   if (rows > (std::int64_t{1} << 24))
     return Status::invalid_argument(
         "rows",
-        str_cat("must be <= 2^24 (a block's mask counts rows x 128 candidates in 32 bits), got ", rows));
+        str_cat("must be <= 2^24 (a block's mask indexes rows x 128 candidates in 32 bits), got ", rows));
   const bool quantize = opt.bits != 0;
   if (quantize) {
     LLMK_RETURN_IF_ERROR(detail::validate_quant_choice(opt.bits, opt.group_size, cols));

@@ -1,0 +1,274 @@
+// Tests of llmk/core/device_algorithms.cuh (CUB on a GPU, Thrust's CPP system in the simulator) against plain
+// std:: references: odd sizes, empty inputs, many ties (stability), both orders, segments with empty ones,
+// bad arguments. Outputs are poisoned first, so an element that is not written fails.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "llmk/core/device_algorithms.cuh"
+#include "llmk/core/memory.cuh"
+#include "support/test_env.hpp"
+
+namespace {
+
+namespace dev = llmk::device;
+
+// Runs f(temp, &bytes) twice, CUB style: the size query, then the call with a fresh buffer of that size.
+template <class F>
+llmk::Status with_temp(F&& f) {
+  std::size_t bytes = 0;
+  LLMK_RETURN_IF_ERROR(f(nullptr, &bytes));
+  llmk::DeviceBuffer<unsigned char> temp(std::max<std::size_t>(bytes, 1));
+  return f(temp.data(), &bytes);
+}
+
+template <class Key>
+std::vector<Key> random_keys(std::int64_t n, std::uint32_t seed, int distinct) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(0, distinct - 1);
+  std::vector<Key> k(static_cast<std::size_t>(n));
+  for (auto& v : k) {
+    const int x = d(rng);
+    if constexpr (std::is_floating_point_v<Key>)
+      v = static_cast<Key>(x - distinct / 2) * 0.25f;  // negative, zero and positive, exact, many ties
+    else
+      v = static_cast<Key>(x);
+  }
+  return k;
+}
+
+template <class Key>
+void check_sort(std::int64_t n, dev::SortOrder order, std::uint32_t seed, int distinct) {
+  CAPTURE(n);
+  CAPTURE(distinct);
+  const std::vector<Key> keys = random_keys<Key>(n, seed, distinct);
+  std::vector<std::int32_t> vals(keys.size());
+  std::iota(vals.begin(), vals.end(), 0);
+  llmk::DeviceBuffer<Key> dk(keys), dk_out(keys.size() + 1);
+  llmk::DeviceBuffer<std::int32_t> dv(vals), dv_out(vals.size() + 1);
+  dk_out.poison();
+  dv_out.poison();
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::sort_pairs<Key, std::int32_t>(t, b, dk.data(), dk_out.data(), dv.data(),
+                                                      dv_out.data(), n, order, nullptr);
+          }).ok());
+  std::vector<std::int32_t> want = vals;  // stable reference
+  std::stable_sort(want.begin(), want.end(), [&](std::int32_t a, std::int32_t b) {
+    return order == dev::SortOrder::kAscending
+               ? keys[static_cast<std::size_t>(a)] < keys[static_cast<std::size_t>(b)]
+               : keys[static_cast<std::size_t>(a)] > keys[static_cast<std::size_t>(b)];
+  });
+  const std::vector<Key> got_k = dk_out.to_host();
+  const std::vector<std::int32_t> got_v = dv_out.to_host();
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    bad += got_v[i] != want[i] || got_k[i] != keys[static_cast<std::size_t>(want[i])];
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("sort_pairs: stable, both orders, odd sizes, empty, ties; unsigned, int64 and float keys") {
+  std::uint32_t seed = 7;
+  for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{37}, std::int64_t{1000},
+                               std::int64_t{llmk::test::pick<std::int64_t>(5003, 777)}})
+    for (const auto order : {dev::SortOrder::kAscending, dev::SortOrder::kDescending}) {
+      check_sort<unsigned>(n, order, ++seed, 5);  // many ties: stability shows
+      check_sort<unsigned>(n, order, ++seed, 1 << 30);
+      check_sort<std::int64_t>(n, order, ++seed, 11);
+      check_sort<float>(n, order, ++seed, 9);  // -1.0 .. 1.0 including 0
+    }
+}
+
+TEST_CASE("segmented_sort_pairs: every segment sorted stably, empty segments, gaps untouched") {
+  const std::vector<std::int64_t> offsets = {0, 0, 5, 6, 6, 40, 41, 100};  // empty, 5, 1, empty, 34, 1, 59
+  const std::int64_t n = 104;  // elements 100 .. 103 belong to no segment: not written
+  const std::int64_t segments = static_cast<std::int64_t>(offsets.size()) - 1;
+  const std::vector<unsigned> keys = random_keys<unsigned>(n, 3, 4);
+  std::vector<std::int32_t> vals(static_cast<std::size_t>(n));
+  std::iota(vals.begin(), vals.end(), 0);
+  for (const auto order : {dev::SortOrder::kAscending, dev::SortOrder::kDescending}) {
+    llmk::DeviceBuffer<unsigned> dk(keys), dk_out(keys.size());
+    llmk::DeviceBuffer<std::int32_t> dv(vals), dv_out(vals.size());
+    llmk::DeviceBuffer<std::int64_t> doff(offsets);
+    dk_out.poison();
+    dv_out.poison();
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::segmented_sort_pairs<unsigned, std::int32_t>(t, b, dk.data(), dk_out.data(),
+                                                                       dv.data(), dv_out.data(), n, segments,
+                                                                       doff.data(), order, nullptr);
+            }).ok());
+    const std::vector<std::int32_t> got = dv_out.to_host();
+    std::vector<std::int32_t> want = vals;
+    for (std::int64_t s = 0; s < segments; ++s)
+      std::stable_sort(
+          want.begin() + offsets[static_cast<std::size_t>(s)],
+          want.begin() + offsets[static_cast<std::size_t>(s) + 1], [&](std::int32_t a, std::int32_t b) {
+            const unsigned ka = keys[static_cast<std::size_t>(a)], kb = keys[static_cast<std::size_t>(b)];
+            return order == dev::SortOrder::kAscending ? ka < kb : ka > kb;
+          });
+    for (std::int64_t i = 0; i < 100; ++i)
+      CHECK(got[static_cast<std::size_t>(i)] == want[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = 100; i < n; ++i) CHECK(got[static_cast<std::size_t>(i)] == -1);  // poison kept
+  }
+}
+
+TEST_CASE("scans, reductions and select_flagged against std:: (exact integer and max results)") {
+  for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{255}, std::int64_t{4099}}) {
+    CAPTURE(n);
+    std::mt19937 rng(static_cast<std::uint32_t>(n) + 1);
+    std::uniform_int_distribution<int> d(-50, 50);
+    std::vector<std::int64_t> x(static_cast<std::size_t>(n));
+    for (auto& v : x) v = d(rng);
+    llmk::DeviceBuffer<std::int64_t> dx(x), dout(x.size() + 1), dsum(1);
+    dout.poison();
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::exclusive_sum<std::int64_t>(t, b, dx.data(), dout.data(), n, nullptr);
+            }).ok());
+    std::vector<std::int64_t> want(x.size());
+    std::exclusive_scan(x.begin(), x.end(), want.begin(), std::int64_t{0});
+    std::vector<std::int64_t> got = dout.to_host();
+    got.resize(x.size());
+    CHECK(got == want);
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::inclusive_sum<std::int64_t>(t, b, dx.data(), dout.data(), n, nullptr);
+            }).ok());
+    std::inclusive_scan(x.begin(), x.end(), want.begin());
+    got = dout.to_host();
+    got.resize(x.size());
+    CHECK(got == want);
+    dsum.poison();
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::reduce_sum<std::int64_t>(t, b, dx.data(), dsum.data(), n, nullptr);
+            }).ok());
+    CHECK(dsum.to_host()[0] == std::accumulate(x.begin(), x.end(), std::int64_t{0}));
+
+    // max |x| skipping NaN and Inf (0 when nothing is finite)
+    std::vector<float> f(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(x[i]) * 0.37f;
+    if (n > 3) {
+      f[1] = std::numeric_limits<float>::quiet_NaN();
+      f[2] = -std::numeric_limits<float>::infinity();
+    }
+    float want_amax = 0.0f;
+    for (float v : f)
+      if (std::isfinite(v)) want_amax = std::max(want_amax, std::fabs(v));
+    llmk::DeviceBuffer<float> df(f), damax(1);
+    damax.poison();
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::reduce_max_abs<float>(t, b, df.data(), damax.data(), n, nullptr);
+            }).ok());
+    CHECK(damax.to_host()[0] == want_amax);
+
+    // select the positive elements' indices
+    std::vector<std::int32_t> idx(x.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::vector<std::uint8_t> flags(x.size());
+    std::vector<std::int32_t> want_sel;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      flags[i] = x[i] > 0 ? 1 : 0;
+      if (flags[i]) want_sel.push_back(static_cast<std::int32_t>(i));
+    }
+    llmk::DeviceBuffer<std::int32_t> didx(idx), dsel(idx.size() + 1);
+    llmk::DeviceBuffer<std::uint8_t> dflags(flags);
+    llmk::DeviceBuffer<std::int64_t> dcount(1);
+    dsel.poison();
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::select_flagged<std::int32_t>(t, b, didx.data(), dflags.data(), dsel.data(),
+                                                       dcount.data(), n, nullptr);
+            }).ok());
+    REQUIRE(dcount.to_host()[0] == static_cast<std::int64_t>(want_sel.size()));
+    std::vector<std::int32_t> sel = dsel.to_host();
+    sel.resize(want_sel.size());
+    CHECK(sel == want_sel);
+  }
+}
+
+TEST_CASE("segmented_reduce_max_abs and lowest_k_mask (the pruning rank rule: ties to the lower index)") {
+  const std::vector<std::int64_t> offsets = {0, 3, 3, 50, 51};
+  std::vector<float> x(51);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (auto& v : x) v = nd(rng);
+  x[10] = std::numeric_limits<float>::infinity();
+  llmk::DeviceBuffer<float> dx(x), dout(4);
+  llmk::DeviceBuffer<std::int64_t> doff(offsets);
+  dout.poison();
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::segmented_reduce_max_abs<float>(t, b, dx.data(), dout.data(), 4, doff.data(),
+                                                        nullptr);
+          }).ok());
+  const std::vector<float> got = dout.to_host();
+  for (std::size_t s = 0; s < 4; ++s) {
+    float want = 0.0f;
+    for (std::int64_t i = offsets[s]; i < offsets[s + 1]; ++i)
+      if (std::isfinite(x[static_cast<std::size_t>(i)]))
+        want = std::max(want, std::fabs(x[static_cast<std::size_t>(i)]));
+    CHECK(got[s] == want);
+  }
+
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{300}, std::int64_t{1031}})
+    for (const std::int64_t k : {std::int64_t{0}, std::int64_t{1}, n / 2, n, n + 5}) {
+      CAPTURE(n);
+      CAPTURE(k);
+      const std::vector<unsigned> keys = random_keys<unsigned>(n, static_cast<std::uint32_t>(n + k), 7);
+      llmk::DeviceBuffer<unsigned> dk(keys);
+      llmk::DeviceBuffer<std::uint8_t> keep(keys.size());
+      keep.poison();
+      REQUIRE(with_temp([&](void* t, std::size_t* b) {
+                return dev::lowest_k_mask<unsigned>(t, b, dk.data(), n, k, keep.data(), nullptr);
+              }).ok());
+      const std::vector<std::uint8_t> m = keep.to_host();
+      // rank_t = #{u : s_u < s_t or (s_u == s_t and u < t)}; pruned iff rank < k
+      std::int64_t bad = 0;
+      for (std::int64_t t = 0; t < n; ++t) {
+        std::int64_t rank = 0;
+        for (std::int64_t u = 0; u < n; ++u)
+          rank += keys[static_cast<std::size_t>(u)] < keys[static_cast<std::size_t>(t)] ||
+                  (keys[static_cast<std::size_t>(u)] == keys[static_cast<std::size_t>(t)] && u < t);
+        bad += m[static_cast<std::size_t>(t)] != (rank < k ? 0 : 1);
+      }
+      CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("device algorithms: bad arguments are named") {
+  llmk::DeviceBuffer<unsigned> k(8);
+  llmk::DeviceBuffer<std::int32_t> v(8);
+  std::size_t bytes = 0;
+  auto has = [](const llmk::Status& s, const char* arg) {
+    return !s.ok() && s.message().find(std::string("'") + arg + "'") != std::string::npos;
+  };
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(nullptr, nullptr, k.data(), k.data(), v.data(), v.data(),
+                                                    8, dev::SortOrder::kAscending, nullptr),
+            "temp_bytes"));
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(nullptr, &bytes, k.data(), k.data(), v.data(), v.data(),
+                                                    -1, dev::SortOrder::kAscending, nullptr),
+            "count"));
+  REQUIRE(dev::sort_pairs<unsigned, std::int32_t>(nullptr, &bytes, k.data(), k.data(), v.data(), v.data(), 8,
+                                                  dev::SortOrder::kAscending, nullptr)
+              .ok());
+  llmk::DeviceBuffer<unsigned char> temp(bytes + 16);
+  std::size_t small = bytes - 1;
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &small, k.data(), k.data(), v.data(),
+                                                    v.data(), 8, dev::SortOrder::kAscending, nullptr),
+            "temp_bytes"));
+  std::size_t enough = bytes + 8;
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data() + 1, &enough, k.data(), k.data(), v.data(),
+                                                    v.data(), 8, dev::SortOrder::kAscending, nullptr),
+            "temp"));
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &bytes, nullptr, k.data(), v.data(),
+                                                    v.data(), 8, dev::SortOrder::kAscending, nullptr),
+            "keys_in"));
+  CHECK(has(dev::segmented_sort_pairs<unsigned, std::int32_t>(nullptr, &bytes, k.data(), k.data(), v.data(),
+                                                              v.data(), 8, -2, nullptr,
+                                                              dev::SortOrder::kAscending, nullptr),
+            "segments"));
+  CHECK(has(dev::lowest_k_mask<unsigned>(nullptr, &bytes, k.data(), -3, 1, nullptr, nullptr), "count"));
+}
