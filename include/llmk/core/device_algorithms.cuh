@@ -46,7 +46,6 @@
 #include <thrust/functional.h>
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
-#include <thrust/sort.h>
 #include <thrust/transform_reduce.h>
 
 #include <algorithm>
@@ -112,6 +111,34 @@ struct FiniteAbs {
   }
 };
 
+#if defined(LLMK_SIM)
+// The simulator's stable sort of (key, value) pairs: std::stable_sort of the positions by key. Not Thrust's:
+// Debian's Thrust 1.17 sequential sorts (merge and radix) bind a null reference internally, which UBSan
+// rejects in the sanitizer builds, and the CUDA toolkit's newer Thrust cannot be included next to the
+// simulator's CUDA shim (it pulls in the real CUDA runtime headers). Scans, reductions and copies are
+// Thrust's.
+template <class Key, class Value>
+void stable_sort_pairs_host(const Key* keys_in, Key* keys_out, const Value* values_in, Value* values_out,
+                            std::int64_t count, SortOrder order) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) pos[static_cast<std::size_t>(i)] = i;
+  if (order == SortOrder::kAscending)
+    std::stable_sort(pos.begin(), pos.end(),
+                     [&](std::int64_t a, std::int64_t b) { return keys_in[a] < keys_in[b]; });
+  else
+    std::stable_sort(pos.begin(), pos.end(),
+                     [&](std::int64_t a, std::int64_t b) { return keys_in[b] < keys_in[a]; });
+  for (std::int64_t i = 0; i < count; ++i) {
+    keys_out[i] = keys_in[pos[static_cast<std::size_t>(i)]];
+    values_out[i] = values_in[pos[static_cast<std::size_t>(i)]];
+  }
+}
+#endif
+
+struct NonZero {
+  LLMK_HOST_DEVICE bool operator()(std::uint8_t f) const { return f != 0; }
+};
+
 struct MaxOp {
   template <class T>
   LLMK_HOST_DEVICE T operator()(T a, T b) const {
@@ -152,13 +179,7 @@ Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* 
   if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
     return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
 #if defined(LLMK_SIM)
-  std::copy(keys_in, keys_in + count, keys_out);
-  std::copy(values_in, values_in + count, values_out);
-  if (order == SortOrder::kAscending)
-    thrust::stable_sort_by_key(thrust::cpp::par, keys_out, keys_out + count, values_out, thrust::less<Key>());
-  else
-    thrust::stable_sort_by_key(thrust::cpp::par, keys_out, keys_out + count, values_out,
-                               thrust::greater<Key>());
+  detail::stable_sort_pairs_host(keys_in, keys_out, values_in, values_out, count, order);
   return {};
 #else
   std::size_t bytes = *temp_bytes;
@@ -213,14 +234,7 @@ Status segmented_sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys
       return Status::invalid_argument(
           "offsets",
           str_cat("segment ", s, " = [", b, ", ", e, ") is not inside [0, ", count, ") or is decreasing"));
-    std::copy(keys_in + b, keys_in + e, keys_out + b);
-    std::copy(values_in + b, values_in + e, values_out + b);
-    if (order == SortOrder::kAscending)
-      thrust::stable_sort_by_key(thrust::cpp::par, keys_out + b, keys_out + e, values_out + b,
-                                 thrust::less<Key>());
-    else
-      thrust::stable_sort_by_key(thrust::cpp::par, keys_out + b, keys_out + e, values_out + b,
-                                 thrust::greater<Key>());
+    detail::stable_sort_pairs_host(keys_in + b, keys_out + b, values_in + b, values_out + b, e - b, order);
   }
   return {};
 #else
@@ -422,10 +436,8 @@ Status select_flagged(void* temp, std::size_t* temp_bytes, const T* in, const st
   if (count > 0 && (in == nullptr || flags == nullptr || out == nullptr))
     return Status::invalid_argument("in", "in, flags and out must not be null");
 #if defined(LLMK_SIM)
-  std::int64_t n = 0;
-  for (std::int64_t i = 0; i < count; ++i)
-    if (flags[i] != 0) out[n++] = in[i];
-  *num_selected = n;
+  T* end = thrust::copy_if(thrust::cpp::par, in, in + count, flags, out, detail::NonZero{});
+  *num_selected = static_cast<std::int64_t>(end - out);
   return {};
 #else
   std::size_t bytes = *temp_bytes;

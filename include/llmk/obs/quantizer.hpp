@@ -77,25 +77,27 @@ enum class SymmetricGrid {
   kAbsmax,     ///< 2^b - 1 codes (no -2^(b-1)), s = amax / (2^(b-1) - 1): llmk's grid before 2026-11
 };
 
-/// Calls f.template operator()<Q>() with Q = llmk::quant::Quantizer<code type, scheme, PerChannel> for
-/// (bits, symmetric, grid): scheme SymmetricFullRange, Symmetric (kAbsmax) or Asymmetric (symmetric = false:
-/// the grid is ignored). bits must pass check_bits. Returns what f returns.
-///   double e = llmk::obs::with_quantizer(3, false, llmk::obs::SymmetricGrid::kFullRange,
-///                                        [&]<class Q>() { return Q::params_from_range(lo, hi).scale; });
-template <class F>
-decltype(auto) with_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& f) {
+namespace detail {
+// The switch of with_quantizer; kFullRange = false leaves the SymmetricFullRange branch out entirely, so the
+// kernels' form instantiates nothing for it.
+template <bool kFullRange, class F>
+decltype(auto) dispatch_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& f) {
   using quant::Asymmetric, quant::PerChannel, quant::Quantizer, quant::Symmetric, quant::SymmetricFullRange;
-  if (symmetric && grid == SymmetricGrid::kFullRange) {
-    switch (bits) {
-      case 2:
-        return f.template operator()<Quantizer<int2_code, SymmetricFullRange, PerChannel>>();
-      case 3:
-        return f.template operator()<Quantizer<int3_code, SymmetricFullRange, PerChannel>>();
-      case 4:
-        return f.template operator()<Quantizer<int4_t, SymmetricFullRange, PerChannel>>();
-      default:
-        return f.template operator()<Quantizer<int8_t, SymmetricFullRange, PerChannel>>();
+  if constexpr (kFullRange) {
+    if (symmetric && grid == SymmetricGrid::kFullRange) {
+      switch (bits) {
+        case 2:
+          return f.template operator()<Quantizer<int2_code, SymmetricFullRange, PerChannel>>();
+        case 3:
+          return f.template operator()<Quantizer<int3_code, SymmetricFullRange, PerChannel>>();
+        case 4:
+          return f.template operator()<Quantizer<int4_t, SymmetricFullRange, PerChannel>>();
+        default:
+          return f.template operator()<Quantizer<int8_t, SymmetricFullRange, PerChannel>>();
+      }
     }
+  } else {
+    (void)grid;
   }
   if (symmetric) {
     switch (bits) {
@@ -120,13 +122,24 @@ decltype(auto) with_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& 
       return f.template operator()<Quantizer<uint8_t, Asymmetric, PerChannel>>();
   }
 }
+}  // namespace detail
+
+/// Calls f.template operator()<Q>() with Q = llmk::quant::Quantizer<code type, scheme, PerChannel> for
+/// (bits, symmetric, grid): scheme SymmetricFullRange, Symmetric (kAbsmax) or Asymmetric (symmetric = false:
+/// the grid is ignored). bits must pass check_bits. Returns what f returns.
+///   double e = llmk::obs::with_quantizer(3, false, llmk::obs::SymmetricGrid::kFullRange,
+///                                        [&]<class Q>() { return Q::params_from_range(lo, hi).scale; });
+template <class F>
+decltype(auto) with_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& f) {
+  return detail::dispatch_quantizer<true>(bits, symmetric, grid, static_cast<F&&>(f));
+}
 
 /// The kernels' form (llmk/obs/gpu_path.cuh, obs_gpu.cuh): symmetric picks the absmax type for both grids,
 /// because quantize() and dequantize() are the same for them (q = clamp(round(x / s)), x' = q s) and only the
 /// scale differs, which the kernels take from GridChoice::full_range at run time (half the instantiations).
 template <class F>
 decltype(auto) with_quantizer(int bits, bool symmetric, F&& f) {
-  return with_quantizer(bits, symmetric, SymmetricGrid::kAbsmax, static_cast<F&&>(f));
+  return detail::dispatch_quantizer<false>(bits, symmetric, SymmetricGrid::kAbsmax, static_cast<F&&>(f));
 }
 
 /// The symmetric parameters of a group with absolute maximum amax on the chosen grid, for a Q of either
