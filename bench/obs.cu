@@ -21,6 +21,9 @@
 //                    (4096 x 4096, 11008 x 4096), HostLapackBackend and the simulated kernels in the
 //                    simulator (N = 16, K = 128).
 //   BM_SparseGptGpu  N, K: llmk::obs::sparsegpt_prune_gpu, the BM_SparseGptHost options, BM_GptqGpu's shapes.
+//   BM_PruneBlockSelect / BM_PruneDeviceSort  N, K, wanda: magnitude (per layer) or Wanda (per row) at 50%
+//                    through the workspace form, CTA radix select vs CUB sorts (PruneGpuSelect); GPU: the
+//                    BM_GptqGpu shapes, simulator: 16 x 128. Device time including the validation sync.
 //
 // Counters:
 //   BM_Hessian: FLOP/s with FLOPs = rows d (d + 1), the multiply-adds of the lower triangle of X^T X
@@ -50,6 +53,7 @@
 #include "llmk/obs/gptq_gpu.cuh"
 #include "llmk/obs/hessian.cuh"
 #include "llmk/obs/linalg.hpp"
+#include "llmk/obs/pruning_gpu.cuh"
 #include "llmk/obs/sparsegpt.hpp"
 #include "llmk/obs/sparsegpt_gpu.cuh"
 #include "support/bench_data.hpp"
@@ -333,6 +337,39 @@ void BM_SparseGptGpu(benchmark::State& state) {
   });
 }
 
+// ---- (e) the GPU pruning selections: the CTA radix select against CUB's sorts ----
+
+// wanda = 0: magnitude at its default scope (the whole layer); 1: Wanda at its default (per row). Both the
+// workspace form, with PruneGpuSelect kBlockSelect (BM_PruneBlockSelect) or kDeviceSort (BM_PruneDeviceSort,
+// the pairing's anchor): the same bits, the faster one should be kAuto's choice (pruning_gpu.cuh).
+void run_prune(benchmark::State& state, obs::PruneGpuSelect select) {
+  const Layer layer = make_layer(state.range(0), state.range(1));
+  const std::int64_t n = layer.n, k = layer.k;
+  const bool wanda = state.range(2) != 0;
+  llmk::DeviceBuffer<float> w(layer.w), h(layer.h), out(static_cast<std::size_t>(n * k));
+  llmk::DeviceBuffer<std::uint8_t> mask(static_cast<std::size_t>(n * k));
+  obs::PruneOptions opt;
+  opt.sparsity = 0.5;
+  auto call = [&](void* temp, std::size_t* bytes) {
+    return wanda ? obs::wanda_prune_gpu(temp, bytes, w.data(), n, k, k, h.data(), k, opt, out.data(), k,
+                                        mask.data(), k, nullptr, select)
+                 : obs::magnitude_prune_gpu(temp, bytes, w.data(), n, k, k, opt, out.data(), k, mask.data(),
+                                            k, nullptr, select);
+  };
+  std::size_t bytes = 0;
+  if (!llmk::bench::skip_unless_ok(state, call(nullptr, &bytes))) return;
+  llmk::DeviceBuffer<unsigned char> temp(bytes);
+  llmk::bench::time_iterations(state, [&] { return call(temp.data(), &bytes); });
+  llmk::bench::set_throughput(state, static_cast<double>(n * k), 9.0 * n * k + 4.0 * k);
+}
+
+void BM_PruneBlockSelect(benchmark::State& state) {
+  run_prune(state, obs::PruneGpuSelect::kBlockSelect);
+}
+void BM_PruneDeviceSort(benchmark::State& state) {
+  run_prune(state, obs::PruneGpuSelect::kDeviceSort);
+}
+
 // ---- registration ----
 
 // LLMK_BENCH_OBS_LAYERS=1 (set, not "0"): the host algorithms at the real layer shapes (minutes each).
@@ -400,5 +437,13 @@ LLMK_OBS_LAYER_BENCH(BM_GptqHostNoLoss, reference_shapes);
 LLMK_OBS_LAYER_BENCH(BM_SparseGptHost, host_shapes);
 LLMK_OBS_LAYER_BENCH(BM_GptqGpu, gpu_path_shapes);
 LLMK_OBS_LAYER_BENCH(BM_SparseGptGpu, gpu_path_shapes);
+#if defined(LLMK_CUDA)
+#define LLMK_PRUNE_ARGS \
+  ->Args({4096, 4096, 0})->Args({4096, 4096, 1})->Args({11008, 4096, 0})->Args({11008, 4096, 1})
+#else
+#define LLMK_PRUNE_ARGS ->Args({16, 128, 0})->Args({16, 128, 1})
+#endif
+BENCHMARK(BM_PruneBlockSelect) LLMK_PRUNE_ARGS->ArgNames({"N", "K", "wanda"}) LLMK_OBS_KERNEL_UNIT;
+BENCHMARK(BM_PruneDeviceSort) LLMK_PRUNE_ARGS->ArgNames({"N", "K", "wanda"}) LLMK_OBS_KERNEL_UNIT;
 
 }  // namespace

@@ -1,16 +1,19 @@
 // Throughput of the quantization kernels (llmk/quant/kernels.cuh): quantize, dequantize, quantize_dynamic,
-// tensor_amax, per granularity and storage type. They are memory-bound: the bytes/s counter (bytes read +
-// written per call, parameters included) is the number to compare with the device's bandwidth (H100 SXM: 3.35
-// TB/s). On a GPU: device time from CUDA events; in the simulator: the cost of simulating it (small shapes
-// only).
+// tensor_amax, per granularity and storage type, and the outlier column list (llmk/quant/outliers.cuh), each
+// hand-written reduction next to its CUB form (the pairs' anchors, bench/model/pairs.py). They are
+// memory-bound: the bytes/s counter (bytes read + written per call, parameters included) is the number to
+// compare with the device's bandwidth (H100 SXM: 3.35 TB/s). On a GPU: device time from CUDA events; in the
+// simulator: the cost of simulating it (small shapes only).
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <type_traits>
 #include <vector>
 
+#include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/quant/kernels.cuh"
+#include "llmk/quant/outliers.cuh"
 #include "support/gpu_timer.hpp"
 
 namespace {
@@ -121,6 +124,63 @@ void BM_TensorAmax(benchmark::State& state) {
   llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 4.0);
 }
 
+// The same reduction by CUB (llmk::device::reduce_max_abs: cub::DeviceReduce on a GPU) on the same contiguous
+// tensor: the pairing's anchor of BM_TensorAmax (bench/model/pairs.py). tensor_amax stays hand-written
+// (strided views with 16-byte loads, no workspace) while it is not slower than this.
+template <class In>
+void BM_TensorAmaxCub(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  const std::int64_t n = static_cast<std::int64_t>(rows) * cols;
+  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(n)));
+  llmk::DeviceBuffer<float> amax(1);
+  std::size_t bytes = 0;
+  if (!llmk::bench::skip_unless_ok(
+          state, llmk::device::reduce_max_abs<In>(nullptr, &bytes, x.data(), amax.data(), n, nullptr)))
+    return;
+  llmk::DeviceBuffer<unsigned char> temp(bytes);
+  llmk::bench::time_iterations(state, [&] {
+    return llmk::device::reduce_max_abs<In>(temp.data(), &bytes, x.data(), amax.data(), n, nullptr);
+  });
+  llmk::bench::set_throughput(state, 1.0 * n, 1.0 * n * sizeof(In) + 4.0);
+}
+
+// LLM.int8()'s outlier column list of activations [tokens, hidden] (about 1% of columns above 6): the
+// one-block compaction (no workspace) and the workspace form (CUB's DeviceSelect), the latter the anchor.
+template <class In>
+std::vector<In> outlier_activations(int rows, int cols) {
+  std::vector<In> x = random_tensor<In>(static_cast<std::size_t>(rows) * cols);
+  for (int c = 0; c < cols; c += 97) x[static_cast<std::size_t>(c)] = In(8.0f);
+  return x;
+}
+
+template <class In>
+void BM_OutlierColumns(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols));
+  llmk::DeviceBuffer<std::int32_t> out(static_cast<std::size_t>(cols)), count(1);
+  llmk::bench::time_iterations(state, [&] {
+    return q::find_outlier_columns(x.data(), cols, rows, cols, 6.0f, out.data(), count.data(), nullptr);
+  });
+  llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 8.0 * cols);
+}
+
+template <class In>
+void BM_OutlierColumnsCub(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols));
+  llmk::DeviceBuffer<std::int32_t> out(static_cast<std::size_t>(cols)), count(1);
+  std::size_t bytes = 0;
+  if (!llmk::bench::skip_unless_ok(state, q::find_outlier_columns(nullptr, &bytes, x.data(), cols, rows, cols,
+                                                                  6.0f, out.data(), count.data(), nullptr)))
+    return;
+  llmk::DeviceBuffer<unsigned char> temp(bytes);
+  llmk::bench::time_iterations(state, [&] {
+    return q::find_outlier_columns(temp.data(), &bytes, x.data(), cols, rows, cols, 6.0f, out.data(),
+                                   count.data(), nullptr);
+  });
+  llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 8.0 * cols);
+}
+
 using llmk::bfloat16;
 using llmk::half;
 using Int8Token = q::Quantizer<int8_t, q::Symmetric, q::PerToken>;
@@ -167,5 +227,8 @@ BENCHMARK_TEMPLATE(BM_Dequantize, Int4G128, float) LLMK_WEIGHT_ARGS LLMK_BENCH_U
 BENCHMARK_TEMPLATE(BM_Dequantize, E4m3Token, bfloat16) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
 // Reductions.
 BENCHMARK_TEMPLATE(BM_TensorAmax, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_TensorAmaxCub, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_OutlierColumns, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_OutlierColumnsCub, half) LLMK_TOKENS_ARGS LLMK_BENCH_UNIT;
 
 }  // namespace

@@ -179,6 +179,18 @@ def tensor_amax(a, t):
     return Work(float(rows * cols), byts, byts, 0.0)
 
 
+def outlier_columns(a, t):  # column max of [rows, cols] + the list (int32 per column)
+    rows, cols = a["rows"], a["cols"]
+    byts = rows * cols * _size(t) + 8.0 * cols
+    return Work(float(rows * cols), byts, byts, 0.0)
+
+
+def prune_select(a, t):  # read W (fp32) (and diag H), write out (fp32) and mask (u8)
+    n, k = float(a["N"]), float(a["K"])
+    byts = 9.0 * n * k + 4.0 * k
+    return Work(n * k, byts, byts, 0.0, "validation sync + selection")
+
+
 # ---- OBS (bench/obs.cu) ---------------------------------------------------------------------------------------------
 def hessian(dtype):
     def f(a, t):
@@ -225,6 +237,11 @@ _F = [
     Family("BM_Quantize", ("rows", "cols"), quantize, "none", "llmk", "bench/quantize.cu"),
     Family("BM_Dequantize", ("rows", "cols"), dequantize, "none", "llmk", "bench/quantize.cu"),
     Family("BM_TensorAmax", ("rows", "cols"), tensor_amax, "none", "llmk", "bench/quantize.cu"),
+    Family("BM_TensorAmaxCub", ("rows", "cols"), tensor_amax, "none", "anchor", "bench/quantize.cu"),
+    Family("BM_OutlierColumns", ("rows", "cols"), outlier_columns, "none", "llmk", "bench/quantize.cu"),
+    Family("BM_OutlierColumnsCub", ("rows", "cols"), outlier_columns, "none", "anchor", "bench/quantize.cu"),
+    Family("BM_PruneBlockSelect", ("N", "K", "wanda"), prune_select, "none", "llmk", "bench/obs.cu"),
+    Family("BM_PruneDeviceSort", ("N", "K", "wanda"), prune_select, "none", "anchor", "bench/obs.cu"),
     Family("BM_HessianF16", ("d", "rows"), hessian("half"), "mma_f16", "llmk", "bench/obs.cu"),
     Family("BM_HessianBF16", ("d", "rows"), hessian("bfloat16"), "mma_f16", "llmk", "bench/obs.cu"),
     Family("BM_HessianF32", ("d", "rows"), hessian("float"), "fp32", "llmk", "bench/obs.cu"),

@@ -238,6 +238,51 @@ TEST_CASE("segmented_reduce_max_abs and lowest_k_mask (the pruning rank rule: ti
     }
 }
 
+TEST_CASE("segmented_lowest_k_mask: equal segments, per-segment k, ties, 64-bit keys") {
+  // rows x cols score matrices as the per-row pruning selections use them; few distinct keys (many ties)
+  for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{5}})
+    for (const std::int64_t cols : {std::int64_t{1}, std::int64_t{77}})
+      for (const std::int64_t k : {std::int64_t{0}, cols / 3, cols, cols + 2}) {
+        CAPTURE(rows);
+        CAPTURE(cols);
+        CAPTURE(k);
+        std::vector<unsigned long long> keys(static_cast<std::size_t>(rows * cols));
+        std::mt19937 rng(static_cast<std::uint32_t>(rows * 131 + cols * 7 + k));
+        std::uniform_int_distribution<int> few(0, 5);
+        for (auto& v : keys) v = (static_cast<unsigned long long>(few(rng)) << 40) + 3;  // high bits matter
+        llmk::DeviceBuffer<unsigned long long> dk(keys);
+        llmk::DeviceBuffer<std::uint8_t> keep(keys.size());
+        keep.poison();
+        REQUIRE(with_temp([&](void* t, std::size_t* b) {
+                  return dev::segmented_lowest_k_mask<unsigned long long>(t, b, dk.data(), rows, cols, k,
+                                                                          keep.data(), nullptr);
+                }).ok());
+        const std::vector<std::uint8_t> m = keep.to_host();
+        std::int64_t bad = 0;
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t t = 0; t < cols; ++t) {
+            const auto key = [&](std::int64_t c) { return keys[static_cast<std::size_t>(r * cols + c)]; };
+            std::int64_t rank = 0;
+            for (std::int64_t u = 0; u < cols; ++u) rank += key(u) < key(t) || (key(u) == key(t) && u < t);
+            bad += m[static_cast<std::size_t>(r * cols + t)] != (rank < k ? 0 : 1);
+          }
+        CHECK(bad == 0);
+      }
+  std::size_t bytes = 0;
+  auto has = [](const llmk::Status& s, const char* arg) {
+    return !s.ok() && s.message().find(std::string("'") + arg + "'") != std::string::npos;
+  };
+  CHECK(has(dev::segmented_lowest_k_mask<unsigned>(nullptr, &bytes, nullptr, -1, 4, 1, nullptr, nullptr),
+            "segments"));
+  CHECK(has(dev::segmented_lowest_k_mask<unsigned>(nullptr, &bytes, nullptr, 2, -4, 1, nullptr, nullptr),
+            "length"));
+  CHECK(
+      has(dev::segmented_lowest_k_mask<unsigned>(nullptr, &bytes, nullptr, 65536, 65536, 1, nullptr, nullptr),
+          "count"));
+  REQUIRE(dev::segmented_lowest_k_mask<unsigned>(nullptr, &bytes, nullptr, 0, 4, 1, nullptr, nullptr).ok());
+  CHECK(bytes > 0);  // never 0: "allocate, then call" must not pass nullptr again
+}
+
 TEST_CASE("device algorithms: bad arguments are named") {
   llmk::DeviceBuffer<unsigned> k(8);
   llmk::DeviceBuffer<std::int32_t> v(8);

@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "llmk/core/memory.cuh"
@@ -564,4 +566,46 @@ TEST_CASE(
   p.k = (1 << 30) + 16;
   p.lda = p.ldw = p.k;
   expect(gemm::w8a8_gemm<float>(p, nullptr), "2^30");
+}
+
+TEST_CASE("8-bit GEMMs: misaligned zero points, column sums and bias are rejected and named") {
+  llmk::DeviceBuffer<std::int8_t> buf(4096);
+  llmk::DeviceBuffer<float> fbuf(64), out(64);
+  llmk::DeviceBuffer<std::int32_t> z(64);
+  gemm::QuantGemmArgs<std::int8_t> good{buf.data(), 32, buf.data() + 1024, 32, 4, 8, 32, {}, out.data(), 8};
+  good.scales.a_scales = fbuf.data();
+  good.scales.w_scales = fbuf.data();
+  good.scales.a_zero_points = z.data();
+  good.scales.w_column_sums = z.data() + 16;
+  good.scales.bias = fbuf.data() + 16;
+  REQUIRE(gemm::w8a8_gemm<float>(good, nullptr).ok());
+  // One byte past an aligned pointer: never dereferenced, the launcher must refuse it first.
+  auto off1 = [](auto* p) { return reinterpret_cast<decltype(p)>(reinterpret_cast<std::uintptr_t>(p) + 1); };
+  auto expect = [](const llmk::Status& s, const char* needle) {
+    CHECK_FALSE(s.ok());
+    CHECK(s.code() == llmk::Status::Code::kInvalidArgument);
+    CHECK_MESSAGE(s.message().find(needle) != std::string::npos, s.message());
+  };
+  auto p = good;
+  p.scales.a_zero_points = off1(z.data());
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "'scales.a_zero_points'");
+  p = good;
+  p.scales.w_column_sums = off1(z.data() + 16);
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "'scales.w_column_sums'");
+  p = good;
+  p.scales.bias = off1(fbuf.data() + 16);
+  expect(gemm::w8a8_gemm<float>(p, nullptr), "'scales.bias'");
+  // fp8 and mixed share the validation: bias (the only one of the three they read).
+  llmk::DeviceBuffer<e4m3> f8(4096);
+  gemm::QuantGemmArgs<e4m3> f{f8.data(), 32, f8.data() + 1024, 32, 4, 8, 32, {}, out.data(), 8};
+  f.scales.a_scales = fbuf.data();
+  f.scales.w_scales = fbuf.data();
+  f.scales.bias = off1(fbuf.data() + 16);
+  expect(gemm::fp8_gemm<float>(f, nullptr), "'scales.bias'");
+  gemm::MixedInt8Args mx;
+  mx.regular = good;
+  mx.regular.scales.a_zero_points = nullptr;
+  mx.regular.scales.w_column_sums = nullptr;
+  mx.regular.scales.bias = off1(fbuf.data() + 16);
+  expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "'scales.bias'");
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -250,6 +251,53 @@ TEST_CASE("weight_only repack of signed codes stores q + 8 / q + 128") {
   }
 }
 
+TEST_CASE("weight_only packed layout: bytes built from the documented formula equal the repack's") {
+  // Written from docs/gemm.md ("The packed layout"), not from the library: tile = nt * (K / 16) + kt, each
+  // tile 32 * bits bytes; lane l = 4g + t owns bits / 4 32-bit words at byte l * bits of the tile; 4-bit:
+  // code (j, r, h) is nibble p = (2j + r) + 4h of the word; 8-bit: word w_j (j = 0, 1), code (r, h) is byte
+  // r + 2h; column n = 16 nt + 8j + g, k = 16 kt + 2t + 8r + h; padding columns (n >= N) hold code 0.
+  std::mt19937 rng(2024);
+  for (int bits : {4, 8}) {
+    CAPTURE(bits);
+    const int n = 40, k = 64;  // N16 = 48: 3 strips x 4 k tiles, the last strip half padding
+    std::vector<std::uint8_t> plain = random_plain(n, k, bits, rng);
+    auto code = [&](int col, int kk) -> std::uint32_t {
+      if (col >= n) return 0;
+      const std::uint8_t b =
+          plain[static_cast<std::size_t>(col) * plain_ld(k, bits) + (bits == 4 ? kk / 2 : kk)];
+      return bits == 4 ? (b >> (4 * (kk % 2))) & 0xFu : b;
+    };
+    const int n16 = (n + 15) / 16 * 16;
+    std::vector<std::uint8_t> want(static_cast<std::size_t>(n16) * k * bits / 8, 0xAB);
+    for (int nt = 0; nt < n16 / 16; ++nt)
+      for (int kt = 0; kt < k / 16; ++kt) {
+        const std::size_t tile_byte = static_cast<std::size_t>(nt * (k / 16) + kt) * 32 * bits;
+        for (int l = 0; l < 32; ++l) {
+          const int g = l / 4, t = l % 4;
+          std::uint32_t words[2] = {0, 0};
+          for (int j = 0; j < 2; ++j)
+            for (int r = 0; r < 2; ++r)
+              for (int h = 0; h < 2; ++h) {
+                const std::uint32_t c = code(16 * nt + 8 * j + g, 16 * kt + 2 * t + 8 * r + h);
+                if (bits == 4)
+                  words[0] |= c << (4 * ((2 * j + r) + 4 * h));
+                else
+                  words[j] |= c << (8 * (r + 2 * h));
+              }
+          std::memcpy(want.data() + tile_byte + static_cast<std::size_t>(l) * bits, words,
+                      static_cast<std::size_t>(bits / 4) * 4);  // little-endian, as on the GPU
+        }
+      }
+    CHECK(repack_host(plain, nullptr, n, k, bits) == want);
+    llmk::DeviceBuffer<std::uint8_t> d_plain(plain), d_packed(want.size());
+    const llmk::gemm::WeightRepackArgs r{
+        d_plain.data(), plain_ld(k, bits), nullptr, d_packed.data(), n, k, bits, false};
+    const llmk::Status s = llmk::gemm::weight_only_repack(r, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    CHECK(d_packed.to_host() == want);
+  }
+}
+
 TEST_CASE("weight_only act-order permutation: host == device, stable, malformed g_idx rejected") {
   std::mt19937 rng(17);
   const int k = 256, group = 64;
@@ -445,6 +493,40 @@ TEST_CASE("weight_only_gemm rejects bad arguments with a message naming the argu
     expect(llmk::gemm::weight_only_gemm(x, ws.data(), ws.size() - 1, nullptr), "'workspace_bytes'");
     x.perm_size = k - 1;
     expect(llmk::gemm::weight_only_gemm(x, ws.data(), ws.size(), nullptr), "'perm_size'");
+  }
+  // perm is read with 4-byte loads: one byte past an aligned pointer (never dereferenced) must be refused,
+  // by the GEMM, the device and host repacks and the act-order permutation (with g_idx).
+  auto off1 = [](auto* p) { return reinterpret_cast<decltype(p)>(reinterpret_cast<std::uintptr_t>(p) + 1); };
+  {
+    auto x = base();
+    x.perm = off1(perm.data());
+    x.perm_size = k;
+    llmk::DeviceBuffer<unsigned char> ws(llmk::gemm::weight_only_workspace_bytes(x));
+    expect(llmk::gemm::weight_only_gemm(x, ws.data(), ws.size(), nullptr), "'perm': must be aligned");
+  }
+  {
+    llmk::DeviceBuffer<std::uint8_t> plain(static_cast<std::size_t>(n) * k / 2);
+    llmk::gemm::WeightRepackArgs r{plain.data(), k / 2, off1(perm.data()), w.data(), n, k, 4, false};
+    expect(llmk::gemm::weight_only_repack(r, nullptr), "'perm': must be 4-byte aligned");
+    std::vector<std::uint8_t> h_plain(static_cast<std::size_t>(n) * k / 2),
+        h_out(llmk::gemm::weight_only_packed_bytes(n, k, 4));
+    std::vector<std::int32_t> h_perm(static_cast<std::size_t>(k) + 1);
+    llmk::gemm::WeightRepackArgs rh{h_plain.data(), k / 2, off1(h_perm.data()), h_out.data(), n, k, 4, false};
+    expect(llmk::gemm::weight_only_repack_host(rh), "'perm': must be 4-byte aligned");
+  }
+  {
+    std::vector<std::int32_t> g_idx(static_cast<std::size_t>(k) + 1, 0),
+        h_perm(static_cast<std::size_t>(k) + 1);
+    expect(llmk::gemm::act_order_permutation_host(g_idx.data(), k, k, off1(h_perm.data())), "'perm'");
+    expect(llmk::gemm::act_order_permutation_host(off1(g_idx.data()), k, k, h_perm.data()), "'g_idx'");
+    llmk::DeviceBuffer<std::int32_t> d_g(static_cast<std::size_t>(k));
+    std::size_t temp_bytes = 0;
+    REQUIRE(
+        llmk::gemm::act_order_permutation(nullptr, &temp_bytes, d_g.data(), k, k, perm.data(), nullptr).ok());
+    llmk::DeviceBuffer<unsigned char> temp(temp_bytes);
+    expect(llmk::gemm::act_order_permutation(temp.data(), &temp_bytes, d_g.data(), k, k, off1(perm.data()),
+                                             nullptr),
+           "'perm'");
   }
   {
     std::vector<std::uint8_t> plain(16 * 16), out(llmk::gemm::weight_only_packed_bytes(16, 32, 4));

@@ -54,19 +54,43 @@ std::string describe(const Case& c, const llmk::obs::PruneOptions& o, bool wanda
                        " sparsity=", o.sparsity, " n:m=", o.prune_n, ":", o.prune_m, " seed=", seed);
 }
 
+// The GPU entry under test: the form without workspace, or the workspace form with a selection.
+enum class Form { kNoWorkspace, kAuto, kBlockSelect, kDeviceSort };
+
+llmk::Status run_gpu(Form form, bool wanda, const Case& c, const float* w, const float* h,
+                     const llmk::obs::PruneOptions& opt, float* out, std::uint8_t* mask) {
+  if (form == Form::kNoWorkspace)
+    return wanda ? llmk::obs::wanda_prune_gpu(w, c.rows, c.cols, c.ldw, h, c.ldh, opt, out, c.ld_out, mask,
+                                              c.ld_mask, nullptr)
+                 : llmk::obs::magnitude_prune_gpu(w, c.rows, c.cols, c.ldw, opt, out, c.ld_out, mask,
+                                                  c.ld_mask, nullptr);
+  const auto select = form == Form::kAuto          ? llmk::obs::PruneGpuSelect::kAuto
+                      : form == Form::kBlockSelect ? llmk::obs::PruneGpuSelect::kBlockSelect
+                                                   : llmk::obs::PruneGpuSelect::kDeviceSort;
+  auto call = [&](void* temp, std::size_t* bytes) {
+    return wanda ? llmk::obs::wanda_prune_gpu(temp, bytes, w, c.rows, c.cols, c.ldw, h, c.ldh, opt, out,
+                                              c.ld_out, mask, c.ld_mask, nullptr, select)
+                 : llmk::obs::magnitude_prune_gpu(temp, bytes, w, c.rows, c.cols, c.ldw, opt, out, c.ld_out,
+                                                  mask, c.ld_mask, nullptr, select);
+  };
+  std::size_t bytes = 0;
+  LLMK_RETURN_IF_ERROR(call(nullptr, &bytes));
+  llmk::DeviceBuffer<unsigned char> temp(bytes);
+  temp.poison();
+  return call(temp.data(), &bytes);
+}
+
 // Runs the GPU entry and the host entry; checks bit-exact weights and masks, untouched output paddings.
-void compare(const Case& c, const llmk::obs::PruneOptions& opt, bool wanda, std::uint32_t seed) {
+void compare(const Case& c, const llmk::obs::PruneOptions& opt, bool wanda, std::uint32_t seed,
+             Form form = Form::kNoWorkspace) {
   INFO(describe(c, opt, wanda, seed));
+  INFO("form ", static_cast<int>(form));
   llmk::DeviceBuffer<float> dw(c.w), dh(c.h);
   llmk::DeviceBuffer<float> dout(static_cast<std::size_t>(c.rows * c.ld_out));
   llmk::DeviceBuffer<std::uint8_t> dmask(static_cast<std::size_t>(c.rows * c.ld_mask));
   dout.poison();
   dmask.poison();
-  const llmk::Status s =
-      wanda ? llmk::obs::wanda_prune_gpu(dw.data(), c.rows, c.cols, c.ldw, dh.data(), c.ldh, opt, dout.data(),
-                                         c.ld_out, dmask.data(), c.ld_mask, nullptr)
-            : llmk::obs::magnitude_prune_gpu(dw.data(), c.rows, c.cols, c.ldw, opt, dout.data(), c.ld_out,
-                                             dmask.data(), c.ld_mask, nullptr);
+  const llmk::Status s = run_gpu(form, wanda, c, dw.data(), dh.data(), opt, dout.data(), dmask.data());
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(llmk::device_synchronize().ok());
   llmk::obs::PruneResult ref;
@@ -206,6 +230,60 @@ TEST_CASE("wanda / magnitude gpu == host: many exactly equal scores (ties to the
         CHECK(m[static_cast<std::size_t>(r * c.ld_mask + j)] ==
               (wanda ? (j >= 150 ? 1 : 0) : (r * 300 + j >= 450 ? 1 : 0)));
   }
+}
+
+TEST_CASE("wanda / magnitude gpu, workspace forms: every selection == host (per row, per layer, ties)") {
+  // kAuto (CUB per layer, CTA per row), kBlockSelect, kDeviceSort (CUB segmented sort per row): same bits.
+  const std::uint32_t seed = fresh_seed();
+  const std::int64_t shapes[3][2] = {{1, 200}, {5, 77}, {33, 7}};
+  std::uint32_t k = 0;
+  for (const auto& sh : shapes)
+    for (const bool ties : {false, true}) {
+      const Case c = make_case(sh[0], sh[1], seed + k++, ties);
+      for (int wanda = 0; wanda < 2; ++wanda)
+        for (const auto scope : {llmk::obs::PruneScope::kPerRow, llmk::obs::PruneScope::kPerLayer})
+          for (const Form form : {Form::kAuto, Form::kBlockSelect, Form::kDeviceSort}) {
+            llmk::obs::PruneOptions o;
+            o.sparsity = 0.5;
+            o.scope = scope;
+            compare(c, o, wanda != 0, seed + k - 1, form);
+          }
+    }
+  // n:m ignores the selection; the workspace is still queried and accepted.
+  const Case c = make_case(3, 64, seed + k, false);
+  llmk::obs::PruneOptions o;
+  o.prune_n = 2;
+  o.prune_m = 4;
+  compare(c, o, true, seed + k, Form::kDeviceSort);
+  // Workspace rules.
+  llmk::DeviceBuffer<float> dw(c.w), dout(static_cast<std::size_t>(3 * c.ld_out));
+  llmk::DeviceBuffer<std::uint8_t> dm(static_cast<std::size_t>(3 * c.ld_mask));
+  llmk::obs::PruneOptions layer;
+  std::size_t bytes = 0;
+  CHECK(names(llmk::obs::magnitude_prune_gpu(nullptr, nullptr, dw.data(), 3, 64, c.ldw, layer, dout.data(),
+                                             c.ld_out, dm.data(), c.ld_mask, nullptr),
+              "temp_bytes"));
+  REQUIRE(llmk::obs::magnitude_prune_gpu(nullptr, &bytes, dw.data(), 3, 64, c.ldw, layer, dout.data(),
+                                         c.ld_out, dm.data(), c.ld_mask, nullptr)
+              .ok());
+  CHECK(bytes >= 3 * 64 * 5);  // keys and keep flags at least
+  llmk::DeviceBuffer<unsigned char> temp(bytes + 16);
+  std::size_t small = bytes - 1;
+  CHECK(names(llmk::obs::magnitude_prune_gpu(temp.data(), &small, dw.data(), 3, 64, c.ldw, layer, dout.data(),
+                                             c.ld_out, dm.data(), c.ld_mask, nullptr),
+              "temp_bytes"));
+  std::size_t enough = bytes + 8;
+  CHECK(names(llmk::obs::magnitude_prune_gpu(temp.data() + 8, &enough, dw.data(), 3, 64, c.ldw, layer,
+                                             dout.data(), c.ld_out, dm.data(), c.ld_mask, nullptr),
+              "temp"));
+  CHECK(names(
+      llmk::obs::magnitude_prune_gpu(reinterpret_cast<unsigned char*>(dout.data()), &enough, dw.data(), 3, 64,
+                                     c.ldw, layer, dout.data(), c.ld_out, dm.data(), c.ld_mask, nullptr),
+      "temp"));  // overlaps out_weights
+  CHECK(names(llmk::obs::magnitude_prune_gpu(temp.data(), &bytes, dw.data(), 3, 64, c.ldw, layer, dout.data(),
+                                             c.ld_out, dm.data(), c.ld_mask, nullptr,
+                                             static_cast<llmk::obs::PruneGpuSelect>(7)),
+              "select"));
 }
 
 TEST_CASE("wanda / magnitude gpu: bad arguments are named") {

@@ -96,6 +96,20 @@ std::vector<std::int32_t> check_find(const std::vector<T>& x, std::int64_t ld, s
   REQUIRE(d_count.to_host()[0] == static_cast<std::int32_t>(want.size()));
   for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
   for (std::size_t i = want.size(); i < got.size(); ++i) CHECK(got[i] == -1);
+  // The workspace form (CUB's select on a GPU) writes the same list, tail and count.
+  std::size_t bytes = 0;
+  REQUIRE(llmk::quant::find_outlier_columns(nullptr, &bytes, d_x.data(), ld, rows, cols, threshold,
+                                            d_cols.data(), d_count.data(), nullptr)
+              .ok());
+  llmk::DeviceBuffer<unsigned char> temp(bytes);
+  temp.poison();
+  d_cols.poison();
+  d_count.poison();
+  const llmk::Status ws = llmk::quant::find_outlier_columns(
+      temp.data(), &bytes, d_x.data(), ld, rows, cols, threshold, d_cols.data(), d_count.data(), nullptr);
+  REQUIRE_MESSAGE(ws.ok(), ws.message());
+  CHECK(d_cols.to_host() == got);
+  CHECK(d_count.to_host()[0] == static_cast<std::int32_t>(want.size()));
   return want;
 }
 
@@ -241,6 +255,18 @@ TEST_CASE("find_outlier_columns: none, all, threshold edge, Inf counts, NaN does
                                             static_cast<std::int32_t*>(nullptr), d_count.data(), nullptr)
               .ok());
   CHECK(d_count.to_host()[0] == 0);
+  d_count.poison();
+  std::size_t bytes = 0;
+  REQUIRE(llmk::quant::find_outlier_columns(nullptr, &bytes, static_cast<const float*>(nullptr), 0, 5, 0,
+                                            6.0f, static_cast<std::int32_t*>(nullptr), d_count.data(),
+                                            nullptr)
+              .ok());
+  llmk::DeviceBuffer<unsigned char> temp(bytes);
+  REQUIRE(llmk::quant::find_outlier_columns(temp.data(), &bytes, static_cast<const float*>(nullptr), 0, 5, 0,
+                                            6.0f, static_cast<std::int32_t*>(nullptr), d_count.data(),
+                                            nullptr)
+              .ok());
+  CHECK(d_count.to_host()[0] == 0);
 }
 
 TEST_CASE("split: X W^T == X_reg W_reg^T + X_out W_out^T (fp64), and an in-place split") {
@@ -316,6 +342,27 @@ TEST_CASE("outlier kernels reject bad arguments with a message naming the argume
                  "'outlier_cols': must not be null");
   expect_invalid(find_outlier_columns(x.data(), 64, 4, 64, 6.0f, cols.data(), nullptr, nullptr),
                  "'num_outliers': must not be null");
+  // The workspace form: its own rules, then the same argument checks.
+  std::size_t bytes = 0;
+  expect_invalid(
+      find_outlier_columns(nullptr, nullptr, x.data(), 64, 4, 64, 6.0f, cols.data(), count.data(), nullptr),
+      "'temp_bytes': must not be null");
+  REQUIRE(find_outlier_columns(nullptr, &bytes, x.data(), 64, 4, 64, 6.0f, cols.data(), count.data(), nullptr)
+              .ok());
+  llmk::DeviceBuffer<unsigned char> temp(bytes + 16);
+  std::size_t small = bytes - 1, enough = bytes + 8;
+  expect_invalid(find_outlier_columns(temp.data(), &small, x.data(), 64, 4, 64, 6.0f, cols.data(),
+                                      count.data(), nullptr),
+                 "'temp_bytes'");
+  expect_invalid(find_outlier_columns(temp.data() + 4, &enough, x.data(), 64, 4, 64, 6.0f, cols.data(),
+                                      count.data(), nullptr),
+                 "'temp': must be 16-byte aligned");
+  expect_invalid(find_outlier_columns(temp.data(), &bytes, x.data(), 64, 4, 64, 0.0f, cols.data(),
+                                      count.data(), nullptr),
+                 "'threshold': must be > 0");
+  expect_invalid(
+      find_outlier_columns(temp.data(), &bytes, x.data(), 64, 4, 64, 6.0f, cols.data(), nullptr, nullptr),
+      "'num_outliers': must not be null");
 
   auto split = [&](const float* px, std::int64_t ldx, std::int64_t rows, std::int64_t k,
                    const std::int32_t* idx, int n, float* r, std::int64_t ldr, float* o, std::int64_t ldo) {

@@ -26,6 +26,7 @@
 // (docs/architecture.md).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -48,7 +49,6 @@
 #include <thrust/scan.h>
 #include <thrust/transform_reduce.h>
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 #else
@@ -449,66 +449,117 @@ Status select_flagged(void* temp, std::size_t* temp_bytes, const T* in, const st
 
 namespace detail {
 
-// keep[values[i]] = (i >= k): after a stable ascending sort of (key, index), the first k indices are the k
-// lowest by (key, index), the pruning rank rule. A template for inline linkage.
+// Segment s = [s * length, (s + 1) * length). After a stable ascending sort of (key, index within the
+// segment) per segment, the first k positions of a segment are its k lowest by (key, index), the pruning
+// rank rule: keep[s * length + sorted_index[i]] = (i - s * length >= k). A template for inline linkage.
 template <class Index>
 __global__ void __launch_bounds__(256)
-    scatter_keep_kernel(const Index* sorted_index, std::int64_t count, std::int64_t k, std::uint8_t* keep) {
+    scatter_keep_kernel(const Index* sorted_index, std::int64_t count, std::int64_t length, std::int64_t k,
+                        std::uint8_t* keep) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += stride)
-    keep[sorted_index[i]] = i >= k ? 1 : 0;
+       i += stride) {
+    const std::int64_t base = i / length * length;
+    keep[base + static_cast<std::int64_t>(sorted_index[i])] = i - base >= k ? 1 : 0;
+  }
 }
 
+// out[i] = i % length (the index within its segment).
 template <class Index>
-__global__ void __launch_bounds__(256) iota_kernel(Index* out, std::int64_t count) {
+__global__ void __launch_bounds__(256) iota_kernel(Index* out, std::int64_t count, std::int64_t length) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride)
-    out[i] = static_cast<Index>(i);
+    out[i] = static_cast<Index>(i % length);
+}
+
+// offsets[s] = s * length for s in [0, segments].
+template <int kUnused = 0>
+__global__ void __launch_bounds__(256)
+    segment_offsets_kernel(std::int64_t* offsets, std::int64_t segments, std::int64_t length) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t s = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; s <= segments;
+       s += stride)
+    offsets[s] = s * length;
 }
 
 inline std::size_t align_up(std::size_t x) {
   return (x + 255) / 256 * 256;
 }
 
+inline dim3 elementwise_grid(std::int64_t count) {
+  return dim3(static_cast<unsigned>(std::min<std::int64_t>((count + 255) / 256, 4096)));
+}
+
 }  // namespace detail
 
-/// The k lowest of keys[0 .. count) by (key, index) (ties to the lower index, llmk's pruning rank rule):
-/// keep[i] = 0 for them, 1 for the others. One stable radix sort of (key, index) pairs plus two small
-/// launches; temp holds the index arrays and the sorted keys. k is clamped to [0, count].
-///   llmk::device::lowest_k_mask<unsigned>(temp, &bytes, score_bits, rows * cols, k, mask, stream);
+/// The k lowest of each of `segments` equal segments s = keys[s * length .. (s + 1) * length), by (key,
+/// index within the segment) (ties to the lower index, llmk's pruning rank rule): keep[i] = 0 for them, 1
+/// for the others. One segment: a stable radix sort of (key, index) pairs (cub::DeviceRadixSort); several:
+/// a stable segmented sort (cub::DeviceSegmentedSort); plus two or three small launches. temp holds the
+/// segment offsets, the index arrays and the sorted keys. k is clamped to [0, length]; segments * length
+/// must be < 2^32 (32-bit indices).
+///   // per-row pruning of a [rows, cols] score matrix, k per row
+///   llmk::device::segmented_lowest_k_mask<unsigned>(temp, &bytes, scores, rows, cols, k, keep, stream);
 template <class Key>
-Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
-                     std::uint8_t* keep, cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  if (count > std::numeric_limits<std::uint32_t>::max())
-    return Status::invalid_argument("count", str_cat("must be < 2^32 (32-bit indices), got ", count));
+Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t segments,
+                               std::int64_t length, std::int64_t k, std::uint8_t* keep, cudaStream_t stream) {
+  if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
+  if (length < 0) return Status::invalid_argument("length", str_cat("must be >= 0, got ", length));
+  const std::int64_t count = segments * length;
+  if (length > 0 && segments > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()) / length)
+    return Status::invalid_argument(
+        "count", str_cat("segments * length must be < 2^32 (32-bit indices), got ", segments, " x ", length));
   using Index = std::uint32_t;
   const std::size_t n = static_cast<std::size_t>(count);
-  const std::size_t idx_bytes = detail::align_up(n * sizeof(Index)),
+  const bool one = segments <= 1;
+  const std::size_t off_bytes = one ? 0 : detail::align_up((static_cast<std::size_t>(segments) + 1) * 8),
+                    idx_bytes = detail::align_up(n * sizeof(Index)),
                     key_bytes = detail::align_up(n * sizeof(Key));
   std::size_t sort_bytes = 0;
-  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(nullptr, &sort_bytes, keys, nullptr, nullptr, nullptr, count,
-                                               SortOrder::kAscending, stream)));
-  const std::size_t needs = 2 * idx_bytes + key_bytes + sort_bytes;
+  if (one)
+    LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(nullptr, &sort_bytes, keys, nullptr, nullptr, nullptr, count,
+                                                 SortOrder::kAscending, stream)));
+  else
+    LLMK_RETURN_IF_ERROR(
+        (segmented_sort_pairs<Key, Index>(nullptr, &sort_bytes, keys, nullptr, nullptr, nullptr, count,
+                                          segments, nullptr, SortOrder::kAscending, stream)));
+  const std::size_t needs = off_bytes + 2 * idx_bytes + key_bytes + sort_bytes;
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
   if (query || count == 0) return {};
   if (keys == nullptr || keep == nullptr)
     return Status::invalid_argument("keys", "keys and keep must not be null");
   auto* base = static_cast<unsigned char*>(temp);
-  auto* index = reinterpret_cast<Index*>(base);
-  auto* sorted_index = reinterpret_cast<Index*>(base + idx_bytes);
-  auto* sorted_keys = reinterpret_cast<Key*>(base + 2 * idx_bytes);
-  void* sort_temp = base + 2 * idx_bytes + key_bytes;
-  const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((count + 255) / 256, 4096)));
-  LLMK_RETURN_IF_ERROR(launch(detail::iota_kernel<Index>, grid, dim3(256), 0, stream, index, count));
-  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index, sorted_index,
-                                               count, SortOrder::kAscending, stream)));
-  const std::int64_t kk = k < 0 ? 0 : (k > count ? count : k);
-  return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, sorted_index, count, kk,
-                keep);
+  auto* offsets = reinterpret_cast<std::int64_t*>(base);
+  auto* index = reinterpret_cast<Index*>(base + off_bytes);
+  auto* sorted_index = reinterpret_cast<Index*>(base + off_bytes + idx_bytes);
+  auto* sorted_keys = reinterpret_cast<Key*>(base + off_bytes + 2 * idx_bytes);
+  void* sort_temp = base + off_bytes + 2 * idx_bytes + key_bytes;
+  const dim3 grid = detail::elementwise_grid(count);
+  LLMK_RETURN_IF_ERROR(launch(detail::iota_kernel<Index>, grid, dim3(256), 0, stream, index, count, length));
+  if (one) {
+    LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index,
+                                                 sorted_index, count, SortOrder::kAscending, stream)));
+  } else {
+    LLMK_RETURN_IF_ERROR(launch(detail::segment_offsets_kernel<>, detail::elementwise_grid(segments + 1),
+                                dim3(256), 0, stream, offsets, segments, length));
+    LLMK_RETURN_IF_ERROR(
+        (segmented_sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index, sorted_index,
+                                          count, segments, offsets, SortOrder::kAscending, stream)));
+  }
+  const std::int64_t kk = k < 0 ? 0 : (k > length ? length : k);
+  return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, sorted_index, count, length,
+                kk, keep);
+}
+
+/// The k lowest of keys[0 .. count) by (key, index): segmented_lowest_k_mask with one segment.
+///   llmk::device::lowest_k_mask<unsigned>(temp, &bytes, score_bits, rows * cols, k, mask, stream);
+template <class Key>
+Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
+                     std::uint8_t* keep, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  return segmented_lowest_k_mask<Key>(temp, temp_bytes, keys, 1, count, k, keep, stream);
 }
 
 }  // namespace llmk::device

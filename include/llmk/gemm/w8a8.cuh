@@ -234,6 +234,9 @@ Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
       return Status::invalid_argument("scales.w_scales", "must not be null (dequantized output)");
     LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.a_scales", s.a_scales));
     LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.w_scales", s.w_scales));
+    LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("scales.a_zero_points", s.a_zero_points));
+    LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("scales.w_column_sums", s.w_column_sums));
+    LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.bias", s.bias));
     if (s.a_zero_points != nullptr && s.w_column_sums == nullptr)
       return Status::invalid_argument("scales.w_column_sums",
                                       "must be given with a_zero_points (see weight_column_sums())");
@@ -350,7 +353,8 @@ inline QGemmTileKind choose_qgemm_tile(int m) {
 ///
 /// Errors (Status::invalid_argument naming the argument): null or misaligned (16-byte) operands, K not a
 /// multiple of 16, lda/ldw < K or not multiples of 16, ldd < N, missing scales for a dequantized output,
-/// zero points without column sums, M beyond the grid.
+/// d, scales, zero points, column sums or bias not aligned to their element, zero points without column
+/// sums, M beyond the grid.
 template <class Out>
 Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
   switch (choose_qgemm_tile(p.m)) {

@@ -21,8 +21,9 @@
 // N is padded to N16 = ceil(N / 16) * 16 (padding columns hold code 0 and are never stored); K % 16 == 0.
 // The weights are cut into tiles of 16 columns (n) x 16 K elements, tile (nt, kt) = columns 16 nt..,
 // k 16 kt.., stored in the order  tile index = nt * (K / 16) + kt,  each tile 32 * bits bytes (128 B for
-// 4-bit, 256 B for 8-bit): 32 lanes x (bits / 4) 32-bit words, lane l's words at byte l * bits / 2 of the
-// tile. Lane l = 4 g + t (g = l / 4, t = l % 4) holds exactly the codes of its m16n8k16 B fragments for the
+// 4-bit, 256 B for 8-bit): 32 lanes x (bits / 4) 32-bit words, lane l's words at byte l * bits of the tile
+// (32-bit word l * bits / 4: lane l's 4 bytes at byte 4 l for 4-bit, its 8 bytes at byte 8 l for 8-bit).
+// Lane l = 4 g + t (g = l / 4, t = l % 4) holds exactly the codes of its m16n8k16 B fragments for the
 // two n8 sub-tiles j = 0, 1 of the tile: column n = 16 nt + 8 j + g, and register r = 0 (k = 2t, 2t + 1) or
 // r = 1 (k = 2t + 8, 2t + 9), relative to 16 kt. With h = 0 for the lower k of a pair and 1 for the upper:
 //   4-bit: one word; the code of (j, r, h) is the nibble p = (2 j + r) + 4 h (bits 4p .. 4p + 3), so
@@ -123,7 +124,8 @@ LLMK_HOST_DEVICE std::uint32_t wo_plain_code(const std::uint8_t* w, std::int64_t
 struct WeightRepackArgs {
   const void* w;          // plain [N, K]: 4-bit two codes a byte (llmk::quant::pack_int4 order), 8-bit bytes
   std::int64_t ld_bytes;  // bytes between rows of w: >= ceil(K / 2) (4-bit) or >= K (8-bit)
-  const std::int32_t* perm;  // [K] act-order permutation (packed column k takes w's column perm[k]) or null
+  const std::int32_t* perm;  // [K] act-order permutation (packed column k takes w's column perm[k]) or null;
+                             // 4-byte aligned
   void* packed;              // weight_only_packed_bytes(n, k, bits) bytes (device: 4-byte aligned)
   int n, k, bits;
   bool signed_codes;  // w holds two's-complement codes q: stored as u = q + 8 (4-bit) / q + 128 (8-bit)
@@ -143,6 +145,8 @@ inline Status validate_repack(const WeightRepackArgs& r) {
   if (r.ld_bytes < row_bytes)
     return Status::invalid_argument(
         "ld_bytes", str_cat("must be >= ", row_bytes, " (K=", r.k, ", bits=", r.bits, "), got ", r.ld_bytes));
+  if (r.perm != nullptr && reinterpret_cast<std::uintptr_t>(r.perm) % 4 != 0)
+    return Status::invalid_argument("perm", "must be 4-byte aligned (it is read as int32)");
   return {};
 }
 
@@ -274,6 +278,10 @@ namespace detail {
 inline Status validate_act_order(const std::int32_t* g_idx, int k, int group_size, const std::int32_t* perm) {
   if (g_idx == nullptr) return Status::invalid_argument("g_idx", "must not be null");
   if (perm == nullptr) return Status::invalid_argument("perm", "must not be null");
+  if (reinterpret_cast<std::uintptr_t>(g_idx) % 4 != 0)
+    return Status::invalid_argument("g_idx", "must be 4-byte aligned (it is read as int32)");
+  if (reinterpret_cast<std::uintptr_t>(perm) % 4 != 0)
+    return Status::invalid_argument("perm", "must be 4-byte aligned (it is written as int32)");
   if (k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", k));
   if (group_size < 1 || k % group_size != 0)
     return Status::invalid_argument("group_size",
@@ -421,7 +429,7 @@ struct WeightOnlyArgs {
   std::int64_t scales_size = 0;         // elements given in scales: must equal (K / G) * N
   const std::uint8_t* zeros = nullptr;  // [K / G, N] zero-point codes, or null (z = 8 / 128)
   std::int64_t zeros_size = 0;          // elements given in zeros (when non-null): must equal (K / G) * N
-  const std::int32_t* perm = nullptr;   // [K] act-order permutation (act_order_permutation) or null
+  const std::int32_t* perm = nullptr;   // [K] act-order permutation (4-byte aligned) or null
   std::int64_t perm_size = 0;           // elements given in perm (when non-null): must equal K
   const T* bias = nullptr;              // [N] or null
   T* d = nullptr;                       // [M, N] row-major, ldd >= N
@@ -787,6 +795,9 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
   if (x.perm != nullptr) {
     if (x.perm_size != x.k)
       return Status::invalid_argument("perm_size", str_cat("must equal K = ", x.k, ", got ", x.perm_size));
+    if (misaligned(x.perm, sizeof(std::int32_t)))
+      return Status::invalid_argument("perm",
+                                      "must be aligned to its element (4 bytes: it is read as int32)");
     const std::size_t need = weight_only_workspace_bytes(x);
     if (workspace == nullptr)
       return Status::invalid_argument("workspace", str_cat("must not be null with act-order (perm): needs ",
@@ -809,7 +820,7 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
 ///
 /// Requirements (each violation returns Status::invalid_argument naming the argument): a, w, scales, d
 /// non-null; bits 4 or 8; M, N >= 1; K a positive multiple of 16; group_size a multiple of 16 dividing K;
-/// lda >= K, lda % 8 == 0; ldd >= N; a, w 16-byte aligned, scales, d, bias element-aligned; w_bytes ==
+/// lda >= K, lda % 8 == 0; ldd >= N; a, w 16-byte aligned, scales, d, bias, perm element-aligned; w_bytes ==
 /// weight_only_packed_bytes(N, K, bits); scales_size (and zeros_size with zeros) == (K / G) * N; perm_size
 /// == K with perm, and then a large enough workspace. M and N need not be multiples of any tile.
 ///

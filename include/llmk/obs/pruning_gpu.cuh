@@ -15,6 +15,15 @@
 //                 index). The selection is llmk/obs/select_gpu.cuh's exact radix select (4 histogram passes
 //                 for magnitude's 32-bit keys, 8 for Wanda's 64-bit keys) plus an ordered pass for the ties.
 //                 A per-layer selection on one CTA reads the layer 5-9 times on one SM: an offline step.
+//   device sort   (the workspace overloads; PruneGpuSelect) the same selection by CUB on the whole GPU: a
+//                 keys kernel writes every score key, llmk::device::segmented_lowest_k_mask (one stable radix
+//                 sort of (key, index) for a per-layer set, a stable segmented sort for per-row sets) marks
+//                 the k lowest of each set, an apply kernel writes out and mask. Bit for bit the CTA select's
+//                 result (same keys, same rank rule). kAuto takes it for per-layer sets (one CTA cannot use
+//                 the GPU) and keeps the CTA select per row: a row's select runs on-chip from L1/L2 (the row
+//                 is re-read per radix pass but never written), while the segmented sort writes and re-reads
+//                 (key, index) pairs through global memory; bench/obs.cu measures both
+//                 (BM_PruneBlockSelect vs BM_PruneDeviceSort) so that a GPU run can overturn the choice.
 //   n:m           groups of m consecutive columns (m <= 32), 32 / m groups per warp, a lane per column:
 //                 rank_t = #{u : s_u < s_t or (s_u == s_t and u < t)} by m shuffles (registers only);
 //                 rank < n is pruned.
@@ -30,6 +39,7 @@
 #include <limits>
 
 #include "llmk/config.cuh"
+#include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/obs/pruning.hpp"
 #include "llmk/obs/select_gpu.cuh"
@@ -43,6 +53,13 @@
 #include "llmk/core/smem.cuh"
 
 namespace llmk::obs {
+
+/// How the GPU pruning entries select the k lowest scores of an unstructured candidate set (a row or the
+/// layer; n:m patterns are ranked in registers whatever this says). Every choice gives the same bits.
+///   kAuto         per-layer sets: kDeviceSort when a workspace is given; per-row sets: kBlockSelect
+///   kBlockSelect  one CTA per set, an exact radix select in shared memory (no workspace)
+///   kDeviceSort   CUB's stable (segmented) radix sort of (key, index) over the whole GPU (workspace)
+enum class PruneGpuSelect { kAuto, kBlockSelect, kDeviceSort };
 
 namespace prune_gpu_detail {
 
@@ -130,6 +147,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// keys[r * cols + c] = the sort key of (r, c) (KeyOf), row-major and dense for the device-wide selection.
+template <bool kWanda>
+__global__ void __launch_bounds__(kThreads)
+    keys_kernel(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw, const float* h,
+                std::int64_t ldh, typename KeyOf<kWanda>::type* keys) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kThreads;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < rows * cols;
+       i += stride)
+    keys[i] = KeyOf<kWanda>::get(w + i / cols * ldw, h, ldh, i % cols);
+}
+
+// out / mask from the dense keep flags the device-wide selection wrote (1 = kept).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    apply_keep_kernel(const T* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
+                      const std::uint8_t* keep, T* out, std::int64_t ld_out, std::uint8_t* mask,
+                      std::int64_t ld_mask) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kThreads;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < rows * cols;
+       i += stride) {
+    const std::int64_t r = i / cols, c = i % cols;
+    const bool kept = keep[i] != 0;
+    out[r * ld_out + c] = kept ? w[r * ldw + c] : T{0};
+    mask[r * ld_mask + c] = kept ? std::uint8_t{1} : std::uint8_t{0};
+  }
+}
+
 // Flags (CheckBits) ORed into *flags: non-finite w[r, c]; (Wanda) non-finite or negative h[c, c]. A template
 // (T = float) so that the kernel has inline linkage: the header may be included from several translation
 // units.
@@ -186,13 +230,88 @@ inline bool overlaps(const void* p, std::int64_t bytes, const void* q, std::int6
   return a < b + static_cast<std::uintptr_t>(bytes_q) && b < a + static_cast<std::uintptr_t>(bytes);
 }
 
-inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
-                        const float* h, std::int64_t ldh, bool wanda, const PruneOptions& opt, float* out,
-                        std::int64_t ld_out, std::uint8_t* mask, std::int64_t ld_mask, cudaStream_t stream) {
+// What a call runs: the selection path, its candidate sets and the workspace it needs.
+struct PrunePlan {
+  bool device_sort = false;
+  std::int64_t segments = 0, length = 0, k = 0;  // the unstructured candidate sets and the count per set
+  std::size_t keys_bytes = 0, keep_bytes = 0, select_bytes = 0;
+  // Never 0 (CUB's protocol: a caller allocates the queried size and calls again with a non-null pointer).
+  std::size_t bytes() const { return device_sort ? keys_bytes + keep_bytes + select_bytes : 16; }
+};
+
+inline std::size_t align256(std::size_t x) {
+  return (x + 255) / 256 * 256;
+}
+
+// The shape and configuration rules (everything the workspace size depends on) and the plan.
+inline Status plan_prune(std::int64_t rows, std::int64_t cols, bool wanda, const PruneOptions& opt,
+                         PruneGpuSelect select, bool has_workspace, PrunePlan* plan) {
   if (rows < 1) return Status::invalid_argument("rows", str_cat("must be >= 1, got ", rows));
   if (cols < 1) return Status::invalid_argument("cols", str_cat("must be >= 1, got ", cols));
   if (cols > std::numeric_limits<int>::max())
     return Status::invalid_argument("cols", str_cat("must be < 2^31 (32-bit per-row counts), got ", cols));
+  LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
+  if (select != PruneGpuSelect::kAuto && select != PruneGpuSelect::kBlockSelect &&
+      select != PruneGpuSelect::kDeviceSort)
+    return Status::invalid_argument("select", "must be kAuto, kBlockSelect or kDeviceSort");
+  if (select == PruneGpuSelect::kDeviceSort && !has_workspace)
+    return Status::invalid_argument("select",
+                                    "kDeviceSort needs a workspace (the temp / temp_bytes overload)");
+  if (opt.prune_n > 0 && opt.prune_m > kMaxGroup)
+    return Status::invalid_argument(
+        "prune_m", str_cat("must be <= 32 on the GPU (a group is held by one warp), got ", opt.prune_m));
+  const bool nm = opt.prune_n > 0,
+             layer = !nm && detail::per_layer(opt.scope, /*reference_per_layer=*/!wanda);
+  *plan = PrunePlan{};
+  plan->device_sort = !nm && has_workspace &&
+                      (select == PruneGpuSelect::kDeviceSort || (select == PruneGpuSelect::kAuto && layer));
+  if ((layer || plan->device_sort) && rows * cols > 0xffffffffLL)
+    return Status::invalid_argument(
+        "rows", str_cat("rows * cols must be < 2^32 for a ", layer ? "per-layer" : "device-sort",
+                        " selection (32-bit counts and indices), got ", rows, " x ", cols));
+  plan->segments = layer ? 1 : rows;
+  plan->length = layer ? rows * cols : cols;
+  plan->k = nm ? 0 : detail::prune_count(opt.sparsity, plan->length);
+  if (plan->device_sort) {
+    const auto n = static_cast<std::size_t>(rows * cols);
+    plan->keys_bytes = align256(n * (wanda ? 8 : 4));
+    plan->keep_bytes = align256(n);
+    if (wanda)
+      LLMK_RETURN_IF_ERROR(llmk::device::segmented_lowest_k_mask<unsigned long long>(
+          nullptr, &plan->select_bytes, nullptr, plan->segments, plan->length, plan->k, nullptr, nullptr));
+    else
+      LLMK_RETURN_IF_ERROR(llmk::device::segmented_lowest_k_mask<unsigned>(
+          nullptr, &plan->select_bytes, nullptr, plan->segments, plan->length, plan->k, nullptr, nullptr));
+  }
+  return {};
+}
+
+// The device-wide selection (plan.device_sort): keys, the k lowest per set, out and mask.
+template <bool kWanda>
+Status prune_device_sort(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
+                         const float* h, std::int64_t ldh, const PrunePlan& plan, void* temp, float* out,
+                         std::int64_t ld_out, std::uint8_t* mask, std::int64_t ld_mask, cudaStream_t stream) {
+  using Key = typename KeyOf<kWanda>::type;
+  auto* base = static_cast<unsigned char*>(temp);
+  auto* keys = reinterpret_cast<Key*>(base);
+  auto* keep = base + plan.keys_bytes;
+  void* select_temp = base + plan.keys_bytes + plan.keep_bytes;
+  const dim3 grid(
+      static_cast<unsigned>(std::min<std::int64_t>((rows * cols + kThreads - 1) / kThreads, 4096)));
+  LLMK_RETURN_IF_ERROR(
+      launch(keys_kernel<kWanda>, grid, dim3(kThreads), 0, stream, w, rows, cols, ldw, h, ldh, keys));
+  std::size_t select_bytes = plan.select_bytes;
+  LLMK_RETURN_IF_ERROR(llmk::device::segmented_lowest_k_mask<Key>(
+      select_temp, &select_bytes, keys, plan.segments, plan.length, plan.k, keep, stream));
+  return launch(apply_keep_kernel<float>, grid, dim3(kThreads), 0, stream, w, rows, cols, ldw, keep, out,
+                ld_out, mask, ld_mask);
+}
+
+inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
+                        const float* h, std::int64_t ldh, bool wanda, const PruneOptions& opt,
+                        const PrunePlan& plan, void* temp, float* out, std::int64_t ld_out,
+                        std::uint8_t* mask, std::int64_t ld_mask, cudaStream_t stream) {
   if (w == nullptr) return Status::invalid_argument("w", "must not be null");
   if (ldw < cols)
     return Status::invalid_argument("ldw", str_cat("must be >= cols (cols=", cols, ", ldw=", ldw, ")"));
@@ -202,15 +321,6 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
       return Status::invalid_argument(
           "ldh", str_cat("must be >= cols (the Hessian is [cols, cols]; cols=", cols, ", ldh=", ldh, ")"));
   }
-  LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
-  LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
-  if (opt.prune_n == 0 && detail::per_layer(opt.scope, !wanda) && rows * cols > 0xffffffffLL)
-    return Status::invalid_argument(
-        "rows", str_cat("rows * cols must be < 2^32 for a per-layer selection (32-bit counts), got ", rows,
-                        " x ", cols));
-  if (opt.prune_n > 0 && opt.prune_m > kMaxGroup)
-    return Status::invalid_argument(
-        "prune_m", str_cat("must be <= 32 on the GPU (a group is held by one warp), got ", opt.prune_m));
   if (out == nullptr) return Status::invalid_argument("out_weights", "must not be null");
   if (ld_out < cols)
     return Status::invalid_argument("ld_out",
@@ -227,6 +337,12 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
   if (overlaps(mask, mask_bytes, w, w_bytes) || (wanda && overlaps(mask, mask_bytes, h, h_bytes)) ||
       overlaps(mask, mask_bytes, out, out_bytes))
     return Status::invalid_argument("mask", "must not overlap w, h or out_weights");
+  if (plan.device_sort) {
+    const auto t_bytes = static_cast<std::int64_t>(plan.bytes());
+    if (overlaps(temp, t_bytes, w, w_bytes) || (wanda && overlaps(temp, t_bytes, h, h_bytes)) ||
+        overlaps(temp, t_bytes, out, out_bytes) || overlaps(temp, t_bytes, mask, mask_bytes))
+      return Status::invalid_argument("temp", "must not overlap w, h, out_weights or mask");
+  }
   LLMK_RETURN_IF_ERROR(check_device_pointer("w", w));
   if (wanda) LLMK_RETURN_IF_ERROR(check_device_pointer("h", h));
   LLMK_RETURN_IF_ERROR(check_device_pointer("out_weights", out));
@@ -257,17 +373,44 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
     return launch(nm_kernel<false>, grid, dim3(kThreads), 0, stream, w, rows, cols, ldw, hh, ldh, opt.prune_n,
                   opt.prune_m, out, ld_out, mask, ld_mask);
   }
+  if (plan.device_sort)
+    return wanda ? prune_device_sort<true>(w, rows, cols, ldw, hh, ldh, plan, temp, out, ld_out, mask,
+                                           ld_mask, stream)
+                 : prune_device_sort<false>(w, rows, cols, ldw, hh, ldh, plan, temp, out, ld_out, mask,
+                                            ld_mask, stream);
   // Per row: one candidate set per row, a CTA each; per layer: one set, one CTA (file comment).
-  const bool layer = detail::per_layer(opt.scope, /*reference_per_layer=*/!wanda);
-  const std::int64_t segment_rows = layer ? rows : 1;
-  const std::int64_t k = detail::prune_count(opt.sparsity, segment_rows * cols);
-  const dim3 ugrid = layer ? dim3(1) : grid;
+  const std::int64_t segment_rows = plan.segments == 1 ? rows : 1;
+  const dim3 ugrid = segment_rows > 1 ? dim3(1) : grid;
   const std::size_t smem = sizeof(select_detail::SelectSmem);
   if (wanda)
     return launch(unstructured_kernel<true>, ugrid, dim3(kThreads), smem, stream, w, rows, cols, ldw, hh, ldh,
-                  segment_rows, k, out, ld_out, mask, ld_mask);
+                  segment_rows, plan.k, out, ld_out, mask, ld_mask);
   return launch(unstructured_kernel<false>, ugrid, dim3(kThreads), smem, stream, w, rows, cols, ldw, hh, ldh,
-                segment_rows, k, out, ld_out, mask, ld_mask);
+                segment_rows, plan.k, out, ld_out, mask, ld_mask);
+}
+
+// The entries' common frame: plan (and the size query), then the run.
+inline Status prune_entry(void* temp, std::size_t* temp_bytes, bool has_workspace, PruneGpuSelect select,
+                          const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
+                          const float* h, std::int64_t ldh, bool wanda, const PruneOptions& opt, float* out,
+                          std::int64_t ld_out, std::uint8_t* mask, std::int64_t ld_mask,
+                          cudaStream_t stream) {
+  if (has_workspace && temp_bytes == nullptr)
+    return Status::invalid_argument("temp_bytes", "must not be null");
+  PrunePlan plan;
+  LLMK_RETURN_IF_ERROR(plan_prune(rows, cols, wanda, opt, select, has_workspace, &plan));
+  if (has_workspace) {
+    if (temp == nullptr) {
+      *temp_bytes = plan.bytes();
+      return {};
+    }
+    if (*temp_bytes < plan.bytes())
+      return Status::invalid_argument(
+          "temp_bytes", str_cat("must be >= the size query's ", plan.bytes(), " bytes, got ", *temp_bytes));
+    if (reinterpret_cast<std::uintptr_t>(temp) % 16 != 0)
+      return Status::invalid_argument("temp", "must be 16-byte aligned");
+  }
+  return prune_gpu(w, rows, cols, ldw, h, ldh, wanda, opt, plan, temp, out, ld_out, mask, ld_mask, stream);
 }
 
 }  // namespace prune_gpu_detail
@@ -278,8 +421,10 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
 /// [cols, cols] (ldh; only its diagonal is read and checked: finite, >= 0), out_weights [rows, cols] (ld_out:
 /// w where kept, 0 where pruned), mask [rows, cols] (ld_mask, 1 = kept); all device memory, outputs must not
 /// overlap inputs; padding is neither read nor written. Syncs `stream` once (input validation); the pruning
-/// kernel is then queued on it. No loss: compute 1/2 tr(E H E^T) with the backend's GEMM if needed. Errors
-/// name: rows, cols, w, ldw, h, ldh, sparsity, prune_n, prune_m, out_weights, ld_out, mask, ld_mask.
+/// kernels are then queued on it. No loss: compute 1/2 tr(E H E^T) with the backend's GEMM if needed. This
+/// form has no workspace: every selection is PruneGpuSelect::kBlockSelect (a PruneScope::kPerLayer set runs
+/// on one CTA: use the workspace form for it). Errors name: rows, cols, w, ldw, h, ldh, sparsity, prune_n,
+/// prune_m, scope, out_weights, ld_out, mask, ld_mask.
 ///   llmk::obs::PruneOptions opt;  opt.sparsity = 0.5;
 ///   llmk::Status s = llmk::obs::wanda_prune_gpu(d_w, rows, cols, cols, d_h, cols, opt, d_out, cols, d_mask,
 ///                                               cols, stream);
@@ -287,21 +432,61 @@ inline Status wanda_prune_gpu(const float* w, std::int64_t rows, std::int64_t co
                               const float* h, std::int64_t ldh, const PruneOptions& opt, float* out_weights,
                               std::int64_t ld_out, std::uint8_t* mask, std::int64_t ld_mask,
                               cudaStream_t stream) {
-  return prune_gpu_detail::prune_gpu(w, rows, cols, ldw, h, ldh, true, opt, out_weights, ld_out, mask,
-                                     ld_mask, stream);
+  return prune_gpu_detail::prune_entry(nullptr, nullptr, false, PruneGpuSelect::kBlockSelect, w, rows, cols,
+                                       ldw, h, ldh, true, opt, out_weights, ld_out, mask, ld_mask, stream);
+}
+
+/// Wanda pruning with caller-owned temporary storage (CUB's protocol: temp == nullptr writes the size to
+/// *temp_bytes and runs nothing; then call again with at least that many bytes of 16-byte aligned device
+/// memory that overlaps no argument). `select` chooses the selection (PruneGpuSelect; the default kAuto
+/// sorts per-layer sets over the whole GPU with CUB and keeps the CTA select per row); the results are the
+/// same bits whatever it says. Workspace of kDeviceSort: about rows * cols * 25 bytes (keys, keep flags,
+/// indices, sorted keys, CUB's storage). Errors: those of the form above, plus temp_bytes, temp, select.
+///   std::size_t bytes = 0;
+///   llmk::obs::wanda_prune_gpu(nullptr, &bytes, d_w, rows, cols, cols, d_h, cols, opt, d_out, cols, d_mask,
+///                              cols, stream);
+///   llmk::DeviceBuffer<unsigned char> temp(bytes);
+///   llmk::Status s = llmk::obs::wanda_prune_gpu(temp.data(), &bytes, d_w, rows, cols, cols, d_h, cols, opt,
+///                                               d_out, cols, d_mask, cols, stream);
+inline Status wanda_prune_gpu(void* temp, std::size_t* temp_bytes, const float* w, std::int64_t rows,
+                              std::int64_t cols, std::int64_t ldw, const float* h, std::int64_t ldh,
+                              const PruneOptions& opt, float* out_weights, std::int64_t ld_out,
+                              std::uint8_t* mask, std::int64_t ld_mask, cudaStream_t stream,
+                              PruneGpuSelect select = PruneGpuSelect::kAuto) {
+  return prune_gpu_detail::prune_entry(temp, temp_bytes, true, select, w, rows, cols, ldw, h, ldh, true, opt,
+                                       out_weights, ld_out, mask, ld_mask, stream);
 }
 
 /// Magnitude pruning on device memory: the host magnitude_prune's selection exactly (score |w_rc|), outputs
-/// and rules as wanda_prune_gpu without h. Errors name: rows, cols, w, ldw, sparsity, prune_n, prune_m,
-/// out_weights, ld_out, mask, ld_mask.
+/// and rules as wanda_prune_gpu without h. Magnitude's default scope is the whole layer, which this form
+/// (no workspace) selects on one CTA: prefer the workspace form below. Errors name: rows, cols, w, ldw,
+/// sparsity, prune_n, prune_m, scope, out_weights, ld_out, mask, ld_mask.
 ///   llmk::obs::PruneOptions opt;  opt.prune_n = 2;  opt.prune_m = 4;
 ///   llmk::Status s = llmk::obs::magnitude_prune_gpu(d_w, rows, cols, cols, opt, d_out, cols, d_mask, cols,
 ///                                                   stream);
 inline Status magnitude_prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
                                   const PruneOptions& opt, float* out_weights, std::int64_t ld_out,
                                   std::uint8_t* mask, std::int64_t ld_mask, cudaStream_t stream) {
-  return prune_gpu_detail::prune_gpu(w, rows, cols, ldw, nullptr, 0, false, opt, out_weights, ld_out, mask,
-                                     ld_mask, stream);
+  return prune_gpu_detail::prune_entry(nullptr, nullptr, false, PruneGpuSelect::kBlockSelect, w, rows, cols,
+                                       ldw, nullptr, 0, false, opt, out_weights, ld_out, mask, ld_mask,
+                                       stream);
+}
+
+/// Magnitude pruning with caller-owned temporary storage: the workspace protocol and `select` of the Wanda
+/// form above (kAuto: the default per-layer selection by CUB's radix sort over the whole GPU).
+///   std::size_t bytes = 0;
+///   llmk::obs::magnitude_prune_gpu(nullptr, &bytes, d_w, rows, cols, cols, opt, d_out, cols, d_mask, cols,
+///                                  stream);
+///   llmk::DeviceBuffer<unsigned char> temp(bytes);
+///   llmk::Status s = llmk::obs::magnitude_prune_gpu(temp.data(), &bytes, d_w, rows, cols, cols, opt, d_out,
+///                                                   cols, d_mask, cols, stream);
+inline Status magnitude_prune_gpu(void* temp, std::size_t* temp_bytes, const float* w, std::int64_t rows,
+                                  std::int64_t cols, std::int64_t ldw, const PruneOptions& opt,
+                                  float* out_weights, std::int64_t ld_out, std::uint8_t* mask,
+                                  std::int64_t ld_mask, cudaStream_t stream,
+                                  PruneGpuSelect select = PruneGpuSelect::kAuto) {
+  return prune_gpu_detail::prune_entry(temp, temp_bytes, true, select, w, rows, cols, ldw, nullptr, 0, false,
+                                       opt, out_weights, ld_out, mask, ld_mask, stream);
 }
 
 }  // namespace llmk::obs

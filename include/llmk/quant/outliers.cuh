@@ -26,6 +26,7 @@
 #include <limits>
 
 #include "llmk/config.cuh"
+#include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
 #include "llmk/core/numeric.cuh"
@@ -76,6 +77,49 @@ __global__ void __launch_bounds__(kCompactThreads)
   }
   for (std::int64_t i = found + tid; i < cols; i += kCompactThreads) data[i] = -1;
   if (tid == 0) *count_out = static_cast<std::int32_t>(found);
+}
+
+// The workspace form's kernels: flags[c] = (column max c >= threshold) and iota[c] = c; then, after the
+// device-wide select, the -1 tail and the int32 count.
+template <int kUnused = 0>
+__global__ void __launch_bounds__(256)
+    outlier_flags_kernel(const unsigned* amax_bits, std::int64_t cols, float threshold, std::uint8_t* flags,
+                         std::int32_t* iota) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
+       c += stride) {
+    flags[c] = __uint_as_float(amax_bits[c]) >= threshold ? 1 : 0;
+    iota[c] = static_cast<std::int32_t>(c);
+  }
+}
+
+template <int kUnused = 0>
+__global__ void __launch_bounds__(256)
+    outlier_finish_kernel(const std::int64_t* found, std::int64_t cols, std::int32_t* outlier_cols,
+                          std::int32_t* count_out) {
+  const std::int64_t n = *found;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = n + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < cols;
+       i += stride)
+    outlier_cols[i] = -1;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *count_out = static_cast<std::int32_t>(n);
+}
+
+// The workspace form's layout (256-byte aligned pieces): column maxima, flags, iota, the count, CUB's temp.
+struct OutlierWorkspace {
+  std::size_t amax = 0, flags = 0, iota = 0, count = 0, select = 0;
+  static std::size_t up(std::size_t x) { return (x + 255) / 256 * 256; }
+  std::size_t bytes() const { return amax + flags + iota + count + select; }
+};
+
+inline Status outlier_workspace(std::int64_t cols, OutlierWorkspace* ws) {
+  const auto n = static_cast<std::size_t>(cols);
+  ws->amax = OutlierWorkspace::up(n * 4);
+  ws->flags = OutlierWorkspace::up(n);
+  ws->iota = OutlierWorkspace::up(n * 4);
+  ws->count = 256;
+  return llmk::device::select_flagged<std::int32_t>(nullptr, &ws->select, nullptr, nullptr, nullptr, nullptr,
+                                                    cols, nullptr);
 }
 
 inline constexpr int kSplitThreads = 256;
@@ -191,6 +235,65 @@ Status find_outlier_columns(const In* x, std::int64_t ldx, std::int64_t rows, st
         x, ldx, rows, cols, reinterpret_cast<unsigned*>(outlier_cols), stream)));
   return launch(detail::outlier_compact_kernel, dim3(1), dim3(detail::kCompactThreads),
                 sizeof(detail::OutlierCompactSmem), stream, outlier_cols, cols, threshold, num_outliers);
+}
+
+/// find_outlier_columns with caller-owned temporary storage (CUB's protocol: temp == nullptr writes the size
+/// to *temp_bytes and runs nothing; then call again with at least that many bytes of 16-byte aligned device
+/// memory): the same outputs, bit for bit, with the compaction done by llmk::device::select_flagged
+/// (cub::DeviceSelect::Flagged over the whole GPU) instead of the one-block ballot scan. Workspace: about 9
+/// bytes per column plus CUB's storage. Errors: those of find_outlier_columns, plus temp_bytes and temp.
+/// bench/quantize.cu measures both forms (BM_OutlierColumns / BM_OutlierColumnsCub).
+///
+///   std::size_t bytes = 0;
+///   llmk::quant::find_outlier_columns(nullptr, &bytes, d_x, K, M, K, 6.0f, d_cols, d_count, stream);
+///   llmk::DeviceBuffer<unsigned char> temp(bytes);
+///   llmk::Status s = llmk::quant::find_outlier_columns(temp.data(), &bytes, d_x, K, M, K, 6.0f, d_cols,
+///                                                      d_count, stream);
+template <class In>
+Status find_outlier_columns(void* temp, std::size_t* temp_bytes, const In* x, std::int64_t ldx,
+                            std::int64_t rows, std::int64_t cols, float threshold, std::int32_t* outlier_cols,
+                            std::int32_t* num_outliers, cudaStream_t stream) {
+  static_assert(detail::kColumnInput<In>,
+                "find_outlier_columns: In must be float, llmk::half or llmk::bfloat16");
+  if (temp_bytes == nullptr) return Status::invalid_argument("temp_bytes", "must not be null");
+  if (cols < 0) return Status::invalid_argument("cols", str_cat("must be >= 0, got ", cols));
+  if (cols > std::numeric_limits<std::int32_t>::max())
+    return Status::invalid_argument("cols", str_cat("must be < 2^31 (int32 column indices), got ", cols));
+  detail::OutlierWorkspace ws;
+  LLMK_RETURN_IF_ERROR(detail::outlier_workspace(cols, &ws));
+  if (temp == nullptr) {
+    *temp_bytes = ws.bytes();
+    return {};
+  }
+  if (*temp_bytes < ws.bytes())
+    return Status::invalid_argument(
+        "temp_bytes", str_cat("must be >= the size query's ", ws.bytes(), " bytes, got ", *temp_bytes));
+  if (!is_aligned(temp, 16)) return Status::invalid_argument("temp", "must be 16-byte aligned");
+  LLMK_RETURN_IF_ERROR(detail::check_columns_view(x, ldx, rows, cols));
+  if (!(threshold > 0.0f))
+    return Status::invalid_argument("threshold", str_cat("must be > 0, got ", threshold));
+  if (outlier_cols == nullptr && cols > 0)
+    return Status::invalid_argument("outlier_cols", "must not be null");
+  if (num_outliers == nullptr) return Status::invalid_argument("num_outliers", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("outlier_cols", outlier_cols));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("num_outliers", num_outliers));
+  auto* base = static_cast<unsigned char*>(temp);
+  auto* amax = reinterpret_cast<unsigned*>(base);
+  auto* flags = base + ws.amax;
+  auto* iota = reinterpret_cast<std::int32_t*>(base + ws.amax + ws.flags);
+  auto* found = reinterpret_cast<std::int64_t*>(base + ws.amax + ws.flags + ws.iota);
+  void* select_temp = base + ws.amax + ws.flags + ws.iota + ws.count;
+  if (cols == 0)  // writes the count 0
+    return launch(detail::outlier_compact_kernel, dim3(1), dim3(detail::kCompactThreads),
+                  sizeof(detail::OutlierCompactSmem), stream, outlier_cols, cols, threshold, num_outliers);
+  const dim3 grid(static_cast<unsigned>(min<std::int64_t>(ceil_div<std::int64_t>(cols, 256), 4096)));
+  LLMK_RETURN_IF_ERROR((detail::launch_column_absmax<In, true>(x, ldx, rows, cols, amax, stream)));
+  LLMK_RETURN_IF_ERROR(
+      launch(detail::outlier_flags_kernel<>, grid, dim3(256), 0, stream, amax, cols, threshold, flags, iota));
+  LLMK_RETURN_IF_ERROR(llmk::device::select_flagged<std::int32_t>(select_temp, &ws.select, iota, flags,
+                                                                  outlier_cols, found, cols, stream));
+  return launch(detail::outlier_finish_kernel<>, grid, dim3(256), 0, stream, found, cols, outlier_cols,
+                num_outliers);
 }
 
 /// Splits x [rows, cols] (activations X [M, K] or weights W [N, K]; row stride ldx) along its columns:
