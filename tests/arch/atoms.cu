@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -1049,4 +1050,52 @@ TEST_CASE("ex2_approx / rcp_approx: sweep and special values (.ftz)") {
   CHECK(e[2] == 1.0f);      // subnormal input flushed to 0
   CHECK(e[5] == 0.0f);      // 2^-inf
   CHECK(std::isinf(r[2]));  // 1 / flushed subnormal
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// NaN-propagating maximum
+
+namespace {
+__global__ void max_nan_kernel(const float* a, const float* b, int n, float* out) {
+  for (int i = int(threadIdx.x); i < n; i += 32) out[i] = max_nan(a[i], b[i]);
+}
+}  // namespace
+
+TEST_CASE("max_nan: NaN in either input gives the canonical NaN, -0 < +0, subnormals kept") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan_payload = std::bit_cast<float>(0x7fc01234u), neg_nan = std::bit_cast<float>(0xffc00000u);
+  const std::vector<float> special = {0.0f,   -0.0f, 1e-40f, -1e-40f,     1.0f,    -1.0f, 3e38f,
+                                      -3e38f, inf,   -inf,   nan_payload, neg_nan, 0.5f,  -0.5f};
+  std::vector<float> a, b;
+  for (float x : special)
+    for (float y : special) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  std::mt19937_64 rng(0x3A7u);
+  std::normal_distribution<float> nd(0.0f, 10.0f);
+  for (int i = 0; i < 300; ++i) {
+    a.push_back(nd(rng));
+    b.push_back(i % 7 == 0 ? a.back() : nd(rng));  // some equal pairs
+  }
+  const int n = int(a.size());
+  llmk::DeviceBuffer<float> da(a), db(b), dout(n);
+  dout.poison();
+  run_warp(max_nan_kernel, 0, da.data(), db.data(), n, dout.data());
+  const auto got = dout.to_host();
+  int failures = 0;
+  for (int i = 0; i < n; ++i) {
+    const float x = a[i], y = b[i];
+    std::uint32_t want;
+    if (std::isnan(x) || std::isnan(y))
+      want = 0x7fffffffu;
+    else if (x == 0.0f && y == 0.0f)
+      want = (std::signbit(x) && std::signbit(y)) ? 0x80000000u : 0u;
+    else
+      want = f32_bits(x > y ? x : y);
+    if (f32_bits(got[i]) != want && failures++ < 10)
+      FAIL_CHECK("max_nan(" << x << ", " << y << ") = 0x" << std::hex << f32_bits(got[i]) << ", want 0x"
+                            << want << std::dec);
+  }
+  CHECK(failures == 0);
 }

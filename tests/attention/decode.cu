@@ -1,7 +1,10 @@
 // Tests of llmk::attention split-KV decode (plan_decode + decode) against the fp64 reference.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -352,4 +355,220 @@ TEST_CASE("decode: a custom configuration (2 warps, 4-stage ring)") {
     const std::vector<float> lse = d_lse.to_host();
     llmk::test::check_attention(in.p, in.q, in.k_ragged, in.v_ragged, d_o.to_host(), &lse);
   }
+}
+
+namespace {
+
+// One decode request: its query [heads, dim] and its history [len, kv_heads, dim].
+struct Request {
+  int len = 0;
+  std::vector<f16> q, k, v;
+};
+
+Request make_request(int len, const Case& shape, std::mt19937& rng) {
+  Request r;
+  r.len = len;
+  r.q = llmk::test::random_tensor<f16>(static_cast<std::int64_t>(shape.heads) * shape.dim, 1.0f, rng);
+  const std::int64_t kv = static_cast<std::int64_t>(len) * shape.kv_heads * shape.dim;
+  r.k = llmk::test::random_tensor<f16>(kv, 1.0f, rng);
+  r.v = llmk::test::random_tensor<f16>(kv, 1.0f, rng);
+  return r;
+}
+
+struct BatchOut {
+  std::vector<f16> o;  // [batch, heads, dim]
+  std::vector<float> lse;
+  int splits = 0;
+};
+
+// Decodes `reqs` as one batch (dense cache [batch, max_len, kv_heads, dim]) with `splits`; with `check`, also
+// against the fp64 reference; with `plan_only`, returns the plan's split count only.
+BatchOut decode_batch(const std::vector<const Request*>& reqs, const Case& shape, attn::DecodeSplits splits,
+                      bool check = false, bool plan_only = false) {
+  const int batch = static_cast<int>(reqs.size()), row = shape.kv_heads * shape.dim;
+  const int qrow = shape.heads * shape.dim;
+  int max_len = 1;
+  for (const Request* r : reqs) max_len = std::max(max_len, r->len);
+  std::vector<int> lens;
+  std::vector<f16> q, k(static_cast<std::size_t>(batch) * max_len * row, f16(0.0f)), v(k.size(), f16(0.0f));
+  std::vector<f16> k_ragged, v_ragged;
+  for (int b = 0; b < batch; ++b) {
+    const Request& r = *reqs[b];
+    lens.push_back(r.len);
+    q.insert(q.end(), r.q.begin(), r.q.end());
+    std::copy(r.k.begin(), r.k.end(), k.begin() + static_cast<std::ptrdiff_t>(b) * max_len * row);
+    std::copy(r.v.begin(), r.v.end(), v.begin() + static_cast<std::ptrdiff_t>(b) * max_len * row);
+    k_ragged.insert(k_ragged.end(), r.k.begin(), r.k.end());
+    v_ragged.insert(v_ragged.end(), r.v.begin(), r.v.end());
+  }
+  llmk::DeviceBuffer<f16> d_q(q), d_k(k), d_v(v), d_o(static_cast<std::size_t>(batch) * qrow);
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * shape.heads);
+  llmk::DeviceBuffer<int> d_lens(lens);
+  attn::DecodeArgs<f16> a;
+  a.q = d_q.data();
+  a.q_stride_batch = a.o_stride_batch = qrow;
+  a.q_stride_head = a.o_stride_head = shape.dim;
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.k_stride_batch = a.v_stride_batch = static_cast<std::int64_t>(max_len) * row;
+  a.k_stride_token = a.v_stride_token = row;
+  a.k_stride_head = a.v_stride_head = shape.dim;
+  a.o = d_o.data();
+  a.lse = d_lse.data();
+  a.kv_lens = d_lens.data();
+  a.kv_lens_host = lens.data();
+  a.max_kv_len = max_len;
+  a.batch = batch;
+  a.num_heads = shape.heads;
+  a.num_kv_heads = shape.kv_heads;
+  a.head_dim = shape.dim;
+  a.options.softmax_scale = attn::default_scale(shape.dim);
+  a.options.window_left = shape.window_left;
+  attn::DecodePlan plan;
+  const llmk::Status planned = attn::plan_decode(a, &plan, splits);
+  REQUIRE_MESSAGE(planned.ok(), planned.message());
+  BatchOut out;
+  out.splits = plan.num_splits;
+  if (plan_only) return out;
+  llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);  // poisoned
+  const llmk::Status run = attn::decode(a, plan, ws.data(), ws.size(), nullptr);
+  REQUIRE_MESSAGE(run.ok(), run.message());
+  out.o = d_o.to_host();
+  out.lse = d_lse.to_host();
+  if (check) {
+    llmk::reference::AttentionProblem p;
+    p.q_lens.assign(batch, 1);
+    p.kv_lens = lens;
+    p.num_heads = shape.heads;
+    p.num_kv_heads = shape.kv_heads;
+    p.head_dim = shape.dim;
+    p.options = a.options;
+    p.options.causal = true;
+    llmk::test::check_attention(p, q, k_ragged, v_ragged, out.o, &out.lse);
+  }
+  return out;
+}
+
+// Sets the simulator's SM count (LLMK_SIM_SM_COUNT) for a scope, also when a REQUIRE throws.
+struct SmCount {
+  explicit SmCount(const char* sms) { setenv("LLMK_SIM_SM_COUNT", sms, 1); }
+  ~SmCount() { unsetenv("LLMK_SIM_SM_COUNT"); }
+  SmCount(const SmCount&) = delete;
+  SmCount& operator=(const SmCount&) = delete;
+};
+
+// Sequence b's output and LSE bytes of a batch.
+std::vector<unsigned char> bytes_of(const BatchOut& out, int b, const Case& shape) {
+  const std::size_t n = static_cast<std::size_t>(shape.heads) * shape.dim;
+  std::vector<unsigned char> bytes(n * sizeof(f16) + shape.heads * sizeof(float));
+  std::memcpy(bytes.data(), out.o.data() + b * n, n * sizeof(f16));
+  std::memcpy(bytes.data() + n * sizeof(f16), out.lse.data() + static_cast<std::size_t>(b) * shape.heads,
+              shape.heads * sizeof(float));
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("decode: batch-invariant splits give a request the same bits in any batch, grid or SM count") {
+  std::mt19937 rng(207);
+  // Sanitizer builds (LLMK_TEST_FAST): the windowed pass only.
+  for (int window : llmk::test::fast() ? std::vector<int>{700} : std::vector<int>{-1, 700}) {
+    CAPTURE(window);
+    Case shape;  // GQA 8 / 2, head dim 64: 64-key tiles, 512-key splits
+    shape.heads = 8;
+    shape.kv_heads = 2;
+    shape.dim = 64;
+    shape.window_left = window;
+    // Two requests: 1000 keys (2 splits, 1000 - 299 = 701 visible under the window) and 77 (one split: the
+    // direct write path alone, the merge path inside a wider batch); other requests of other lengths.
+    const Request a = make_request(1000, shape, rng), b = make_request(77, shape, rng);
+    const std::vector<int> others_len =
+        llmk::test::fast() ? std::vector<int>{1100, 5} : std::vector<int>{1300, 5, 0, 300, 1537};
+    std::vector<Request> others;
+    for (int len : others_len) others.push_back(make_request(len, shape, rng));
+    const auto invariant = attn::DecodeSplits::batch_invariant();
+    const BatchOut a_alone = decode_batch({&a}, shape, invariant),
+                   b_alone = decode_batch({&b}, shape, invariant);
+    CHECK(a_alone.splits == 2);
+    CHECK(b_alone.splits == 1);
+    const std::vector<unsigned char> a_bits = bytes_of(a_alone, 0, shape),
+                                     b_bits = bytes_of(b_alone, 0, shape);
+
+    // Batches of other sizes and lengths: the grid's split count changes, the two requests' bits do not.
+    std::vector<std::vector<const Request*>> batches = {{&b, &a}, {&others[0], &b, &others[1], &a}};
+    if (!llmk::test::fast()) batches.push_back({&others[2], &a, &others[3], &b, &others[4]});
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      CAPTURE(i);
+      const BatchOut out = decode_batch(batches[i], shape, invariant, /*check=*/i == 1);
+      for (std::size_t j = 0; j < batches[i].size(); ++j) {
+        if (batches[i][j] == &a) CHECK(bytes_of(out, static_cast<int>(j), shape) == a_bits);
+        if (batches[i][j] == &b) CHECK(bytes_of(out, static_cast<int>(j), shape) == b_bits);
+      }
+      CHECK(out.splits >= a_alone.splits);
+    }
+    // A wider grid than needed (a plan made for longer histories): trailing empty splits change nothing.
+    const BatchOut wide = decode_batch({&b, &a}, shape, attn::DecodeSplits::batch_invariant(512, 9));
+    CHECK(wide.splits == 9);
+    CHECK(bytes_of(wide, 0, shape) == b_bits);
+    CHECK(bytes_of(wide, 1, shape) == a_bits);
+    // Another SM count (the simulator reports 132 unless LLMK_SIM_SM_COUNT says otherwise): the heuristic's
+    // split count follows it, the batch-invariant plan does not.
+    BatchOut few_sms;
+    int heuristic_1 = 0;
+    {
+      const SmCount one_sm("1");
+      few_sms = decode_batch({&a}, shape, invariant);
+      heuristic_1 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
+    }
+    const int heuristic_132 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
+    CHECK(heuristic_1 != heuristic_132);
+    CHECK(few_sms.splits == a_alone.splits);
+    CHECK(bytes_of(few_sms, 0, shape) == a_bits);
+  }
+}
+
+TEST_CASE("decode: batch-invariant plans are validated") {
+  llmk::DeviceBuffer<f16> buf(8192);
+  attn::DecodeArgs<f16> a;
+  a.q = a.k = a.v = buf.data();
+  a.o = buf.data() + 4096;
+  a.q_stride_head = a.o_stride_head = a.k_stride_head = a.v_stride_head = 64;
+  a.q_stride_batch = a.o_stride_batch = 64;
+  a.k_stride_token = a.v_stride_token = 64;
+  a.max_kv_len = 1000;
+  a.batch = 1;
+  a.num_heads = a.num_kv_heads = 1;
+  a.head_dim = 64;
+  a.options.softmax_scale = 0.125f;
+  attn::DecodePlan plan;
+  REQUIRE(attn::plan_decode(a, &plan, attn::DecodeSplits::batch_invariant()).ok());
+  CHECK(plan.num_splits == 2);
+  CHECK(plan.keys_per_split == attn::kBatchInvariantKeysPerSplit);
+  CHECK(plan.workspace_bytes == 2 * 64 * 4 + 16);
+  a.options.window_left = 100;  // 101 visible keys: one split
+  REQUIRE(attn::plan_decode(a, &plan, attn::DecodeSplits::batch_invariant(128)).ok());
+  CHECK(plan.num_splits == 1);
+  CHECK(plan.workspace_bytes == 0);
+  a.options.window_left = -1;
+  auto message = [&](attn::DecodeSplits s) { return attn::plan_decode(a, &plan, s).message(); };
+  CHECK(message(attn::DecodeSplits::batch_invariant(100)).find("multiple of the key tile Bc = 64") !=
+        std::string::npos);
+  CHECK(message(attn::DecodeSplits::batch_invariant(-64)).find("keys_per_split") != std::string::npos);
+  CHECK(message(attn::DecodeSplits::batch_invariant(512, 1)).find("must be in [2, ") != std::string::npos);
+  CHECK(message(attn::DecodeSplits::batch_invariant(512, -1)).find("num_splits") != std::string::npos);
+  a.max_kv_len = 1 << 30;  // 2^30 / 64 splits: too many
+  CHECK(message(attn::DecodeSplits::batch_invariant(64)).find("kMaxBatchInvariantSplits") !=
+        std::string::npos);
+  a.max_kv_len = 1000;
+  // decode() checks that a hand-made plan covers the longest history.
+  REQUIRE(attn::plan_decode(a, &plan, attn::DecodeSplits::batch_invariant()).ok());
+  llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+  attn::DecodePlan short_plan = plan;
+  short_plan.num_splits = 1;
+  CHECK(attn::decode(a, short_plan, ws.data(), ws.size(), nullptr).message().find("plan.num_splits") !=
+        std::string::npos);
+  short_plan = plan;
+  short_plan.keys_per_split = 96;
+  CHECK(attn::decode(a, short_plan, ws.data(), ws.size(), nullptr).message().find("plan.keys_per_split") !=
+        std::string::npos);
 }

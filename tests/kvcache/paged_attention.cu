@@ -8,6 +8,8 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_check.hpp"
@@ -770,4 +772,260 @@ TEST_CASE("paged KV: strides that do not fit the heads or overlap are rejected b
   kv::BlockTable bad = c.table;
   bad.seq_lens[0] = bad.max_blocks * s.page_size + 1;
   CHECK_THROWS_AS(kv::block_table_to_csr(bad, s.page_size), std::invalid_argument);
+}
+
+namespace {
+
+// A sub-batch of a cache's sequences (`ids`, in batch order) as a CSR table over the same pool.
+struct SubTable {
+  std::vector<int> ids, indptr, indices, last;
+  llmk::DeviceBuffer<int> d_indptr, d_indices, d_last;
+
+  SubTable(const kv::CsrPageTable& csr, std::vector<int> seq_ids) : ids(std::move(seq_ids)) {
+    indptr.push_back(0);
+    for (int id : ids) {
+      for (int i = csr.indptr[id]; i < csr.indptr[id + 1]; ++i) indices.push_back(csr.indices[i]);
+      indptr.push_back(static_cast<int>(indices.size()));
+      last.push_back(csr.last_page_len[id]);
+    }
+    d_indptr = llmk::DeviceBuffer<int>(indptr);
+    d_indices = llmk::DeviceBuffer<int>(indices.empty() ? std::vector<int>{0} : indices);
+    d_last = llmk::DeviceBuffer<int>(last);
+  }
+  template <class T, class Code>
+  kv::PagedKv<T, Code> view(kv::PagedKv<T, Code> p) const {
+    p.page_indptr = d_indptr.data();
+    p.page_indices = d_indices.data();
+    p.last_page_len = d_last.data();
+    p.page_indptr_host = indptr.data();
+    p.last_page_len_host = last.data();
+    p.page_indices_host = indices.data();  // the opt-in host check of every page id
+    p.block_table = p.seq_lens = p.seq_lens_host = p.block_table_host = nullptr;
+    return p;
+  }
+};
+
+struct SubOut {
+  std::vector<std::vector<unsigned char>> bits;  // per sequence of the sub-batch: its output and LSE bytes
+  std::vector<f16> o;
+  std::vector<float> lse;
+  int splits = 0;
+};
+
+// Batch-invariant paged decode of a sub-batch; q_all holds every cache sequence's query [heads, dim].
+template <class Code>
+SubOut decode_sub(const kv::PagedKv<f16, Code>& pool, const Setup& s, const std::vector<f16>& q_all,
+                  const SubTable& t, int window, attn::DecodeSplits splits) {
+  const int batch = static_cast<int>(t.ids.size()), qrow = s.heads * s.dim;
+  std::vector<f16> q;
+  for (int id : t.ids) q.insert(q.end(), q_all.begin() + id * qrow, q_all.begin() + (id + 1) * qrow);
+  llmk::DeviceBuffer<f16> d_q(q), d_o(q.size());
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
+  attn::DecodeArgs<f16> a;
+  a.q = d_q.data();
+  a.o = d_o.data();
+  a.lse = d_lse.data();
+  a.q_stride_batch = a.o_stride_batch = qrow;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.batch = batch;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = attn::default_scale(s.dim);
+  a.options.window_left = window;
+  const kv::PagedKv<f16, Code> pages = t.view(pool);
+  attn::DecodePlan plan;
+  const llmk::Status planned = attn::plan_decode_paged(a, pages, &plan, splits);
+  REQUIRE_MESSAGE(planned.ok(), planned.message());
+  llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+  const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  SubOut out;
+  out.o = d_o.to_host();
+  out.lse = d_lse.to_host();
+  out.splits = plan.num_splits;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<unsigned char> bytes(qrow * sizeof(f16) + s.heads * sizeof(float));
+    std::memcpy(bytes.data(), out.o.data() + b * qrow, qrow * sizeof(f16));
+    std::memcpy(bytes.data() + qrow * sizeof(f16), out.lse.data() + b * s.heads, s.heads * sizeof(float));
+    out.bits.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+// Sequences 0 (1000 keys: two 512-key splits) and 1 (77 keys: one split) decoded alone and inside batches
+// whose longest sequence changes the grid's split count: the same bits (memcmp) every time; the mixed batch
+// also meets the fp64 reference on the values the kernel reads (k, v: dequantized for an 8-bit cache).
+template <class Code>
+void check_batch_invariant(const kv::PagedKv<f16, Code>& pool, const Cache<f16>& c, const std::vector<f16>& k,
+                           const std::vector<f16>& v, const std::vector<f16>& q_all, int window,
+                           bool all_batches) {
+  CAPTURE(window);
+  const auto invariant = attn::DecodeSplits::batch_invariant();
+  const SubTable alone0(c.csr, {0}), alone1(c.csr, {1});
+  const SubOut a0 = decode_sub(pool, c.s, q_all, alone0, window, invariant);
+  const SubOut a1 = decode_sub(pool, c.s, q_all, alone1, window, invariant);
+  CHECK(a1.splits == 1);  // the direct write path
+  std::vector<std::vector<int>> batches = {{2, 1, 3, 0}};
+  if (all_batches) batches.insert(batches.end(), {{1, 0}, {4, 0, 5, 1, 2}});
+  for (const std::vector<int>& ids : batches) {
+    const SubTable t(c.csr, ids);
+    const SubOut out = decode_sub(pool, c.s, q_all, t, window, invariant);
+    CHECK(out.splits > 1);  // the merge path
+    for (std::size_t j = 0; j < ids.size(); ++j) {
+      CAPTURE(j);
+      if (ids[j] == 0) CHECK(out.bits[j] == a0.bits[0]);
+      if (ids[j] == 1) CHECK(out.bits[j] == a1.bits[0]);
+    }
+    if (ids.size() != 4) continue;
+    llmk::reference::AttentionProblem p;
+    std::vector<f16> q, kr, vr;
+    const int row = c.s.kv_heads * c.s.dim, qrow = c.s.heads * c.s.dim;
+    for (int id : ids) {
+      p.kv_lens.push_back(c.s.lens[id]);
+      q.insert(q.end(), q_all.begin() + id * qrow, q_all.begin() + (id + 1) * qrow);
+      kr.insert(kr.end(), k.begin() + c.kv_begin[id] * row, k.begin() + c.kv_begin[id + 1] * row);
+      vr.insert(vr.end(), v.begin() + c.kv_begin[id] * row, v.begin() + c.kv_begin[id + 1] * row);
+    }
+    p.q_lens.assign(ids.size(), 1);
+    p.num_heads = c.s.heads;
+    p.num_kv_heads = c.s.kv_heads;
+    p.head_dim = c.s.dim;
+    p.options.softmax_scale = attn::default_scale(c.s.dim);
+    p.options.causal = true;
+    p.options.window_left = window;
+    llmk::test::check_attention(p, q, kr, vr, out.o, &out.lse);
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "paged decode, batch-invariant splits: a request's bits do not depend on its batch, every cache dtype") {
+  std::mt19937 rng(609);
+  Setup s;
+  s.lens = {1000, 77, 1100, 5, 0, 300};
+  s.page_size = 16;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  const std::vector<f16> q =
+      llmk::test::random_tensor<f16>(static_cast<std::int64_t>(s.lens.size()) * s.heads * s.dim, 1.0f, rng);
+  const bool fast = llmk::test::fast();
+  check_batch_invariant(c.view(true), c, c.k, c.v, q, -1, true);
+  if (!fast) check_batch_invariant(c.view(true), c, c.k, c.v, q, 700, false);
+  double rel = 0.0;
+  {
+    QuantCache<f16, std::int8_t> qc;
+    make_quant_cache(qc, c, kv::KvScale::kPerTokenHead, &rel);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false);
+  }
+  if (fast) return;
+  {
+    QuantCache<f16, llmk::float8_e4m3> qc;
+    make_quant_cache(qc, c, kv::KvScale::kPerTensor, &rel);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false);
+  }
+  {
+    QuantCache<f16, llmk::float8_e5m2> qc;
+    make_quant_cache(qc, c, kv::KvScale::kPerHead, &rel);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false);
+  }
+}
+
+TEST_CASE("page tables checked on the host: every error names the sequence and the entry") {
+  // 3 sequences of 20, 0 and 9 tokens in pages of 8 in a pool of 10: 3 + 0 + 2 pages.
+  const int page_size = 8, num_pages = 10;
+  const std::vector<int> indptr = {0, 3, 3, 5}, indices = {4, 0, 9, 7, 2}, last = {4, 0, 1};
+  const std::vector<int> lens = {20, 0, 9}, table = {4, 0, 9, -1, -1, -1, -1, -1, 7, 2, -1, -1};  // 4 per row
+  CHECK(kv::check_page_table_host(indptr.data(), indices.data(), last.data(), 3, page_size, num_pages).ok());
+  CHECK(kv::check_block_table_host(table.data(), 4, lens.data(), 3, page_size, num_pages).ok());
+  CHECK(kv::check_page_table_host(indptr.data(), nullptr, last.data(), 0, page_size, num_pages).ok());
+
+  auto csr = [&](std::vector<int> ip, std::vector<int> idx, std::vector<int> lp, int batch = 3) {
+    return kv::check_page_table_host(ip.data(), idx.empty() ? nullptr : idx.data(), lp.data(), batch,
+                                     page_size, num_pages)
+        .message();
+  };
+  auto bt = [&](std::vector<int> tb, std::vector<int> ln, int width = 4) {
+    return kv::check_block_table_host(tb.data(), width, ln.data(), 3, page_size, num_pages).message();
+  };
+  auto has = [](const std::string& message, const char* needle) {
+    INFO(message);
+    CHECK(message.find(needle) != std::string::npos);
+  };
+  // Out-of-range and negative ids, with the sequence, its logical page and the entry.
+  has(csr(indptr, {4, 0, 9, 10, 2}, last),
+      "'page_indices': sequence 2, logical page 0 (entry 3): page id 10 is outside the pool [0, 10)");
+  has(csr(indptr, {4, -1, 9, 7, 2}, last),
+      "sequence 0, logical page 1 (entry 1): page id -1 is outside the pool");
+  has(bt({4, 0, 9, -1, -1, -1, -1, -1, 7, 1200, -1, -1}, lens),
+      "'block_table': sequence 2, logical page 1 (entry 9): page id 1200 is outside the pool [0, 10)");
+  has(bt({4, 0, -1, -1, -1, -1, -1, -1, 7, 2, -1, -1}, lens),
+      "sequence 0, logical page 2 (entry 2): page id -1");
+  // Lengths: too few table entries for a length, negative lengths, CSR last-page lengths and offsets.
+  has(bt(table, {33, 0, 9}), "sequence 0: 33 tokens need 5 pages of 8, a block-table row holds");
+  has(bt(table, {20, -2, 9}), "'seq_lens': sequence 1: length -2 < 0");
+  has(csr(indptr, indices, {4, 0, 9}), "'last_page_len': sequence 2: must be in [1, page_size = 8]");
+  has(csr(indptr, indices, {0, 0, 1}), "sequence 0");
+  has(csr({0, 3, 2, 5}, indices, last), "'page_indptr': must not decrease: sequence 1");
+  has(csr({1, 3, 3, 5}, indices, last), "'page_indptr': must start at 0");
+  // Null pointers, bad geometry.
+  has(csr(indptr, {}, last), "'page_indices': must not be null");
+  has(kv::check_page_table_host(nullptr, indices.data(), last.data(), 3, page_size, num_pages).message(),
+      "'page_indptr': must not be null");
+  has(kv::check_page_table_host(indptr.data(), indices.data(), nullptr, 3, page_size, num_pages).message(),
+      "'last_page_len': must not be null");
+  has(kv::check_block_table_host(nullptr, 4, lens.data(), 3, page_size, num_pages).message(),
+      "'block_table': must not be null");
+  has(kv::check_block_table_host(table.data(), 4, nullptr, 3, page_size, num_pages).message(),
+      "'seq_lens': must not be null");
+  has(bt(table, lens, 0), "'max_blocks_per_seq'");
+  has(kv::check_block_table_host(table.data(), 4, lens.data(), 3, page_size, 0).message(), "'num_pages'");
+  has(kv::check_page_table_host(indptr.data(), indices.data(), last.data(), 3, 0, num_pages).message(),
+      "'page_size'");
+  has(kv::check_page_table_host(indptr.data(), indices.data(), last.data(), -1, page_size, num_pages)
+          .message(),
+      "'batch'");
+
+  // Opt-in through the launchers: a PagedKv with the host copy of its page ids is checked by plan and run.
+  std::mt19937 rng(610);
+  Setup s;
+  s.lens = {20, 9};
+  s.page_size = 8;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  llmk::DeviceBuffer<f16> d_q(2 * s.heads * s.dim), d_o(2 * s.heads * s.dim);
+  attn::DecodeArgs<f16> a;
+  a.q = d_q.data();
+  a.o = d_o.data();
+  a.q_stride_batch = a.o_stride_batch = s.heads * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.batch = 2;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = 0.125f;
+  attn::DecodePlan plan;
+  for (bool csr_form : {true, false}) {
+    CAPTURE(csr_form);
+    kv::PagedKv<f16> p = c.view(csr_form);
+    std::vector<int> host = csr_form ? c.csr.indices : c.table.table;
+    (csr_form ? p.page_indices_host : p.block_table_host) = host.data();
+    REQUIRE(attn::plan_decode_paged(a, p, &plan, 1).ok());
+    host[csr_form ? 3 : c.table.max_blocks] = c.num_pages;  // sequence 1, logical page 0
+    has(attn::plan_decode_paged(a, p, &plan, 1).message(), "sequence 1, logical page 0");
+    has(attn::decode_paged(a, p, plan, nullptr, 0, nullptr).message(), "is outside the pool");
+    attn::PrefillArgs<f16> pa;
+    pa.q = d_q.data();
+    pa.o = d_o.data();
+    pa.q_stride_token = pa.o_stride_token = s.heads * s.dim;
+    pa.q_stride_head = pa.o_stride_head = s.dim;
+    pa.q_len = 1;
+    pa.batch = 2;
+    pa.num_heads = s.heads;
+    pa.num_kv_heads = s.kv_heads;
+    pa.head_dim = s.dim;
+    pa.options.softmax_scale = 0.125f;
+    has(attn::prefill_paged(pa, p, nullptr).message(), "is outside the pool");
+  }
 }

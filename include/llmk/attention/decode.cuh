@@ -11,10 +11,15 @@
 // With one split the block writes O directly. Otherwise it writes a normalized fp32 partial output and its
 // base-2 log-sum-exp to the caller's workspace, and decode_merge_kernel combines the splits:
 //   out = sum_s 2^(lse_s - lse) * out_s,   lse = log2 sum_s 2^lse_s.
+// Split boundaries: by default the visible range is cut evenly into num_splits chunks, so they (and the low
+// bits of the output) follow the split count the heuristic picks from the batch and the SM count. The
+// batch-invariant mode (DecodeSplits::batch_invariant) cuts every sequence into fixed keys_per_split chunks
+// instead, so a sequence's bits depend on that sequence only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "llmk/attention/args.cuh"
@@ -60,12 +65,43 @@ struct DecodeConfig {
 template <int HeadDim>
 using DefaultDecodeConfig = DecodeConfig<HeadDim, (HeadDim <= 128 ? 4 : 2), 2>;
 
-/// Largest split count decode accepts.
+/// Largest split count decode accepts (explicit or heuristic; the batch-invariant mode has its own limit).
 inline constexpr int kMaxDecodeSplits = 128;
 
-/// How decode() will run: the split count and the workspace it needs (0 bytes with one split).
+/// Default chunk of the batch-invariant mode: 512 keys, 8 key tiles of the default configurations up to head
+/// dim 128 (16 of head dim 256's 32-key tiles).
+inline constexpr int kBatchInvariantKeysPerSplit = 512;
+/// Largest split count of the batch-invariant mode (it follows the longest sequence).
+inline constexpr int kMaxBatchInvariantSplits = 65535;
+
+/// How plan_decode() chooses the splits. An int converts to it, so plan_decode(args, &plan, 3) keeps working.
+///   - DecodeSplits(0): the heuristic (choose_decode_splits: batch, heads, length and SM count).
+///   - DecodeSplits(n): n splits in [1, kMaxDecodeSplits], the visible keys cut evenly.
+///   - DecodeSplits::batch_invariant(k): chunks of k keys (a positive multiple of the key tile Bc): split s
+///     of every sequence holds its visible keys [s * k, (s + 1) * k), and the splits merge in split order.
+///     A sequence's output bits then depend only on that sequence, not on the batch it is in, the split
+///     count or the SM count. The optional num_splits fixes the grid's width (e.g. a plan made once for the
+///     longest history a CUDA graph will see); by default it is ceil(longest visible history / k).
+///
+///   attn::DecodePlan plan;   // the same bits for a request whatever else is in the batch
+///   LLMK_RETURN_IF_ERROR(attn::plan_decode(a, &plan, attn::DecodeSplits::batch_invariant()));
+struct DecodeSplits {
+  int num_splits = 0;      // 0: the heuristic (default mode) or just enough splits (batch-invariant mode)
+  int keys_per_split = 0;  // 0: the default mode; > 0: the batch-invariant mode
+  constexpr DecodeSplits(int splits = 0) : num_splits(splits) {}  // NOLINT(google-explicit-constructor)
+  static constexpr DecodeSplits batch_invariant(int keys_per_split = kBatchInvariantKeysPerSplit,
+                                                int num_splits = 0) {
+    DecodeSplits s(num_splits);
+    s.keys_per_split = keys_per_split;
+    return s;
+  }
+};
+
+/// How decode() will run: the split count, the chunk of the batch-invariant mode (0: none) and the workspace
+/// it needs (0 bytes with one split).
 struct DecodePlan {
   int num_splits = 1;
+  int keys_per_split = 0;  // > 0: split s of every sequence holds its visible keys [s * k, (s + 1) * k)
   std::size_t workspace_bytes = 0;
 };
 
@@ -86,6 +122,7 @@ struct DecodeWorkspace {
   float* partial_o = nullptr;
   float* partial_lse2 = nullptr;
   int num_splits = 1;
+  int keys_per_split = 0;  // > 0: fixed chunks (batch-invariant mode)
 };
 
 inline std::size_t decode_workspace_bytes(int batch, int heads, int head_dim, int splits) {
@@ -115,12 +152,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
   const int head0 = kv_head * group + (static_cast<int>(blockIdx.y) % head_tiles) * kRows;
   const int heads_here = min(kRows, kv_head * group + group - head0);
 
-  // This split's keys: the visible range cut into num_splits chunks of whole tiles.
+  // This split's keys: the visible range cut into num_splits chunks of whole tiles, or (batch-invariant mode)
+  // into chunks of keys_per_split keys whatever num_splits is.
   const int kv_len = kv.length(b);
   const Mask mask = make_mask(1, kv_len, false, args.options.window_left, -1);
   const int visible_first = mask.first_key(0), visible_end = kv_len;
-  const int chunk = round_up(ceil_div(max(visible_end - visible_first, 0), ws.num_splits), Bc);
-  const int key_begin = min(visible_first + split * chunk, visible_end);
+  const int chunk = ws.keys_per_split > 0
+                        ? ws.keys_per_split
+                        : round_up(ceil_div(max(visible_end - visible_first, 0), ws.num_splits), Bc);
+  const int key_begin = static_cast<int>(min<long long>(visible_first + static_cast<long long>(split) * chunk,
+                                                        static_cast<long long>(visible_end)));
   const int key_end = min(key_begin + chunk, visible_end);
   const int tiles = ceil_div(key_end - key_begin, Bc);
 
@@ -155,7 +196,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
     float s[1][2][4];
     detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile + warp * 16 * P, lane, s);
     detail::transform_scores(s, transform, warp_key0 + 16 > key_end, warp_key0, ranges, lane);
-    softmax.update(s, o);
+    softmax.update(s, o, transform.exp_scale());
     detail::accumulate_pv<T, 1, 2, kD8, P>(s, v_tile + warp * 16 * P, lane, o);
   };
 
@@ -182,14 +223,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
   } else {
     auto load_kv = [&](int tile, int slot) {
       const int key0 = key_begin + tile * Bc;
-      auto k_row = [&](int r) -> const T* {
-        return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
-      };
-      auto v_row = [&](int r) -> const T* {
-        return key0 + r < key_end ? kv.v_row(b, kv_head, key0 + r) : nullptr;
-      };
-      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
-      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
+      if constexpr (detail::StridedKv<Kv>) {  // dense cache: stepped addresses (prefill.cuh)
+        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(
+            k_ring + slot * Bc * P, kv.k_row(b, kv_head, key0), kv.k_key_stride(), key_end - key0, kv.any_k(),
+            tid);
+        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(
+            v_ring + slot * Bc * P, kv.v_row(b, kv_head, key0), kv.v_key_stride(), key_end - key0, kv.any_v(),
+            tid);
+      } else if constexpr (detail::SharedOffsetKv<Kv>) {  // paged: one page lookup per row for K and V
+        detail::load_kv_rows_async<Bc, D, P, Cfg::kThreads>(
+            k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.any_k(), kv.any_v(),
+            [&](int r) -> std::int64_t {
+              return key0 + r < key_end ? kv.row_offset(b, kv_head, key0 + r) : std::int64_t{-1};
+            },
+            tid);
+      } else {
+        auto k_row = [&](int r) -> const T* {
+          return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
+        };
+        auto v_row = [&](int r) -> const T* {
+          return key0 + r < key_end ? kv.v_row(b, kv_head, key0 + r) : nullptr;
+        };
+        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
+        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
+      }
     };
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
@@ -274,7 +331,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
   }
 }
 
-/// Combines the splits of decode_kernel. Grid: (num_heads, batch); block: D / 8 threads of 8 columns each.
+/// Combines the splits of decode_kernel in split order. Grid: (num_heads, batch); block: D / 8 threads of 8
+/// columns each. Empty splits (LSE -inf) are skipped, so trailing splits a sequence does not reach change no
+/// bit; a sequence with one non-empty split gets that split's partial back exactly (weight 2^0 = 1, first
+/// term assigned, not added to 0, so even a -0 survives): the same bits as the one-split kernel writes
+/// directly.
 template <class T, int D>
 __global__ void __launch_bounds__(D / 8) decode_merge_kernel(DecodeArgs<T> args, detail::DecodeWorkspace ws) {
   const int head = static_cast<int>(blockIdx.x), b = static_cast<int>(blockIdx.y);
@@ -283,12 +344,24 @@ __global__ void __launch_bounds__(D / 8) decode_merge_kernel(DecodeArgs<T> args,
   float m = -INFINITY;
   for (int s = 0; s < ws.num_splits; ++s) m = max_propagate_nan(m, ws.partial_lse2[row0 + s]);
   float sum = 0.0f, acc[8] = {};
+  bool first = true;
   for (int s = 0; s < ws.num_splits; ++s) {
-    const float w = exp2_shifted(ws.partial_lse2[row0 + s], m);
+    const float lse2 = ws.partial_lse2[row0 + s];
+    // The split holding the max weighs exactly 1 (not left to ex2.approx(0)); -inf - -inf is NaN, not 0.
+    const float w = lse2 - m == 0.0f ? 1.0f : exp2_shifted(lse2, m);
     if (w == 0.0f) continue;  // an empty split's partial is 0 anyway; skip the reads
     sum += w;
     const Vector16<float> lo = load16(ws.partial_o + (row0 + s) * D + col);
     const Vector16<float> hi = load16(ws.partial_o + (row0 + s) * D + col + 4);
+    if (first) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc[e] = w * lo.elements[e];
+        acc[4 + e] = w * hi.elements[e];
+      }
+      first = false;
+      continue;
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       acc[e] += w * lo.elements[e];
@@ -368,40 +441,93 @@ inline int device_sm_count() {
   if (cudaGetDevice(&device) == cudaSuccess &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0)
     return sms;
+#elif defined(LLMK_SIM)
+  // The simulator plans as if it were an H100 SXM; LLMK_SIM_SM_COUNT=n makes it report n SMs (tests of the
+  // heuristic and of the batch-invariant mode set it).
+  const char* env = std::getenv("LLMK_SIM_SM_COUNT");
+  if (env != nullptr && std::atoi(env) > 0) return std::atoi(env);
 #endif
-  return 132;  // H100 SXM; the simulator plans as if it were one
+  return 132;  // H100 SXM
 }
 
-// The split count (num_splits = 0: the heuristic) and workspace for sequences of at most max_len keys.
-template <class T, class Cfg>
-Status plan_splits(const DecodeArgs<T>& args, int max_len, DecodePlan* plan, int num_splits) {
-  if (num_splits < 0 || num_splits > kMaxDecodeSplits)
+// The keys a split may see at most: the longest history, bounded by a sliding window.
+template <class T>
+int visible_keys(const DecodeArgs<T>& args, int max_len) {
+  return args.options.window_left >= 0
+             ? static_cast<int>(min<long long>(max_len, static_cast<long long>(args.options.window_left) + 1))
+             : max_len;
+}
+
+// The batch-invariant chunk and grid width: keys_per_split a positive multiple of Bc (at most 2^30),
+// num_splits in [1, kMaxBatchInvariantSplits] covering the longest visible history.
+template <class Cfg>
+Status check_fixed_splits(const char* splits_name, int num_splits, const char* keys_name, int keys_per_split,
+                          int visible) {
+  if (keys_per_split < 1 || keys_per_split % Cfg::kBc != 0 || keys_per_split > (1 << 30))
+    return Status::invalid_argument(keys_name, str_cat("must be a positive multiple of the key tile Bc = ",
+                                                       Cfg::kBc, " (at most 2^30), got ", keys_per_split));
+  const long long need = max<long long>(1, ceil_div<long long>(visible, keys_per_split));
+  if (need > kMaxBatchInvariantSplits)
     return Status::invalid_argument(
-        "num_splits", str_cat("must be in [0, ", kMaxDecodeSplits, "] (0: heuristic), got ", num_splits));
-  if (num_splits == 0) {
-    const long long blocks = static_cast<long long>(args.batch) * args.num_kv_heads *
-                             ceil_div(args.num_heads / args.num_kv_heads, 16);
-    // A sliding window bounds the keys any split can see.
-    const int visible =
-        args.options.window_left >= 0
-            ? static_cast<int>(min<long long>(max_len, static_cast<long long>(args.options.window_left) + 1))
-            : max_len;
-    num_splits = choose_decode_splits(blocks, visible, Cfg::kBc, device_sm_count());
+        keys_name, str_cat(visible, " visible keys need ", need, " splits of ", keys_per_split,
+                           " keys, more than kMaxBatchInvariantSplits = ", kMaxBatchInvariantSplits,
+                           ": use longer splits"));
+  if (num_splits != 0 && (num_splits < need || num_splits > kMaxBatchInvariantSplits))
+    return Status::invalid_argument(
+        splits_name, str_cat("must be in [", need, ", ", kMaxBatchInvariantSplits, "] (", need, " splits of ",
+                             keys_per_split, " keys hold the longest visible history, ", visible,
+                             " keys), got ", num_splits));
+  return {};
+}
+
+// The split count (num_splits = 0: the heuristic, or just enough fixed chunks) and workspace for sequences of
+// at most max_len keys.
+template <class T, class Cfg>
+Status plan_splits(const DecodeArgs<T>& args, int max_len, DecodePlan* plan, DecodeSplits splits) {
+  const int visible = visible_keys(args, max_len);
+  int num_splits = splits.num_splits;
+  if (splits.keys_per_split != 0) {
+    if (num_splits < 0)
+      return Status::invalid_argument("num_splits",
+                                      str_cat("must be >= 0 (0: as few as fit), got ", num_splits));
+    LLMK_RETURN_IF_ERROR(
+        check_fixed_splits<Cfg>("num_splits", num_splits, "keys_per_split", splits.keys_per_split, visible));
+    if (num_splits == 0) num_splits = max(1, ceil_div(visible, splits.keys_per_split));
+  } else {
+    if (num_splits < 0 || num_splits > kMaxDecodeSplits)
+      return Status::invalid_argument(
+          "num_splits", str_cat("must be in [0, ", kMaxDecodeSplits, "] (0: heuristic), got ", num_splits));
+    if (num_splits == 0) {
+      const long long blocks = static_cast<long long>(args.batch) * args.num_kv_heads *
+                               ceil_div(args.num_heads / args.num_kv_heads, 16);
+      // A sliding window bounds the keys any split can see.
+      num_splits = choose_decode_splits(blocks, visible, Cfg::kBc, device_sm_count());
+    }
   }
   plan->num_splits = num_splits;
+  plan->keys_per_split = splits.keys_per_split;
   plan->workspace_bytes = decode_workspace_bytes(args.batch, args.num_heads, args.head_dim, num_splits);
   return {};
 }
 
+// max_len: the longest history (a bound), to check that a batch-invariant plan's splits cover it.
 template <class T, class Cfg, class Kv>
 Status launch_decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace,
-                     std::size_t workspace_bytes, const Kv& kv, cudaStream_t stream) {
-  if (plan.num_splits < 1 || plan.num_splits > kMaxDecodeSplits)
+                     std::size_t workspace_bytes, const Kv& kv, int max_len, cudaStream_t stream) {
+  if (plan.keys_per_split != 0) {
+    LLMK_RETURN_IF_ERROR(check_fixed_splits<Cfg>("plan.num_splits", plan.num_splits, "plan.keys_per_split",
+                                                 plan.keys_per_split, visible_keys(args, max_len)));
+    if (plan.num_splits < 1)
+      return Status::invalid_argument("plan.num_splits",
+                                      str_cat("must be >= 1, got ", plan.num_splits, " (use plan_decode)"));
+  } else if (plan.num_splits < 1 || plan.num_splits > kMaxDecodeSplits) {
     return Status::invalid_argument("plan.num_splits", str_cat("must be in [1, ", kMaxDecodeSplits, "], got ",
                                                                plan.num_splits, " (use plan_decode)"));
+  }
   const std::size_t need = decode_workspace_bytes(args.batch, args.num_heads, args.head_dim, plan.num_splits);
   DecodeWorkspace ws;
   ws.num_splits = plan.num_splits;
+  ws.keys_per_split = plan.keys_per_split;
   if (need > 0) {
     if (workspace == nullptr)
       return Status::invalid_argument("workspace", str_cat("must not be null (", need, " bytes)"));
@@ -449,14 +575,15 @@ constexpr const char* kPagedDecodeInstantiation =
 
 }  // namespace detail
 
-/// Plans decode_with_config(): the split count (num_splits = 0 lets the heuristic choose from batch, heads,
-/// length and the SM count) and the workspace it needs. Validates the arguments.
+/// Plans decode_with_config(): the split count (0 lets the heuristic choose from batch, heads, length and the
+/// SM count; DecodeSplits::batch_invariant() cuts fixed chunks, see DecodeSplits) and the workspace it needs.
+/// Validates the arguments.
 template <class T, class Cfg>
-Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits = 0) {
+Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits splits = {}) {
   if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   LLMK_RETURN_IF_ERROR(detail::validate_decode(args));
-  return detail::plan_splits<T, Cfg>(args, args.max_kv_len, plan, num_splits);
+  return detail::plan_splits<T, Cfg>(args, args.max_kv_len, plan, splits);
 }
 
 /// Split-KV decode with an explicit configuration. The caller owns the workspace (CUB style): plan first,
@@ -473,14 +600,14 @@ Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, voi
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   LLMK_RETURN_IF_ERROR(detail::validate_decode(args));
   return detail::launch_decode<T, Cfg>(args, plan, workspace, workspace_bytes, detail::batched_kv(args),
-                                       stream);
+                                       args.max_kv_len, stream);
 }
 
 /// Plans decode_paged_with_config(): as plan_decode_with_config, with the lengths taken from the page table.
 /// args.k, args.v and args.kv_lens must be null (args.max_kv_len is ignored).
 template <class T, class Cfg, class Code = T>
 Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
-                                     DecodePlan* plan, int num_splits = 0) {
+                                     DecodePlan* plan, DecodeSplits splits = {}) {
   if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   LLMK_RETURN_IF_ERROR(detail::validate_decode(args, /*dense_kv=*/false));
@@ -488,7 +615,7 @@ Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::P
   int max_len = 0;
   LLMK_RETURN_IF_ERROR(
       kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, &max_len));
-  return detail::plan_splits<T, Cfg>(args, max_len, plan, num_splits);
+  return detail::plan_splits<T, Cfg>(args, max_len, plan, splits);
 }
 
 /// Split-KV decode over a paged KV cache (llmk/kvcache/paged_kv.cuh: NHD or HND pages, CSR or block-table
@@ -506,17 +633,18 @@ Status decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedK
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   LLMK_RETURN_IF_ERROR(detail::validate_decode(args, /*dense_kv=*/false));
   kvcache::PagedKv<T, Code> view = pages;
+  int max_len = 0;
   LLMK_RETURN_IF_ERROR(
-      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
+      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, &max_len));
   return detail::launch_decode<T, Cfg>(args, plan, workspace, workspace_bytes,
-                                       detail::PagedKvRows<T, Code>{view}, stream);
+                                       detail::PagedKvRows<T, Code>{view}, max_len, stream);
 }
 
 /// plan_decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles.
 template <class T>
-Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, int num_splits = 0) {
+Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits splits = {}) {
   return detail::dispatch_head_dim(args.head_dim, detail::kDecodeInstantiation, [&](auto dim) {
-    return plan_decode_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(args, plan, num_splits);
+    return plan_decode_with_config<T, DefaultDecodeConfig<decltype(dim)::value>>(args, plan, splits);
   });
 }
 
@@ -533,10 +661,10 @@ Status decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace
 /// plan_decode_paged_with_config() for the runtime head dims.
 template <class T, class Code>
 Status plan_decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages, DecodePlan* plan,
-                         int num_splits = 0) {
+                         DecodeSplits splits = {}) {
   return detail::dispatch_head_dim(args.head_dim, detail::kPagedDecodeInstantiation, [&](auto dim) {
-    return plan_decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>, Code>(
-        args, pages, plan, num_splits);
+    return plan_decode_paged_with_config<T, DefaultDecodeConfig<decltype(dim)::value>, Code>(args, pages,
+                                                                                             plan, splits);
   });
 }
 

@@ -6,6 +6,7 @@
 //   const T* any_k(), any_v()          a valid address for zero-filling copies
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <type_traits>
 
@@ -42,6 +43,10 @@ struct RaggedKv {
   }
   LLMK_DEVICE const T* any_k() const { return k; }
   LLMK_DEVICE const T* any_v() const { return v; }
+  // Consecutive keys of a sequence are a constant stride apart (StridedKv): tiles load with stepped
+  // addresses.
+  LLMK_DEVICE std::int64_t k_key_stride() const { return k_stride_token; }
+  LLMK_DEVICE std::int64_t v_key_stride() const { return v_stride_token; }
 };
 
 /// Decode's dense K/V cache: [batch, max_kv_len, kv_heads, D] with strides; sequence b has kv_lens[b] keys.
@@ -64,6 +69,23 @@ struct BatchedKv {
   }
   LLMK_DEVICE const T* any_k() const { return k; }
   LLMK_DEVICE const T* any_v() const { return v; }
+  LLMK_DEVICE std::int64_t k_key_stride() const { return k_stride_token; }
+  LLMK_DEVICE std::int64_t v_key_stride() const { return v_stride_token; }
+};
+
+/// A K/V view whose keys of one sequence and head are a constant stride apart (k_row(b, h, key) ==
+/// k_row(b, h, 0) + key * k_key_stride()): the dense layouts, not the paged one.
+template <class Kv>
+concept StridedKv = requires(const Kv& kv) {
+  { kv.k_key_stride() } -> std::convertible_to<std::int64_t>;
+  { kv.v_key_stride() } -> std::convertible_to<std::int64_t>;
+};
+
+/// A K/V view whose key row and value row of a token sit at the same offset from any_k() / any_v()
+/// (row_offset(b, h, key) < 0: a bad page): one page lookup serves both copies. The paged cache.
+template <class Kv>
+concept SharedOffsetKv = requires(const Kv& kv, int i) {
+  { kv.row_offset(i, i, i) } -> std::convertible_to<std::int64_t>;
 };
 
 /// A paged cache: rows through the page table (a bad page index zero-fills after the checked-build trap).
@@ -86,6 +108,10 @@ struct PagedKvRows {
   }
   LLMK_DEVICE const Code* any_k() const { return pages.k_pages; }
   LLMK_DEVICE const Code* any_v() const { return pages.v_pages; }
+  /// K and V rows share one offset (SharedOffsetKv): k_pages + off and v_pages + off, -1 for a bad page.
+  LLMK_DEVICE std::int64_t row_offset(int b, int head, int key) const {
+    return pages.row_offset(b, head, key);
+  }
 
   /// The K and V codes of token `key` (nullptr for a bad page) and their scales.
   LLMK_DEVICE void code_rows(int b, int head, int key, const Code*& k, const Code*& v, float& k_scale,

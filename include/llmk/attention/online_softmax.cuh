@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "llmk/arch/fast_math.cuh"
+#include "llmk/arch/minmax.cuh"
 #include "llmk/config.cuh"
 
 namespace llmk::attention {
@@ -25,9 +26,9 @@ namespace llmk::attention {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-/// max(a, b) that returns NaN when either is NaN.
+/// max(a, b) that returns NaN when either is NaN (-0 < +0): the max.NaN.f32 atom, one instruction.
 LLMK_HOST_DEVICE float max_propagate_nan(float a, float b) {
-  return (a > b || a != a) ? a : b;
+  return arch::max_nan(a, b);
 }
 
 /// 2^(x - m) for a running max m that may be -inf (nothing seen yet): then the shift is 0, so a masked
@@ -109,8 +110,10 @@ LLMK_HOST_DEVICE float merge_normalized(float lse2_a, float lse2_b, float& w_a, 
 }
 
 /// The rows one thread holds in the mma.m16n8 accumulator layout: rows g and g + 8 of kMmaM 16-row tiles
-/// (g = lane / 4), each shared by the 4 lanes of a quad. Scores arrive as s[kMmaM][kN8][4] (already scaled
-/// into log2 units, masked entries -inf); the output accumulator is o[kMmaM][kD8][4].
+/// (g = lane / 4), each shared by the 4 lanes of a quad. Scores arrive as s[kMmaM][kN8][4] in units of
+/// `c` (the score in log2 units is s * c, c > 0; masked entries -inf); the output accumulator is
+/// o[kMmaM][kD8][4]. m is kept in log2 units. Taking c here rather than scaling the scores first folds the
+/// scale into the exponent: p = 2^(s c - m) is one FFMA and one MUFU per score.
 template <int kMmaM>
 struct FragmentSoftmax {
   float m[kMmaM][2];
@@ -127,21 +130,24 @@ struct FragmentSoftmax {
   }
 
   /// The online update for one tile of scores: new row max (over the quad), rescale l and o, and replace the
-  /// scores by p = 2^(s - m).
+  /// scores by p = 2^(s c - m).
   template <int kN8, int kD8>
-  LLMK_DEVICE void update(float (&s)[kMmaM][kN8][4], float (&o)[kMmaM][kD8][4]) {
+  LLMK_DEVICE void update(float (&s)[kMmaM][kN8][4], float (&o)[kMmaM][kD8][4], float c) {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = m[mi][r];
+        float tile_max = max_propagate_nan(s[mi][0][2 * r], s[mi][0][2 * r + 1]);
 #pragma unroll
-        for (int ni = 0; ni < kN8; ++ni)
-          mx = max_propagate_nan(mx, max_propagate_nan(s[mi][ni][2 * r], s[mi][ni][2 * r + 1]));
-        mx = max_propagate_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = max_propagate_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        for (int ni = 1; ni < kN8; ++ni)
+          tile_max = max_propagate_nan(tile_max, max_propagate_nan(s[mi][ni][2 * r], s[mi][ni][2 * r + 1]));
+        tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float mx = max_propagate_nan(m[mi][r], tile_max * c);  // c > 0: the max commutes with it
         const float f = exp2_shifted(m[mi][r], mx);
         m[mi][r] = mx;
+        // -inf (nothing visible yet): shift by 0, so masked scores give exactly 0 (exp2_shifted's rule)
+        const float neg_m = mx == -INFINITY ? 0.0f : -mx;
         float sum = l[mi][r] * f;
 #pragma unroll
         for (int di = 0; di < kD8; ++di) {
@@ -152,7 +158,7 @@ struct FragmentSoftmax {
         for (int ni = 0; ni < kN8; ++ni)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float p = exp2_shifted(s[mi][ni][2 * r + e], mx);
+            const float p = arch::ex2_approx(fmaf(s[mi][ni][2 * r + e], c, neg_m));
             s[mi][ni][2 * r + e] = p;
             sum += p;
           }

@@ -148,10 +148,17 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     detail::compute_scores<T, kMmaM, kN8, D, P>(q_tile + warp_row0 * P, k_tile, lane, s);
     const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
     detail::transform_scores(s, transform, masked, tile * Bc, ranges, lane);
-    softmax.update(s, o);
+    softmax.update(s, o, transform.exp_scale());
     detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_tile, lane, o);
   };
 
+  // Key 0 of this sequence and KV head (dense K/V: every key row is a constant step from it).
+  const T* k_key0 = nullptr;
+  const T* v_key0 = nullptr;
+  if constexpr (detail::StridedKv<Kv>) {
+    k_key0 = kv.k_row(b, kv_head, 0);
+    v_key0 = kv.v_row(b, kv_head, 0);
+  }
   detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
   if constexpr (detail::IsQuantizedKv<Kv>::value) {
     // Quantized cache: the next tile's codes are copied (cp.async) into the ring's second slot while this one
@@ -176,16 +183,36 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   } else {
     auto load_kv = [&](int tile, int slot) {
       const int key0 = tile * Bc;
-      auto k_row = [&](int r) -> const T* {
-        const int key = key0 + r;
-        return key < kv_end ? kv.k_row(b, kv_head, key) : nullptr;  // past the end: zero-filled, masked below
-      };
-      auto v_row = [&](int r) -> const T* {
-        const int key = key0 + r;
-        return key < kv_end ? kv.v_row(b, kv_head, key) : nullptr;
-      };
-      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
-      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
+      if constexpr (detail::StridedKv<Kv>) {
+        // Dense K/V: the tile's first row plus constant steps; keys past the end zero-filled (masked below).
+        const int valid = kv_end - key0;
+        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P,
+                                                                 k_key0 + key0 * kv.k_key_stride(),
+                                                                 kv.k_key_stride(), valid, kv.any_k(), tid);
+        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P,
+                                                                 v_key0 + key0 * kv.v_key_stride(),
+                                                                 kv.v_key_stride(), valid, kv.any_v(), tid);
+      } else if constexpr (detail::SharedOffsetKv<Kv>) {
+        // Paged K/V: one page lookup per row for both copies; keys past the end zero-filled (masked below).
+        detail::load_kv_rows_async<Bc, D, P, Cfg::kThreads>(
+            k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.any_k(), kv.any_v(),
+            [&](int r) -> std::int64_t {
+              const int key = key0 + r;
+              return key < kv_end ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
+            },
+            tid);
+      } else {
+        auto k_row = [&](int r) -> const T* {
+          const int key = key0 + r;
+          return key < kv_end ? kv.k_row(b, kv_head, key) : nullptr;  // past the end: zero-filled, masked
+        };
+        auto v_row = [&](int r) -> const T* {
+          const int key = key0 + r;
+          return key < kv_end ? kv.v_row(b, kv_head, key) : nullptr;
+        };
+        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
+        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
+      }
     };
     // Prologue: Q joins the first K/V group; Stages - 1 tiles in flight.
 #pragma unroll

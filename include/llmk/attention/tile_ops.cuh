@@ -30,8 +30,34 @@ struct MmaFor {
   LLMK_DEVICE static std::uint32_t pack(float lo, float hi) { return arch::MmaF32For<T>::pack(lo, hi); }
 };
 
-/// Scaling of raw scores into the base-2 domain of the online softmax, with the optional soft-cap:
-///   x = log2(e) * (softcap > 0 ? softcap * tanh(scale * s / softcap) : scale * s).
+/// K and V tiles of kRows rows whose K and V rows sit at the same offset from their bases (a paged cache: K
+/// and V pages share the page table and the strides): row_offset(r) gives the offset of row r in elements (<
+/// 0: zero-fill both rows), looked up once per row for both copies instead of once per K row and once per V
+/// row.
+template <int kRows, int kDim, int kPitch, int kThreads, class T, class RowOffset>
+LLMK_DEVICE void load_kv_rows_async(T* k_tile, T* v_tile, const T* k_base, const T* v_base,
+                                    const RowOffset& row_offset, int tid) {
+  constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
+  constexpr int kPerThread = (kTotal + kThreads - 1) / kThreads;
+#pragma unroll 4
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = tid + i * kThreads;
+    if (kTotal % kThreads != 0 && c >= kTotal) break;
+    const int row = c / kChunks, col = (c % kChunks) * 8;
+    const std::int64_t off = row_offset(row);
+    const bool valid = off >= 0;
+    arch::cp_async_cg16_zfill(&k_tile[row * kPitch + col], valid ? k_base + off + col : k_base,
+                              valid ? 16 : 0);
+    arch::cp_async_cg16_zfill(&v_tile[row * kPitch + col], valid ? v_base + off + col : v_base,
+                              valid ? 16 : 0);
+  }
+}
+
+/// Scores into the base-2 domain of the online softmax, with the optional soft-cap:
+///   x = log2(e) * (softcap > 0 ? softcap * tanh(scale * s / softcap) : scale * s)
+/// split into a per-score part (operator(): s, or tanh(s * scale / softcap)) and a positive factor
+/// (exp_scale(): scale log2(e), or softcap log2(e)) that FragmentSoftmax::update folds into its exponent
+/// FFMA.
 struct ScoreTransform {
   float scale_log2 = 0.0f;  // scale * log2(e)      (no soft-cap)
   float pre = 0.0f;         // scale / softcap       (soft-cap)
@@ -46,7 +72,8 @@ struct ScoreTransform {
     t.post = softcap * kLog2e;
     return t;
   }
-  LLMK_DEVICE float operator()(float s) const { return softcap ? post * ::tanhf(s * pre) : s * scale_log2; }
+  LLMK_DEVICE float operator()(float s) const { return softcap ? ::tanhf(s * pre) : s; }
+  LLMK_HOST_DEVICE float exp_scale() const { return softcap ? post : scale_log2; }
 };
 
 /// Issues cp.async copies of kRows rows of kDim elements into `tile` (pitch kPitch), kThreads threads
@@ -64,6 +91,36 @@ LLMK_DEVICE void load_rows_async(T* tile, const RowSrc& row_src, const T* any_va
     const T* src = row_src(row);
     arch::cp_async_cg16_zfill(&tile[row * kPitch + col], src != nullptr ? src + col : any_valid,
                               src != nullptr ? 16 : 0);
+  }
+}
+
+/// load_rows_async for rows at a constant stride: row r of the tile is base + r * stride (elements), rows
+/// valid_rows.. are zero-filled. The addresses are computed once per call from a per-thread base and
+/// constant row steps (one 64-bit multiply), instead of a row lookup per 16-byte chunk: the K/V tiles of a
+/// dense cache, stepped by the caller from tile to tile.
+template <int kRows, int kDim, int kPitch, int kThreads, class T>
+LLMK_DEVICE void load_strided_rows_async(T* tile, const T* base, std::int64_t stride, int valid_rows,
+                                         const T* any_valid, int tid) {
+  constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
+  constexpr int kPerThread = (kTotal + kThreads - 1) / kThreads;
+  if constexpr (kThreads % kChunks == 0) {
+    // Every copy of this thread is in the same column: rows row0, row0 + kRowStep, ...
+    constexpr int kRowStep = kThreads / kChunks;
+    const int row0 = tid / kChunks, col = (tid % kChunks) * 8;
+    const T* src = base + row0 * stride + col;
+    const std::int64_t step = kRowStep * stride;
+    T* dst = tile + row0 * kPitch + col;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      if (kTotal % kThreads != 0 && row0 + i * kRowStep >= kRows) break;
+      const bool valid = row0 + i * kRowStep < valid_rows;
+      arch::cp_async_cg16_zfill(dst + i * kRowStep * kPitch, valid ? src : any_valid, valid ? 16 : 0);
+      src += step;
+    }
+  } else {
+    load_rows_async<kRows, kDim, kPitch, kThreads>(
+        tile, [&](int r) -> const T* { return r < valid_rows ? base + r * stride : nullptr; }, any_valid,
+        tid);
   }
 }
 
@@ -110,23 +167,31 @@ struct RowRanges {
   int end[kMmaM][2];
 };
 
-/// Applies the score transform and, when `masked`, sets keys outside each row's range to -inf. key0 is the
-/// key position of the fragment's column 0.
+/// Applies the score transform (the soft-cap's tanh; nothing without one) and, when `masked`, sets keys
+/// outside each row's range to -inf. key0 is the key position of the fragment's column 0.
 template <int kMmaM, int kN8>
 LLMK_DEVICE void transform_scores(float (&s)[kMmaM][kN8][4], const ScoreTransform& tr, bool masked, int key0,
                                   const RowRanges<kMmaM>& rows, int lane) {
-  const int t = lane % 4;
+  if (tr.softcap) {
 #pragma unroll
-  for (int mi = 0; mi < kMmaM; ++mi)
+    for (int mi = 0; mi < kMmaM; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < kN8; ++ni)
+      for (int ni = 0; ni < kN8; ++ni)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2, key = key0 + ni * 8 + 2 * t + (e & 1);
-        float x = tr(s[mi][ni][e]);
-        if (masked && !(key >= rows.first[mi][r] && key < rows.end[mi][r])) x = -INFINITY;
-        s[mi][ni][e] = x;
-      }
+        for (int e = 0; e < 4; ++e) s[mi][ni][e] = tr(s[mi][ni][e]);
+  }
+  if (masked) {
+    const int t = lane % 4;
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kN8; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2, key = key0 + ni * 8 + 2 * t + (e & 1);
+          if (!(key >= rows.first[mi][r] && key < rows.end[mi][r])) s[mi][ni][e] = -INFINITY;
+        }
+  }
 }
 
 /// o += P V for the warp's rows: P is the softmax numerator in s (8 * kN8 keys), V rows from `v` (the

@@ -20,13 +20,16 @@
 //
 // A page index outside [0, num_pages) is a caller bug: in the simulator and in GPU builds without NDEBUG the
 // kernel traps (the simulator reports block, thread and line); with NDEBUG on the GPU the row reads as zeros.
-// It is never read out of bounds.
+// It is never read out of bounds. Engines that keep a host copy of the table can have it checked before the
+// launch instead (check_page_table_host / check_block_table_host, or PagedKv::page_indices_host /
+// block_table_host to let the launchers do it): a Status naming the sequence and the entry.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "llmk/config.cuh"
+#include "llmk/core/math.cuh"
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/status.cuh"
 
@@ -77,12 +80,14 @@ struct PagedKv {
   const int* last_page_len = nullptr;
   const int* page_indptr_host = nullptr;    // required with the CSR form
   const int* last_page_len_host = nullptr;  // required with the CSR form
+  const int* page_indices_host = nullptr;   // optional: given, the launchers check every page id on the host
 
   // Block-table form (both, or none).
   const int* block_table = nullptr;
   int max_blocks_per_seq = 0;
   const int* seq_lens = nullptr;
-  const int* seq_lens_host = nullptr;  // required with the block-table form
+  const int* seq_lens_host = nullptr;     // required with the block-table form
+  const int* block_table_host = nullptr;  // optional: given, the launchers check every page id on the host
 
   // Set by the launchers: log2(page_size) when it is a power of two, else -1.
   int page_shift = -1;
@@ -153,8 +158,122 @@ inline Status check_page_strides(const PageStrides& s, int page_size, int kv_hea
   return {};
 }
 
+namespace detail {
+
+inline Status check_table_geometry(int batch, int page_size, int num_pages) {
+  if (batch < 0) return Status::invalid_argument("batch", str_cat("must be >= 0, got ", batch));
+  if (page_size < 1) return Status::invalid_argument("page_size", str_cat("must be >= 1, got ", page_size));
+  if (num_pages < 1) return Status::invalid_argument("num_pages", str_cat("must be >= 1, got ", num_pages));
+  return {};
+}
+
+// The page ids of one sequence: entries[0 .. pages) must lie in [0, num_pages).
+inline Status check_page_ids(const char* name, const int* entries, long long first_entry, int b,
+                             long long pages, int num_pages) {
+  for (long long i = 0; i < pages; ++i) {
+    const int id = entries[first_entry + i];
+    if (id < 0 || id >= num_pages)
+      return Status::invalid_argument(
+          name, str_cat("sequence ", b, ", logical page ", i, " (entry ", first_entry + i, "): page id ", id,
+                        " is outside the pool [0, ", num_pages, ")",
+                        id < 0 ? " (a padding entry inside the sequence's length?)" : ""));
+  }
+  return {};
+}
+
+}  // namespace detail
+
+/// Checks a CSR page table on the host before a launch (FlashInfer's form, see PagedKv): host copies of
+/// page_indptr [batch + 1], page_indices [page_indptr[batch]] and last_page_len [batch]. Returns
+/// Status::invalid_argument naming the array, the sequence and the entry for: a null pointer (page_indices
+/// may be null when no sequence has a page), batch < 0, page_size or num_pages < 1, page_indptr[0] != 0 or
+/// decreasing, last_page_len outside [1, page_size] for a sequence with pages, a page id outside
+/// [0, num_pages) (negative included), a sequence longer than 2^30 tokens. Reads every entry once: O(batch +
+/// page_indptr[batch]) host work, no device access.
+///
+///   // the engine's host copies, the same values it uploads for the kernel
+///   LLMK_RETURN_IF_ERROR(llmk::kvcache::check_page_table_host(indptr.data(), indices.data(), last.data(),
+///                                                             batch, page_size, num_pages));
+///   // e.g. "invalid argument 'page_indices': sequence 3, logical page 7 (entry 42): page id 1200 is outside
+///   //       the pool [0, 1024)"
+///
+/// Setting PagedKv::page_indices_host makes every paged launcher run this check (opt-in).
+inline Status check_page_table_host(const int* page_indptr, const int* page_indices, const int* last_page_len,
+                                    int batch, int page_size, int num_pages) {
+  LLMK_RETURN_IF_ERROR(detail::check_table_geometry(batch, page_size, num_pages));
+  if (page_indptr == nullptr) return Status::invalid_argument("page_indptr", "must not be null");
+  if (last_page_len == nullptr && batch > 0)
+    return Status::invalid_argument("last_page_len", "must not be null");
+  if (page_indptr[0] != 0)
+    return Status::invalid_argument("page_indptr", str_cat("must start at 0, got ", page_indptr[0]));
+  for (int b = 0; b < batch; ++b) {
+    const long long pages = static_cast<long long>(page_indptr[b + 1]) - page_indptr[b];
+    if (pages < 0)
+      return Status::invalid_argument("page_indptr",
+                                      str_cat("must not decrease: sequence ", b, " has ", pages, " pages (",
+                                              page_indptr[b], " -> ", page_indptr[b + 1], ")"));
+    if (pages == 0) continue;
+    if (page_indices == nullptr)
+      return Status::invalid_argument("page_indices",
+                                      str_cat("must not be null (sequence ", b, " has pages)"));
+    if (last_page_len[b] < 1 || last_page_len[b] > page_size)
+      return Status::invalid_argument("last_page_len",
+                                      str_cat("sequence ", b, ": must be in [1, page_size = ", page_size,
+                                              "] for a sequence with pages, got ", last_page_len[b]));
+    if ((pages - 1) * page_size + last_page_len[b] > (1LL << 30))
+      return Status::invalid_argument("page_indptr",
+                                      str_cat("sequence ", b, ": ", pages, " pages of ", page_size,
+                                              " tokens: sequence lengths must be <= 2^30"));
+    LLMK_RETURN_IF_ERROR(
+        detail::check_page_ids("page_indices", page_indices, page_indptr[b], b, pages, num_pages));
+  }
+  return {};
+}
+
+/// Checks a block table on the host before a launch (vLLM's form, see PagedKv): host copies of block_table
+/// [batch, max_blocks_per_seq] (row-major) and seq_lens [batch]. Only the first ceil(seq_lens[b] / page_size)
+/// entries of row b are page ids; the rest is padding (any value, conventionally -1). Returns
+/// Status::invalid_argument naming the array, the sequence and the entry for: a null pointer, batch < 0,
+/// page_size, num_pages or max_blocks_per_seq < 1, a negative length, a length above 2^30, a length that
+/// needs more pages than a row holds, a page id outside [0, num_pages) (negative included). O(batch + the
+/// pages the lengths need) host work, no device access.
+///
+///   LLMK_RETURN_IF_ERROR(llmk::kvcache::check_block_table_host(bt.table.data(), bt.max_blocks,
+///                                                              bt.seq_lens.data(), batch, page_size,
+///                                                              num_pages));
+///   // e.g. "invalid argument 'block_table': sequence 3, logical page 7 (entry 391): page id -1 is
+///   //       outside the pool [0, 1024) (a padding entry inside the sequence's length?)"
+///
+/// Setting PagedKv::block_table_host makes every paged launcher run this check (opt-in).
+inline Status check_block_table_host(const int* block_table, int max_blocks_per_seq, const int* seq_lens,
+                                     int batch, int page_size, int num_pages) {
+  LLMK_RETURN_IF_ERROR(detail::check_table_geometry(batch, page_size, num_pages));
+  if (max_blocks_per_seq < 1)
+    return Status::invalid_argument("max_blocks_per_seq", str_cat("must be >= 1, got ", max_blocks_per_seq));
+  if (batch == 0) return {};
+  if (block_table == nullptr) return Status::invalid_argument("block_table", "must not be null");
+  if (seq_lens == nullptr) return Status::invalid_argument("seq_lens", "must not be null");
+  for (int b = 0; b < batch; ++b) {
+    const int len = seq_lens[b];
+    if (len < 0)
+      return Status::invalid_argument("seq_lens", str_cat("sequence ", b, ": length ", len, " < 0"));
+    if (len > (1 << 30))
+      return Status::invalid_argument("seq_lens",
+                                      str_cat("sequence ", b, ": length ", len, ": lengths must be <= 2^30"));
+    const long long pages = ceil_div<long long>(len, page_size);
+    if (pages > max_blocks_per_seq)
+      return Status::invalid_argument(
+          "seq_lens", str_cat("sequence ", b, ": ", len, " tokens need ", pages, " pages of ", page_size,
+                              ", a block-table row holds max_blocks_per_seq = ", max_blocks_per_seq));
+    LLMK_RETURN_IF_ERROR(detail::check_page_ids(
+        "block_table", block_table, static_cast<long long>(b) * max_blocks_per_seq, b, pages, num_pages));
+  }
+  return {};
+}
+
 /// Validates a paged view for `batch` sequences with `kv_heads` heads of `head_dim` and sets its page_shift;
-/// *max_len (optional) receives the longest sequence. Uses the host copies of the table lengths.
+/// *max_len (optional) receives the longest sequence. Uses the host copies of the table lengths, and checks
+/// the page ids too when a host copy of them is given (page_indices_host / block_table_host).
 template <class T, class Code>
 Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_dim, int* max_len) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
@@ -228,6 +347,9 @@ Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_
       const long long len = pages == 0 ? 0 : (pages - 1) * p.page_size + p.last_page_len_host[b];
       longest = len > longest ? len : longest;
     }
+    if (p.page_indices_host != nullptr)
+      LLMK_RETURN_IF_ERROR(check_page_table_host(p.page_indptr_host, p.page_indices_host,
+                                                 p.last_page_len_host, batch, p.page_size, p.num_pages));
   } else {
     if (p.block_table == nullptr || p.seq_lens == nullptr)
       return Status::invalid_argument("pages.block_table/seq_lens", "give both");
@@ -246,6 +368,9 @@ Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_
                                                 "], sequence ", b, " has ", len));
       longest = len > longest ? len : longest;
     }
+    if (p.block_table_host != nullptr)
+      LLMK_RETURN_IF_ERROR(check_block_table_host(p.block_table_host, p.max_blocks_per_seq, p.seq_lens_host,
+                                                  batch, p.page_size, p.num_pages));
   }
   if (longest > (1 << 30)) return Status::invalid_argument("pages", "sequence lengths must be <= 2^30");
   p.page_shift = -1;
