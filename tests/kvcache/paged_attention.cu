@@ -424,6 +424,23 @@ TEST_CASE("copy_pages copies K and V of every slot and head; table conversions r
   CHECK(back.last_page_len == c.csr.last_page_len);
 }
 
+namespace {
+// Decode arguments for the two-sequence table tests: q and o [2, heads, dim], contiguous, scale 1/8.
+attn::DecodeArgs<f16> two_sequence_decode(const Setup& s, const f16* q, f16* o) {
+  attn::DecodeArgs<f16> a;
+  a.q = q;
+  a.o = o;
+  a.q_stride_batch = a.o_stride_batch = s.heads * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.batch = 2;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = 0.125f;
+  return a;
+}
+}  // namespace
+
 TEST_CASE("paged attention: bad tables are rejected; a page outside the pool is caught, never read") {
   std::mt19937 rng(605);
   Setup s;
@@ -432,16 +449,7 @@ TEST_CASE("paged attention: bad tables are rejected; a page outside the pool is 
   Cache<f16> c;
   make_cache<f16>(c, s, rng);
   llmk::DeviceBuffer<f16> d_q(2 * s.heads * s.dim), d_o(2 * s.heads * s.dim);
-  attn::DecodeArgs<f16> a;
-  a.q = d_q.data();
-  a.o = d_o.data();
-  a.q_stride_batch = a.o_stride_batch = s.heads * s.dim;
-  a.q_stride_head = a.o_stride_head = s.dim;
-  a.batch = 2;
-  a.num_heads = s.heads;
-  a.num_kv_heads = s.kv_heads;
-  a.head_dim = s.dim;
-  a.options.softmax_scale = 0.125f;
+  const attn::DecodeArgs<f16> a = two_sequence_decode(s, d_q.data(), d_o.data());
   attn::DecodePlan plan;
   auto expect = [&](const kv::PagedKv<f16>& p, const char* needle) {
     const llmk::Status st = attn::plan_decode_paged(a, p, &plan, 1);
@@ -859,9 +867,9 @@ SubOut decode_sub(const kv::PagedKv<f16, Code>& pool, const Setup& s, const std:
 template <class Code>
 void check_batch_invariant(const kv::PagedKv<f16, Code>& pool, const Cache<f16>& c, const std::vector<f16>& k,
                            const std::vector<f16>& v, const std::vector<f16>& q_all, int window,
-                           bool all_batches) {
+                           bool all_batches, int keys_per_split) {
   CAPTURE(window);
-  const auto invariant = attn::DecodeSplits::batch_invariant();
+  const auto invariant = attn::DecodeSplits::batch_invariant(keys_per_split);
   const SubTable alone0(c.csr, {0}), alone1(c.csr, {1});
   const SubOut a0 = decode_sub(pool, c.s, q_all, alone0, window, invariant);
   const SubOut a1 = decode_sub(pool, c.s, q_all, alone1, window, invariant);
@@ -904,31 +912,34 @@ TEST_CASE(
     "paged decode, batch-invariant splits: a request's bits do not depend on its batch, every cache dtype") {
   std::mt19937 rng(609);
   Setup s;
-  s.lens = {1000, 77, 1100, 5, 0, 300};
+  // Sequence 0 needs several splits, sequence 1 exactly one. Sanitizer builds: 64-key splits (the d64 key
+  // tile) of shorter sequences, the same structure at a tenth of the keys.
+  const bool fast = llmk::test::fast();
+  const int chunk = fast ? 64 : attn::kBatchInvariantKeysPerSplit;
+  s.lens = fast ? std::vector<int>{130, 50, 150, 5, 0, 40} : std::vector<int>{1000, 77, 1100, 5, 0, 300};
   s.page_size = 16;
   Cache<f16> c;
   make_cache<f16>(c, s, rng);
   const std::vector<f16> q =
       llmk::test::random_tensor<f16>(static_cast<std::int64_t>(s.lens.size()) * s.heads * s.dim, 1.0f, rng);
-  const bool fast = llmk::test::fast();
-  check_batch_invariant(c.view(true), c, c.k, c.v, q, -1, true);
-  if (!fast) check_batch_invariant(c.view(true), c, c.k, c.v, q, 700, false);
+  check_batch_invariant(c.view(true), c, c.k, c.v, q, -1, true, chunk);
+  if (!fast) check_batch_invariant(c.view(true), c, c.k, c.v, q, 700, false, chunk);
   double rel = 0.0;
   {
     QuantCache<f16, std::int8_t> qc;
     make_quant_cache(qc, c, kv::KvScale::kPerTokenHead, &rel);
-    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk);
   }
   if (fast) return;
   {
     QuantCache<f16, llmk::float8_e4m3> qc;
     make_quant_cache(qc, c, kv::KvScale::kPerTensor, &rel);
-    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk);
   }
   {
     QuantCache<f16, llmk::float8_e5m2> qc;
     make_quant_cache(qc, c, kv::KvScale::kPerHead, &rel);
-    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk);
   }
 }
 
@@ -995,16 +1006,7 @@ TEST_CASE("page tables checked on the host: every error names the sequence and t
   Cache<f16> c;
   make_cache<f16>(c, s, rng);
   llmk::DeviceBuffer<f16> d_q(2 * s.heads * s.dim), d_o(2 * s.heads * s.dim);
-  attn::DecodeArgs<f16> a;
-  a.q = d_q.data();
-  a.o = d_o.data();
-  a.q_stride_batch = a.o_stride_batch = s.heads * s.dim;
-  a.q_stride_head = a.o_stride_head = s.dim;
-  a.batch = 2;
-  a.num_heads = s.heads;
-  a.num_kv_heads = s.kv_heads;
-  a.head_dim = s.dim;
-  a.options.softmax_scale = 0.125f;
+  const attn::DecodeArgs<f16> a = two_sequence_decode(s, d_q.data(), d_o.data());
   attn::DecodePlan plan;
   for (bool csr_form : {true, false}) {
     CAPTURE(csr_form);

@@ -449,38 +449,37 @@ Status select_flagged(void* temp, std::size_t* temp_bytes, const T* in, const st
 
 namespace detail {
 
-// Segment s = [s * length, (s + 1) * length). After a stable ascending sort of (key, index within the
-// segment) per segment, the first k positions of a segment are its k lowest by (key, index), the pruning
-// rank rule: keep[s * length + sorted_index[i]] = (i - s * length >= k). A template for inline linkage.
+// Segment s = [s * length, (s + 1) * length). sorted_index holds the positions of keys grouped by segment
+// (each group in place: positions [s * length, (s + 1) * length) hold segment s's elements) and, within a
+// group, ordered by (key, position): its first k entries are the segment's k lowest, the pruning rank rule.
+// keep[sorted_index[i]] = (i - s * length >= k). A template for inline linkage.
 template <class Index>
 __global__ void __launch_bounds__(256)
     scatter_keep_kernel(const Index* sorted_index, std::int64_t count, std::int64_t length, std::int64_t k,
                         std::uint8_t* keep) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += stride) {
-    const std::int64_t base = i / length * length;
-    keep[base + static_cast<std::int64_t>(sorted_index[i])] = i - base >= k ? 1 : 0;
-  }
+       i += stride)
+    keep[sorted_index[i]] = i - i / length * length >= k ? 1 : 0;
 }
 
-// out[i] = i % length (the index within its segment).
+// out[i] = i.
 template <class Index>
-__global__ void __launch_bounds__(256) iota_kernel(Index* out, std::int64_t count, std::int64_t length) {
+__global__ void __launch_bounds__(256) iota_kernel(Index* out, std::int64_t count) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride)
-    out[i] = static_cast<Index>(i % length);
+    out[i] = static_cast<Index>(i);
 }
 
-// offsets[s] = s * length for s in [0, segments].
-template <int kUnused = 0>
+// segment_of[i] = index[i] / length: the second sort's keys.
+template <class Index>
 __global__ void __launch_bounds__(256)
-    segment_offsets_kernel(std::int64_t* offsets, std::int64_t segments, std::int64_t length) {
+    segment_keys_kernel(const Index* index, std::int64_t count, std::int64_t length, Index* segment_of) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t s = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; s <= segments;
-       s += stride)
-    offsets[s] = s * length;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    segment_of[i] = static_cast<Index>(static_cast<std::int64_t>(index[i]) / length);
 }
 
 inline std::size_t align_up(std::size_t x) {
@@ -495,10 +494,11 @@ inline dim3 elementwise_grid(std::int64_t count) {
 
 /// The k lowest of each of `segments` equal segments s = keys[s * length .. (s + 1) * length), by (key,
 /// index within the segment) (ties to the lower index, llmk's pruning rank rule): keep[i] = 0 for them, 1
-/// for the others. One segment: a stable radix sort of (key, index) pairs (cub::DeviceRadixSort); several:
-/// a stable segmented sort (cub::DeviceSegmentedSort); plus two or three small launches. temp holds the
-/// segment offsets, the index arrays and the sorted keys. k is clamped to [0, length]; segments * length
-/// must be < 2^32 (32-bit indices).
+/// for the others. A stable radix sort of (key, position) pairs (cub::DeviceRadixSort); with several
+/// segments, a second stable radix sort of the positions by their segment groups them without disturbing
+/// the key order inside a group (the same two sort instantiations serve every segment count, where a
+/// segmented sort would add two more); plus two or three small launches. temp holds the position arrays and
+/// the sorted keys. k is clamped to [0, length]; segments * length must be < 2^32 (32-bit positions).
 ///   // per-row pruning of a [rows, cols] score matrix, k per row
 ///   llmk::device::segmented_lowest_k_mask<unsigned>(temp, &bytes, scores, rows, cols, k, keep, stream);
 template <class Key>
@@ -511,46 +511,44 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
     return Status::invalid_argument(
         "count", str_cat("segments * length must be < 2^32 (32-bit indices), got ", segments, " x ", length));
   using Index = std::uint32_t;
+  static_assert(sizeof(Key) >= sizeof(Index), "the segment keys reuse the sorted keys' storage");
   const std::size_t n = static_cast<std::size_t>(count);
   const bool one = segments <= 1;
-  const std::size_t off_bytes = one ? 0 : detail::align_up((static_cast<std::size_t>(segments) + 1) * 8),
-                    idx_bytes = detail::align_up(n * sizeof(Index)),
+  const std::size_t idx_bytes = detail::align_up(n * sizeof(Index)),
                     key_bytes = detail::align_up(n * sizeof(Key));
-  std::size_t sort_bytes = 0;
-  if (one)
-    LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(nullptr, &sort_bytes, keys, nullptr, nullptr, nullptr, count,
-                                                 SortOrder::kAscending, stream)));
-  else
-    LLMK_RETURN_IF_ERROR(
-        (segmented_sort_pairs<Key, Index>(nullptr, &sort_bytes, keys, nullptr, nullptr, nullptr, count,
-                                          segments, nullptr, SortOrder::kAscending, stream)));
-  const std::size_t needs = off_bytes + 2 * idx_bytes + key_bytes + sort_bytes;
+  std::size_t sort_bytes = 0, group_bytes = 0;
+  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(nullptr, &sort_bytes, keys, nullptr, nullptr, nullptr, count,
+                                               SortOrder::kAscending, stream)));
+  if (!one)
+    LLMK_RETURN_IF_ERROR((sort_pairs<Index, Index>(nullptr, &group_bytes, nullptr, nullptr, nullptr, nullptr,
+                                                   count, SortOrder::kAscending, stream)));
+  const std::size_t needs = (one ? 2 : 3) * idx_bytes + key_bytes + std::max(sort_bytes, group_bytes);
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
   if (query || count == 0) return {};
   if (keys == nullptr || keep == nullptr)
     return Status::invalid_argument("keys", "keys and keep must not be null");
   auto* base = static_cast<unsigned char*>(temp);
-  auto* offsets = reinterpret_cast<std::int64_t*>(base);
-  auto* index = reinterpret_cast<Index*>(base + off_bytes);
-  auto* sorted_index = reinterpret_cast<Index*>(base + off_bytes + idx_bytes);
-  auto* sorted_keys = reinterpret_cast<Key*>(base + off_bytes + 2 * idx_bytes);
-  void* sort_temp = base + off_bytes + 2 * idx_bytes + key_bytes;
+  auto* index = reinterpret_cast<Index*>(base);                      // positions; later the sorted segments
+  auto* by_key = reinterpret_cast<Index*>(base + idx_bytes);         // positions sorted by key
+  auto* sorted_keys = reinterpret_cast<Key*>(base + 2 * idx_bytes);  // later the positions' segments
+  auto* grouped = reinterpret_cast<Index*>(base + 2 * idx_bytes + key_bytes);
+  void* sort_temp = base + (one ? 2 : 3) * idx_bytes + key_bytes;
   const dim3 grid = detail::elementwise_grid(count);
-  LLMK_RETURN_IF_ERROR(launch(detail::iota_kernel<Index>, grid, dim3(256), 0, stream, index, count, length));
-  if (one) {
-    LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index,
-                                                 sorted_index, count, SortOrder::kAscending, stream)));
-  } else {
-    LLMK_RETURN_IF_ERROR(launch(detail::segment_offsets_kernel<>, detail::elementwise_grid(segments + 1),
-                                dim3(256), 0, stream, offsets, segments, length));
-    LLMK_RETURN_IF_ERROR(
-        (segmented_sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index, sorted_index,
-                                          count, segments, offsets, SortOrder::kAscending, stream)));
-  }
+  LLMK_RETURN_IF_ERROR(launch(detail::iota_kernel<Index>, grid, dim3(256), 0, stream, index, count));
+  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index, by_key,
+                                               count, SortOrder::kAscending, stream)));
   const std::int64_t kk = k < 0 ? 0 : (k > length ? length : k);
-  return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, sorted_index, count, length,
-                kk, keep);
+  if (one)
+    return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, by_key, count, length, kk,
+                  keep);
+  auto* segment_of = reinterpret_cast<Index*>(sorted_keys);
+  LLMK_RETURN_IF_ERROR(launch(detail::segment_keys_kernel<Index>, grid, dim3(256), 0, stream, by_key, count,
+                              length, segment_of));
+  LLMK_RETURN_IF_ERROR((sort_pairs<Index, Index>(sort_temp, &group_bytes, segment_of, index, by_key, grouped,
+                                                 count, SortOrder::kAscending, stream)));
+  return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, grouped, count, length, kk,
+                keep);
 }
 
 /// The k lowest of keys[0 .. count) by (key, index): segmented_lowest_k_mask with one segment.

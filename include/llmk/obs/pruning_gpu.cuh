@@ -17,11 +17,11 @@
 //                 A per-layer selection on one CTA reads the layer 5-9 times on one SM: an offline step.
 //   device sort   (the workspace overloads; PruneGpuSelect) the same selection by CUB on the whole GPU: a
 //                 keys kernel writes every score key, llmk::device::segmented_lowest_k_mask (one stable radix
-//                 sort of (key, index) for a per-layer set, a stable segmented sort for per-row sets) marks
+//                 sort of (key, index); for per-row sets a second one groups the positions by row) marks
 //                 the k lowest of each set, an apply kernel writes out and mask. Bit for bit the CTA select's
 //                 result (same keys, same rank rule). kAuto takes it for per-layer sets (one CTA cannot use
 //                 the GPU) and keeps the CTA select per row: a row's select runs on-chip from L1/L2 (the row
-//                 is re-read per radix pass but never written), while the segmented sort writes and re-reads
+//                 is re-read per radix pass but never written), while the device sorts write and re-read
 //                 (key, index) pairs through global memory; bench/obs.cu measures both
 //                 (BM_PruneBlockSelect vs BM_PruneDeviceSort) so that a GPU run can overturn the choice.
 //   n:m           groups of m consecutive columns (m <= 32), 32 / m groups per warp, a lane per column:
@@ -440,8 +440,8 @@ inline Status wanda_prune_gpu(const float* w, std::int64_t rows, std::int64_t co
 /// *temp_bytes and runs nothing; then call again with at least that many bytes of 16-byte aligned device
 /// memory that overlaps no argument). `select` chooses the selection (PruneGpuSelect; the default kAuto
 /// sorts per-layer sets over the whole GPU with CUB and keeps the CTA select per row); the results are the
-/// same bits whatever it says. Workspace of kDeviceSort: about rows * cols * 25 bytes (keys, keep flags,
-/// indices, sorted keys, CUB's storage). Errors: those of the form above, plus temp_bytes, temp, select.
+/// same bits whatever it says. Workspace of kDeviceSort: about rows * cols * 29 bytes (keys, keep flags,
+/// positions, sorted keys, CUB's storage). Errors: those of the form above, plus temp_bytes, temp, select.
 ///   std::size_t bytes = 0;
 ///   llmk::obs::wanda_prune_gpu(nullptr, &bytes, d_w, rows, cols, cols, d_h, cols, opt, d_out, cols, d_mask,
 ///                              cols, stream);

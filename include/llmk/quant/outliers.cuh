@@ -122,6 +122,23 @@ inline Status outlier_workspace(std::int64_t cols, OutlierWorkspace* ws) {
                                                     cols, nullptr);
 }
 
+// The argument rules both forms of find_outlier_columns share.
+template <class In>
+Status check_find_outliers(const In* x, std::int64_t ldx, std::int64_t rows, std::int64_t cols,
+                           float threshold, const std::int32_t* outlier_cols,
+                           const std::int32_t* num_outliers) {
+  LLMK_RETURN_IF_ERROR(check_columns_view(x, ldx, rows, cols));
+  if (cols > std::numeric_limits<std::int32_t>::max())
+    return Status::invalid_argument("cols", str_cat("must be < 2^31 (int32 column indices), got ", cols));
+  if (!(threshold > 0.0f))
+    return Status::invalid_argument("threshold", str_cat("must be > 0, got ", threshold));
+  if (outlier_cols == nullptr && cols > 0)
+    return Status::invalid_argument("outlier_cols", "must not be null");
+  if (num_outliers == nullptr) return Status::invalid_argument("num_outliers", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("outlier_cols", outlier_cols));
+  return check_element_alignment<std::int32_t>("num_outliers", num_outliers);
+}
+
 inline constexpr int kSplitThreads = 256;
 inline constexpr int kSplitRowsPerBlock = 16;
 inline constexpr int kSplitChunkCols = 8192;  // columns whose outlier bitmap a block holds at once
@@ -220,16 +237,8 @@ Status find_outlier_columns(const In* x, std::int64_t ldx, std::int64_t rows, st
                             cudaStream_t stream) {
   static_assert(detail::kColumnInput<In>,
                 "find_outlier_columns: In must be float, llmk::half or llmk::bfloat16");
-  LLMK_RETURN_IF_ERROR(detail::check_columns_view(x, ldx, rows, cols));
-  if (cols > std::numeric_limits<std::int32_t>::max())
-    return Status::invalid_argument("cols", str_cat("must be < 2^31 (int32 column indices), got ", cols));
-  if (!(threshold > 0.0f))
-    return Status::invalid_argument("threshold", str_cat("must be > 0, got ", threshold));
-  if (outlier_cols == nullptr && cols > 0)
-    return Status::invalid_argument("outlier_cols", "must not be null");
-  if (num_outliers == nullptr) return Status::invalid_argument("num_outliers", "must not be null");
-  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("outlier_cols", outlier_cols));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("num_outliers", num_outliers));
+  LLMK_RETURN_IF_ERROR(
+      detail::check_find_outliers(x, ldx, rows, cols, threshold, outlier_cols, num_outliers));
   if (cols > 0)
     LLMK_RETURN_IF_ERROR((detail::launch_column_absmax<In, true>(
         x, ldx, rows, cols, reinterpret_cast<unsigned*>(outlier_cols), stream)));
@@ -269,14 +278,8 @@ Status find_outlier_columns(void* temp, std::size_t* temp_bytes, const In* x, st
     return Status::invalid_argument(
         "temp_bytes", str_cat("must be >= the size query's ", ws.bytes(), " bytes, got ", *temp_bytes));
   if (!is_aligned(temp, 16)) return Status::invalid_argument("temp", "must be 16-byte aligned");
-  LLMK_RETURN_IF_ERROR(detail::check_columns_view(x, ldx, rows, cols));
-  if (!(threshold > 0.0f))
-    return Status::invalid_argument("threshold", str_cat("must be > 0, got ", threshold));
-  if (outlier_cols == nullptr && cols > 0)
-    return Status::invalid_argument("outlier_cols", "must not be null");
-  if (num_outliers == nullptr) return Status::invalid_argument("num_outliers", "must not be null");
-  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("outlier_cols", outlier_cols));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("num_outliers", num_outliers));
+  LLMK_RETURN_IF_ERROR(
+      detail::check_find_outliers(x, ldx, rows, cols, threshold, outlier_cols, num_outliers));
   auto* base = static_cast<unsigned char*>(temp);
   auto* amax = reinterpret_cast<unsigned*>(base);
   auto* flags = base + ws.amax;
