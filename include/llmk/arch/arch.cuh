@@ -5,6 +5,6 @@
 #include "llmk/arch/cp_async.cuh"
 #include "llmk/arch/fast_math.cuh"
 #include "llmk/arch/ldmatrix.cuh"
-#include "llmk/arch/mma.cuh"
 #include "llmk/arch/minmax.cuh"
+#include "llmk/arch/mma.cuh"
 #include "llmk/arch/mma_f32.cuh"
