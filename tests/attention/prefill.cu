@@ -227,6 +227,26 @@ TEST_CASE("prefill: sliding windows and soft-cap") {
   run_case<f16>(c, rng);
 }
 
+TEST_CASE("prefill: every tile kind in one sequence (window edge, unmasked hot loop, diagonal)") {
+  // The kernel runs tiles that no row of the block masks in its hot loop (no mask test) and the others
+  // (window edges, the causal diagonal, a partial last tile, any soft-capped tile) in the general step. d64
+  // (128 x 64 tiles): the row block of queries 256..383 with window_left 200 has a left-edge tile, tiles
+  // masked for some rows, an unmasked tile and two diagonal tiles. d256 (64 x 64, single K/V buffers):
+  // likewise.
+  std::mt19937 rng(111);
+  Case c = uniform(384, 384, 64, true);
+  c.window_left = 200;
+  run_case<f16>(c, rng);
+  c = uniform(256, 256, 256, true);
+  c.window_left = 150;
+  run_case<bf16>(c, rng);
+  // Soft-cap: unmasked tiles take the general step too (the hot loop has no tanh).
+  c = uniform(130, 130, 64, false);
+  c.softcap = 20.0f;
+  c.magnitude = 4.0f;
+  run_case<f16>(c, rng);
+}
+
 TEST_CASE("prefill: varlen batches, strided layout, batch of equal lengths") {
   std::mt19937 rng(107);
   std::uniform_int_distribution<int> len(1, llmk::test::pick(300, 40));

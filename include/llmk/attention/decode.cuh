@@ -189,15 +189,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
   FragmentSoftmax<1> softmax;
   softmax.init();
 
-  // One K/V tile in shared memory (keys tile_key0..): this warp's 16 keys of it.
-  auto attend = [&](const T* k_tile, const T* v_tile, int tile_key0) {
+  // One K/V tile in shared memory (keys tile_key0..): this warp's 16 keys of it. Whole tiles without a
+  // soft-cap run in the hot loop (general = false: nothing between the mma and the softmax); the last,
+  // partial tile and soft-capped tiles take the general form (the tanh, the key-range mask).
+  auto attend = [&](bool general, const T* k_tile, const T* v_tile, int tile_key0) {
     const int warp_key0 = tile_key0 + warp * 16;
-    if (warp_key0 >= key_end) return;  // this warp's keys of the last tile are all past the end
+    if (general && warp_key0 >= key_end) return;  // this warp's keys of the last tile are all past the end
     float s[1][2][4];
     detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile + warp * 16 * P, lane, s);
-    detail::transform_scores(s, transform, warp_key0 + 16 > key_end, warp_key0, ranges, lane);
+    if (general) detail::transform_scores(s, transform, warp_key0 + 16 > key_end, warp_key0, ranges, lane);
     softmax.update(s, o, transform.exp_scale());
     detail::accumulate_pv<T, 1, 2, kD8, P>(s, v_tile + warp * 16 * P, lane, o);
+  };
+  // Whole tiles whose copies (S - 1 tiles ahead) are whole too: no bounds test anywhere in the hot loop.
+  const int full_tiles = transform.softcap ? 0 : max(0, (key_end - key_begin) / Bc - (S - 1));
+  // Runs step(general, i) for every tile, the whole tiles (i < full_tiles) in a loop of their own.
+  auto for_each_tile = [&](const auto& step) {
+    for (int i = 0; i < tiles;) {
+      if (i < full_tiles) {
+        for (; i < full_tiles; ++i) step(false, i);
+      } else {
+        step(true, i);
+        ++i;
+      }
+    }
   };
 
   detail::load_rows_async<kRows, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
@@ -209,7 +224,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
     auto* v_stage = reinterpret_cast<unsigned char*>(v_ring + Bc * P);
     if (tiles > 0) Tile::stage_codes(kv, b, kv_head, key_begin, key_end, k_stage, v_stage, tid);
     arch::cp_async_commit();
-    for (int i = 0; i < tiles; ++i) {
+    for_each_tile([&](bool general, int i) {
       const int key0 = key_begin + i * Bc;
       arch::cp_async_wait_all();
       __syncthreads();  // tile i's codes (and Q) landed; the first slot is free (tile i - 1 computed)
@@ -218,19 +233,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
       __syncthreads();  // the staging area is free again
       if (i + 1 < tiles) Tile::stage_codes(kv, b, kv_head, key0 + Bc, key_end, k_stage, v_stage, tid);
       arch::cp_async_commit();
-      attend(k_ring, v_ring, key0);
-    }
+      attend(general, k_ring, v_ring, key0);
+    });
   } else {
-    auto load_kv = [&](int tile, int slot) {
+    // whole: every key of the tile is before key_end (the hot loop's copies), no bounds test.
+    auto load_kv = [&](int tile, int slot, bool whole) {
       const int key0 = key_begin + tile * Bc;
       if constexpr (detail::StridedKv<Kv>) {  // dense cache: stepped addresses (prefill.cuh)
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(
-            k_ring + slot * Bc * P, kv.k_row(b, kv_head, key0), kv.k_key_stride(), key_end - key0, kv.any_k(),
-            tid);
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(
-            v_ring + slot * Bc * P, kv.v_row(b, kv_head, key0), kv.v_key_stride(), key_end - key0, kv.any_v(),
-            tid);
+        T* k_dst = k_ring + slot * Bc * P;
+        T* v_dst = v_ring + slot * Bc * P;
+        const T* k_src = kv.k_row(b, kv_head, key0);
+        const T* v_src = kv.v_row(b, kv_head, key0);
+        if (whole) {
+          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(k_dst, k_src, kv.k_key_stride(), Bc,
+                                                                         kv.any_k(), tid);
+          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(v_dst, v_src, kv.v_key_stride(), Bc,
+                                                                         kv.any_v(), tid);
+        } else {
+          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(k_dst, k_src, kv.k_key_stride(),
+                                                                   key_end - key0, kv.any_k(), tid);
+          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(v_dst, v_src, kv.v_key_stride(),
+                                                                   key_end - key0, kv.any_v(), tid);
+        }
       } else if constexpr (detail::SharedOffsetKv<Kv>) {  // paged: one page lookup per row for K and V
+        (void)whole;
         detail::load_kv_rows_async<Bc, D, P, Cfg::kThreads>(
             k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.any_k(), kv.any_v(),
             [&](int r) -> std::int64_t {
@@ -238,6 +264,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
             },
             tid);
       } else {
+        (void)whole;
         auto k_row = [&](int r) -> const T* {
           return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
         };
@@ -250,16 +277,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
     };
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
-      if (s < tiles) load_kv(s, s);
+      if (s < tiles) load_kv(s, s, false);
       arch::cp_async_commit();
     }
-    for (int i = 0; i < tiles; ++i) {
+    for_each_tile([&](bool general, int i) {
       arch::cp_async_wait<S - 2>();
       __syncthreads();
-      if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S);
+      if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S, !general);
       arch::cp_async_commit();
-      attend(k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
-    }
+      attend(general, k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
+    });
   }
   softmax.reduce_sums();
 

@@ -32,7 +32,10 @@
 namespace llmk::attention {
 
 /// Tiling of the prefill kernel: head dim, Br query rows and Bc keys per tile, Warps warps (each owning
-/// Br / Warps rows), Stages-deep K/V pipeline. Any head dim that is a multiple of 16 up to 256 compiles.
+/// Br / Warps rows), K/V pipeline depth. Stages >= 2: a ring of that many K+V tiles, whole tiles in flight
+/// while one computes. Stages = 1: one K and one V buffer, V's copy overlapping S = Q K^T and the next K's
+/// copy overlapping O += P V (FlashAttention-2's schedule, half the shared memory of a 2-stage ring). Any
+/// head dim that is a multiple of 16 up to 256 compiles.
 template <int HeadDim, int Br, int Bc, int Warps, int Stages>
 struct PrefillConfig {
   static constexpr int kHeadDim = HeadDim, kBr = Br, kBc = Bc, kWarps = Warps, kStages = Stages;
@@ -45,7 +48,7 @@ struct PrefillConfig {
                 "head dim must be a multiple of 16 in [16, 256]");
   static_assert(Br % (16 * Warps) == 0, "each warp owns whole 16-row mma tiles: Br % (16 * Warps) == 0");
   static_assert(Bc % 16 == 0 && Bc >= 16, "Bc must be a multiple of 16 (P V consumes keys in k16 steps)");
-  static_assert(Stages >= 2 && Stages <= 4, "the K/V ring has 2..4 stages");
+  static_assert(Stages >= 1 && Stages <= 4, "the K/V pipeline has 1..4 stages");
 
   /// Shared memory of one block, in elements of a 2-byte type.
   static constexpr std::size_t kSmemElements =
@@ -53,11 +56,20 @@ struct PrefillConfig {
   static constexpr std::size_t kSmemBytes = kSmemElements * 2;
 };
 
-/// Defaults per head dim (fit in 99 KiB of shared memory, the sm_89 limit, and compile spill-free):
-/// up to 64: 128 x 64 tiles, 4 warps of 32 rows; up to 128: 64 x 64, 4 warps; above: 64 x 32, 4 warps.
+/// Defaults per head dim (fit in 99 KiB of shared memory, the sm_89 limit, and compile spill-free), all with
+/// 4 warps and 64-key tiles: up to 64, 128 query rows (32 per warp) in a 2-stage ring; up to 128, 64 rows
+/// (16 per warp) in a 2-stage ring; above, 64 rows and single K/V buffers (d256: exactly 99 KiB). 128 rows
+/// at d128 (FlashAttention-2's tile) needs about 260 registers with nvcc 13 and spills.
 template <int HeadDim>
 using DefaultPrefillConfig =
-    PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), (HeadDim <= 128 ? 64 : 32), 4, 2>;
+    PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), 64, 4, (HeadDim <= 128 ? 2 : 1)>;
+
+/// Defaults of prefill_paged(): DefaultPrefillConfig up to head dim 128; above, 64 x 32 tiles in a 2-stage
+/// ring. Single buffers would look pages up separately for K and V (the ring's load_kv_rows_async shares one
+/// lookup per row) and spill at d256; a quantized cache stages its codes in the ring's second slots.
+template <int HeadDim, class Code>
+using DefaultPagedPrefillConfig =
+    std::conditional_t<(HeadDim > 128), PrefillConfig<HeadDim, 64, 32, 4, 2>, DefaultPrefillConfig<HeadDim>>;
 
 /// The head dims prefill() and decode() dispatch at runtime. Others (any multiple of 16 up to 256) need an
 /// explicit instantiation: prefill_with_config<T, DefaultPrefillConfig<80>>(args, stream).
@@ -81,9 +93,10 @@ LLMK_DEVICE SequenceSpan sequence_span(const PrefillArgs<T>& a, int b) {
 
 }  // namespace detail
 
-/// The prefill kernel. Grid: (query-row tiles of the longest sequence, num_kv_heads, batch).
+/// The prefill kernel. Grid: (query-row tiles of the longest sequence, num_kv_heads, batch). Minimum 1 block
+/// per SM in the launch bounds: without it ptxas capped some paged variants at 128-168 registers and spilled.
 template <class T, class Cfg, class Kv>
-__global__ void __launch_bounds__(Cfg::kThreads)
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     prefill_kernel(PrefillArgs<T> args, detail::ScoreTransform transform, Kv kv) {
   constexpr int D = Cfg::kHeadDim, Br = Cfg::kBr, Bc = Cfg::kBc, P = Cfg::kPitch, S = Cfg::kStages;
   constexpr int kMmaM = Cfg::kMmaM, kN8 = Cfg::kN8, kD8 = Cfg::kD8;
@@ -102,6 +115,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   T* q_tile = smem;
   T* k_ring = smem + Br * P;
   T* v_ring = k_ring + S * Bc * P;
+  // Quantized caches stage the next tile's codes in the ring's second slots.
+  static_assert(!detail::IsQuantizedKv<Kv>::value || S >= 2,
+                "a quantized cache stages its codes in the ring's second slots: Stages >= 2");
+  auto* k_stage = reinterpret_cast<unsigned char*>(k_ring + Bc * P);
+  auto* v_stage = reinterpret_cast<unsigned char*>(v_ring + Bc * P);
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
 
   // Row r of the tile -> its query token and head.
@@ -119,19 +137,19 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int tile_begin = kv_first / Bc;
   const int tile_end = kv_first < kv_end ? ceil_div(kv_end, Bc) : tile_begin;
 
-  // This thread's rows and their visible key ranges (padding rows copy the last real row: finite, unused).
-  const int warp_row0 = warp * Cfg::kWarpRows;
-  detail::RowRanges<kMmaM> ranges;
-#pragma unroll
-  for (int mi = 0; mi < kMmaM; ++mi)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int local = min(warp_row0 + mi * 16 + lane / 4 + 8 * r, rows_here - 1);
-      const int query = (row0 + local) / group;
-      ranges.first[mi][r] = mask.first_key(query);
-      ranges.end[mi][r] = mask.end_key(query);
-    }
+  // Tiles that every row of the block sees whole (no key of them is masked for any row): the hot loop runs
+  // them without a mask test. The others (window edges, the causal diagonal, a partial last tile) and every
+  // tile under a soft-cap take the general step.
+  const int fast_begin = max(tile_begin, ceil_div(mask.first_key(last_query), Bc));
+  // The copies a hot step issues (tiles up to `tile + max(S - 1, 1)`) must be whole tiles too, so the hot
+  // loop stops that many tiles before the first partial one.
+  constexpr int kLookahead = S >= 2 ? S - 1 : 1;
+  const int fast_end =
+      transform.softcap
+          ? fast_begin
+          : max(fast_begin, min(min(tile_end, mask.end_key(first_query) / Bc), kv_end / Bc - kLookahead));
 
+  const int warp_row0 = warp * Cfg::kWarpRows;
   float o[kMmaM][kD8][4];
 #pragma unroll
   for (int mi = 0; mi < kMmaM; ++mi)
@@ -142,14 +160,24 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   FragmentSoftmax<kMmaM> softmax;
   softmax.init();
 
-  // One K/V tile (keys tile * Bc ..) in shared memory: S = Q K^T, mask, online softmax, O += P V.
-  auto attend = [&](const T* k_tile, const T* v_tile, int tile) {
-    float s[kMmaM][kN8][4];
+  // S = Q K^T for one K tile in shared memory; on the general step also the soft-cap and the mask (each
+  // thread's rows' visible key ranges are computed there, off the hot loop); then the online softmax.
+  auto scores = [&](bool general, const T* k_tile, int tile, float(&s)[kMmaM][kN8][4]) {
     detail::compute_scores<T, kMmaM, kN8, D, P>(q_tile + warp_row0 * P, k_tile, lane, s);
-    const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
-    detail::transform_scores(s, transform, masked, tile * Bc, ranges, lane);
+    if (general) {
+      const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
+      detail::transform_scores(
+          s, transform, masked, tile * Bc,
+          [&](int mi, int r, int& first, int& end) {
+            // padding rows copy the last real row: finite, unused
+            const int local = min(warp_row0 + mi * 16 + lane / 4 + 8 * r, rows_here - 1);
+            const int query = (row0 + local) / group;
+            first = mask.first_key(query);
+            end = mask.end_key(query);
+          },
+          lane);
+    }
     softmax.update(s, o, transform.exp_scale());
-    detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_tile, lane, o);
   };
 
   // Key 0 of this sequence and KV head (dense K/V: every key row is a constant step from it).
@@ -159,76 +187,120 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     k_key0 = kv.k_row(b, kv_head, 0);
     v_key0 = kv.v_row(b, kv_head, 0);
   }
-  detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
-  if constexpr (detail::IsQuantizedKv<Kv>::value) {
-    // Quantized cache: the next tile's codes are copied (cp.async) into the ring's second slot while this one
-    // computes, then dequantized into the first slot.
-    using Tile = detail::QuantizedTile<T, Bc, D, Cfg::kThreads>;
-    auto* k_stage = reinterpret_cast<unsigned char*>(k_ring + Bc * P);  // the ring's second slot
-    auto* v_stage = reinterpret_cast<unsigned char*>(v_ring + Bc * P);
-    if (tile_begin < tile_end)
-      Tile::stage_codes(kv, b, kv_head, tile_begin * Bc, kv_end, k_stage, v_stage, tid);
-    arch::cp_async_commit();
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
+  // Copies of one K (is_k) or V tile into `dst`; keys past the end are zero-filled (and masked).
+  // whole: the tile is inside the sequence (the hot loop's copies), no bounds test.
+  auto load_one = [&](bool is_k, int tile, T* dst, bool whole) {
+    const int key0 = tile * Bc;
+    if constexpr (detail::IsQuantizedKv<Kv>::value) {
+      (void)is_k, (void)key0, (void)dst, (void)whole;  // codes go through QuantizedTile's staging instead
+    } else if constexpr (detail::StridedKv<Kv>) {
+      const std::int64_t stride = is_k ? kv.k_key_stride() : kv.v_key_stride();
+      const T* src = (is_k ? k_key0 : v_key0) + key0 * stride;
+      const T* any = is_k ? kv.any_k() : kv.any_v();
+      if (whole)
+        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(dst, src, stride, Bc, any, tid);
+      else
+        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(dst, src, stride, kv_end - key0, any, tid);
+    } else {
+      (void)whole;
+      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(
+          dst,
+          [&](int r) -> const T* {
+            const int key = key0 + r;
+            if (key >= kv_end) return nullptr;
+            return is_k ? kv.k_row(b, kv_head, key) : kv.v_row(b, kv_head, key);
+          },
+          is_k ? kv.any_k() : kv.any_v(), tid);
+    }
+  };
+  // Both tiles into ring slot `slot` (paged K/V: one page lookup per row serves both copies).
+  auto load_kv = [&](int tile, int slot, bool whole) {
+    if constexpr (detail::IsQuantizedKv<Kv>::value) {
+      (void)tile, (void)slot, (void)whole;  // codes go through QuantizedTile's staging instead
+    } else if constexpr (detail::SharedOffsetKv<Kv>) {
+      (void)whole;  // the page lookup's own check (a bad page reads zeros) stays
+      const int key0 = tile * Bc;
+      detail::load_kv_rows_async<Bc, D, P, Cfg::kThreads>(
+          k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.any_k(), kv.any_v(),
+          [&](int r) -> std::int64_t {
+            const int key = key0 + r;
+            return key < kv_end ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
+          },
+          tid);
+    } else {
+      load_one(true, tile, k_ring + slot * Bc * P, whole);
+      load_one(false, tile, v_ring + slot * Bc * P, whole);
+    }
+  };
+
+  // One pipeline step for tile `tile`: wait for its data, start later copies, attend.
+  auto step = [&](bool general, int tile) {
+    float s[kMmaM][kN8][4];
+    if constexpr (detail::IsQuantizedKv<Kv>::value) {
+      // Quantized cache: this tile's codes were staged (cp.async) by the previous step; dequantize them into
+      // the K/V buffers, then stage the next tile's codes while this one computes.
+      using Tile = detail::QuantizedTile<T, Bc, D, Cfg::kThreads>;
       arch::cp_async_wait_all();
-      __syncthreads();  // this tile's codes (and Q) landed; the first slot is free (previous tile computed)
+      __syncthreads();  // this tile's codes (and Q) landed; the buffers are free (previous tile computed)
       Tile::template dequant_codes<Kv, P>(kv, b, kv_head, tile * Bc, kv_end, k_stage, v_stage, k_ring, v_ring,
                                           tid);
       __syncthreads();  // the staging area is free again
       if (tile + 1 < tile_end)
         Tile::stage_codes(kv, b, kv_head, (tile + 1) * Bc, kv_end, k_stage, v_stage, tid);
       arch::cp_async_commit();
-      attend(k_ring, v_ring, tile);
-    }
-  } else {
-    auto load_kv = [&](int tile, int slot) {
-      const int key0 = tile * Bc;
-      if constexpr (detail::StridedKv<Kv>) {
-        // Dense K/V: the tile's first row plus constant steps; keys past the end zero-filled (masked below).
-        const int valid = kv_end - key0;
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P,
-                                                                 k_key0 + key0 * kv.k_key_stride(),
-                                                                 kv.k_key_stride(), valid, kv.any_k(), tid);
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P,
-                                                                 v_key0 + key0 * kv.v_key_stride(),
-                                                                 kv.v_key_stride(), valid, kv.any_v(), tid);
-      } else if constexpr (detail::SharedOffsetKv<Kv>) {
-        // Paged K/V: one page lookup per row for both copies; keys past the end zero-filled (masked below).
-        detail::load_kv_rows_async<Bc, D, P, Cfg::kThreads>(
-            k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.any_k(), kv.any_v(),
-            [&](int r) -> std::int64_t {
-              const int key = key0 + r;
-              return key < kv_end ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
-            },
-            tid);
-      } else {
-        auto k_row = [&](int r) -> const T* {
-          const int key = key0 + r;
-          return key < kv_end ? kv.k_row(b, kv_head, key) : nullptr;  // past the end: zero-filled, masked
-        };
-        auto v_row = [&](int r) -> const T* {
-          const int key = key0 + r;
-          return key < kv_end ? kv.v_row(b, kv_head, key) : nullptr;
-        };
-        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
-        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
-      }
-    };
-    // Prologue: Q joins the first K/V group; Stages - 1 tiles in flight.
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (tile_begin + s < tile_end) load_kv(tile_begin + s, s);
+      scores(general, k_ring, tile, s);
+      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring, lane, o);
+    } else if constexpr (S == 1) {
+      // Single K and V buffers (FlashAttention-2's schedule): V's copy overlaps S = Q K^T and the softmax,
+      // the next K's copy overlaps O += P V.
+      arch::cp_async_wait_all();
+      __syncthreads();  // K landed; every warp is done with the previous V
+      load_one(false, tile, v_ring, !general);
       arch::cp_async_commit();
-    }
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
-      const int i = tile - tile_begin;
+      scores(general, k_ring, tile, s);
+      arch::cp_async_wait_all();
+      __syncthreads();  // V landed; every warp is done with K
+      if (tile + 1 < tile_end) load_one(true, tile + 1, k_ring, !general);
+      arch::cp_async_commit();
+      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring, lane, o);
+    } else {
       // Tile i has landed once at most S - 2 newer groups are pending; the barrier publishes every thread's
-      // copies and guarantees the slot refilled below (read in iteration i - 1) is free.
+      // copies and guarantees the slot refilled below (read in step i - 1) is free.
+      const int i = tile - tile_begin;
       arch::cp_async_wait<S - 2>();
       __syncthreads();
-      if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S);
+      if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S, !general);
       arch::cp_async_commit();
-      attend(k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, tile);
+      const int slot = i % S;
+      scores(general, k_ring + slot * Bc * P, tile, s);
+      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring + slot * Bc * P, lane, o);
+    }
+  };
+
+  // Prologue: Q joins the first copy group.
+  detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
+  if constexpr (detail::IsQuantizedKv<Kv>::value) {
+    if (tile_begin < tile_end)
+      detail::QuantizedTile<T, Bc, D, Cfg::kThreads>::stage_codes(kv, b, kv_head, tile_begin * Bc, kv_end,
+                                                                  k_stage, v_stage, tid);
+    arch::cp_async_commit();
+  } else if constexpr (S == 1) {
+    if (tile_begin < tile_end) load_one(true, tile_begin, k_ring, false);
+    arch::cp_async_commit();
+  } else {
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (tile_begin + s < tile_end) load_kv(tile_begin + s, s, false);
+      arch::cp_async_commit();
+    }
+  }
+  // The general step outside [fast_begin, fast_end), the hot loop inside it (the kernel's main loop).
+  for (int tile = tile_begin; tile < tile_end;) {
+    if (tile == fast_begin && fast_begin < fast_end) {
+      for (; tile < fast_end; ++tile) step(false, tile);
+    } else {
+      step(true, tile);
+      ++tile;
     }
   }
 
@@ -405,8 +477,8 @@ Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>
                      cudaStream_t stream) {
   return detail::dispatch_head_dim(
       args.head_dim, "prefill_paged_with_config<T, DefaultPrefillConfig<", [&](auto dim) {
-        return prefill_paged_with_config<T, DefaultPrefillConfig<decltype(dim)::value>, Code>(args, pages,
-                                                                                              stream);
+        return prefill_paged_with_config<T, DefaultPagedPrefillConfig<decltype(dim)::value, Code>, Code>(
+            args, pages, stream);
       });
 }
 

@@ -97,8 +97,11 @@ LLMK_DEVICE void load_rows_async(T* tile, const RowSrc& row_src, const T* any_va
 /// load_rows_async for rows at a constant stride: row r of the tile is base + r * stride (elements), rows
 /// valid_rows.. are zero-filled. The addresses are computed once per call from a per-thread base and
 /// constant row steps (one 64-bit multiply), instead of a row lookup per 16-byte chunk: the K/V tiles of a
-/// dense cache, stepped by the caller from tile to tile.
-template <int kRows, int kDim, int kPitch, int kThreads, class T>
+/// dense cache, stepped by the caller from tile to tile. kWhole: the caller guarantees valid_rows >= kRows (a
+/// tile inside the sequence), so there is no bounds test and the copies are fully unrolled (one 64-bit add
+/// each): what the kernels' hot loops issue. The general form is unrolled by 4 (full unrolling kept every
+/// row's address live: d256 decode 226 -> 192 registers).
+template <int kRows, int kDim, int kPitch, int kThreads, bool kWhole = false, class T>
 LLMK_DEVICE void load_strided_rows_async(T* tile, const T* base, std::int64_t stride, int valid_rows,
                                          const T* any_valid, int tid) {
   constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
@@ -110,12 +113,22 @@ LLMK_DEVICE void load_strided_rows_async(T* tile, const T* base, std::int64_t st
     const T* src = base + row0 * stride + col;
     const std::int64_t step = kRowStep * stride;
     T* dst = tile + row0 * kPitch + col;
-#pragma unroll 4  // full unrolling keeps every row's address live: d256 decode 226 -> 192 registers
-    for (int i = 0; i < kPerThread; ++i) {
-      if (kTotal % kThreads != 0 && row0 + i * kRowStep >= kRows) break;
-      const bool valid = row0 + i * kRowStep < valid_rows;
-      arch::cp_async_cg16_zfill(dst + i * kRowStep * kPitch, valid ? src : any_valid, valid ? 16 : 0);
-      src += step;
+    if constexpr (kWhole) {
+      (void)valid_rows, (void)any_valid;
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        if (kTotal % kThreads != 0 && row0 + i * kRowStep >= kRows) break;
+        arch::cp_async_cg16(dst + i * kRowStep * kPitch, src);
+        src += step;
+      }
+    } else {
+#pragma unroll 4
+      for (int i = 0; i < kPerThread; ++i) {
+        if (kTotal % kThreads != 0 && row0 + i * kRowStep >= kRows) break;
+        const bool valid = row0 + i * kRowStep < valid_rows;
+        arch::cp_async_cg16_zfill(dst + i * kRowStep * kPitch, valid ? src : any_valid, valid ? 16 : 0);
+        src += step;
+      }
     }
   } else {
     load_rows_async<kRows, kDim, kPitch, kThreads>(
@@ -168,10 +181,12 @@ struct RowRanges {
 };
 
 /// Applies the score transform (the soft-cap's tanh; nothing without one) and, when `masked`, sets keys
-/// outside each row's range to -inf. key0 is the key position of the fragment's column 0.
-template <int kMmaM, int kN8>
+/// outside each row's range to -inf. key0 is the key position of the fragment's column 0; row_range(mi, r,
+/// first, end) gives the visible keys [first, end) of the thread's row r of m16 tile mi, asked for when
+/// needed so that the ranges do not stay live in registers.
+template <int kMmaM, int kN8, class RowRange>
 LLMK_DEVICE void transform_scores(float (&s)[kMmaM][kN8][4], const ScoreTransform& tr, bool masked, int key0,
-                                  const RowRanges<kMmaM>& rows, int lane) {
+                                  const RowRange& row_range, int lane) {
   if (tr.softcap) {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi)
@@ -185,33 +200,59 @@ LLMK_DEVICE void transform_scores(float (&s)[kMmaM][kN8][4], const ScoreTransfor
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < kN8; ++ni)
+      for (int r = 0; r < 2; ++r) {
+        int first, end;
+        row_range(mi, r, first, end);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2, key = key0 + ni * 8 + 2 * t + (e & 1);
-          if (!(key >= rows.first[mi][r] && key < rows.end[mi][r])) s[mi][ni][e] = -INFINITY;
-        }
+        for (int ni = 0; ni < kN8; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = key0 + ni * 8 + 2 * t + e;
+            if (!(key >= first && key < end)) s[mi][ni][2 * r + e] = -INFINITY;
+          }
+      }
   }
 }
 
-/// o += P V for the warp's rows: P is the softmax numerator in s (8 * kN8 keys), V rows from `v` (the
-/// warp's first key row). The accumulator layout of two n8 score tiles is exactly the A fragment of one
-/// k16 step, so P never leaves registers.
-template <class T, int kMmaM, int kN8, int kD8, int kPitch>
-LLMK_DEVICE void accumulate_pv(const float (&p)[kMmaM][kN8][4], const T* v, int lane,
+/// transform_scores() with the ranges precomputed in a RowRanges.
+template <int kMmaM, int kN8>
+LLMK_DEVICE void transform_scores(float (&s)[kMmaM][kN8][4], const ScoreTransform& tr, bool masked, int key0,
+                                  const RowRanges<kMmaM>& rows, int lane) {
+  transform_scores(
+      s, tr, masked, key0,
+      [&](int mi, int r, int& first, int& end) {
+        first = rows.first[mi][r];
+        end = rows.end[mi][r];
+      },
+      lane);
+}
+
+/// P (the softmax numerator in s, 8 * kN8 keys) packed into the A fragments of the P V mma, one per k16 step:
+/// the accumulator layout of two n8 score tiles is exactly the A fragment of one k16 step, so P never leaves
+/// registers; packing it as soon as the softmax is done halves the registers it holds.
+template <class T, int kMmaM, int kN8>
+LLMK_DEVICE void pack_p(const float (&p)[kMmaM][kN8][4], std::uint32_t (&a)[kMmaM][kN8 / 2][4]) {
+  static_assert(kN8 % 2 == 0, "P is consumed in k16 steps");
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+    for (int kk = 0; kk < kN8 / 2; ++kk) {
+      a[mi][kk][0] = MmaFor<T>::pack(p[mi][2 * kk][0], p[mi][2 * kk][1]);
+      a[mi][kk][1] = MmaFor<T>::pack(p[mi][2 * kk][2], p[mi][2 * kk][3]);
+      a[mi][kk][2] = MmaFor<T>::pack(p[mi][2 * kk + 1][0], p[mi][2 * kk + 1][1]);
+      a[mi][kk][3] = MmaFor<T>::pack(p[mi][2 * kk + 1][2], p[mi][2 * kk + 1][3]);
+    }
+}
+
+/// o += P V for the warp's rows: P packed by pack_p() (kK16 steps of 16 keys), V rows from `v` (the warp's
+/// first key row).
+template <class T, int kMmaM, int kK16, int kD8, int kPitch>
+LLMK_DEVICE void accumulate_pv(const std::uint32_t (&a)[kMmaM][kK16][4], const T* v, int lane,
                                float (&o)[kMmaM][kD8][4]) {
-  static_assert(kN8 % 2 == 0 && kD8 % 2 == 0, "P and V are consumed in k16 x n16 steps");
+  static_assert(kD8 % 2 == 0, "V is consumed in n16 steps");
   using Mma = typename MmaFor<T>::Atom;
 #pragma unroll
-  for (int kk = 0; kk < kN8 / 2; ++kk) {
-    std::uint32_t a[kMmaM][4];
-#pragma unroll
-    for (int mi = 0; mi < kMmaM; ++mi) {
-      a[mi][0] = MmaFor<T>::pack(p[mi][2 * kk][0], p[mi][2 * kk][1]);
-      a[mi][1] = MmaFor<T>::pack(p[mi][2 * kk][2], p[mi][2 * kk][3]);
-      a[mi][2] = MmaFor<T>::pack(p[mi][2 * kk + 1][0], p[mi][2 * kk + 1][1]);
-      a[mi][3] = MmaFor<T>::pack(p[mi][2 * kk + 1][2], p[mi][2 * kk + 1][3]);
-    }
+  for (int kk = 0; kk < kK16; ++kk) {
 #pragma unroll
     for (int di = 0; di < kD8; di += 2) {
       // Transposed x4: matrix j covers keys (j % 2) * 8.. of the k16 step and dims (j / 2) * 8.. of the pair.
@@ -221,11 +262,20 @@ LLMK_DEVICE void accumulate_pv(const float (&p)[kMmaM][kN8][4], const T* v, int 
                             b0[1], b1[0], b1[1]);
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi) {
-        Mma::fma(o[mi][di], a[mi], b0, o[mi][di]);
-        Mma::fma(o[mi][di + 1], a[mi], b1, o[mi][di + 1]);
+        Mma::fma(o[mi][di], a[mi][kk], b0, o[mi][di]);
+        Mma::fma(o[mi][di + 1], a[mi][kk], b1, o[mi][di + 1]);
       }
     }
   }
+}
+
+/// accumulate_pv() from the unpacked P.
+template <class T, int kMmaM, int kN8, int kD8, int kPitch>
+LLMK_DEVICE void accumulate_pv(const float (&p)[kMmaM][kN8][4], const T* v, int lane,
+                               float (&o)[kMmaM][kD8][4]) {
+  std::uint32_t a[kMmaM][kN8 / 2][4];
+  pack_p<T>(p, a);
+  accumulate_pv<T, kMmaM, kN8 / 2, kD8, kPitch>(a, v, lane, o);
 }
 
 /// Writes the warp's output fragment, converted to T, into its rows of `tile` (pitch kPitch), so that
