@@ -230,14 +230,14 @@ TEST_CASE("prefill: sliding windows and soft-cap") {
 TEST_CASE("prefill: every tile kind in one sequence (window edge, unmasked hot loop, diagonal)") {
   // The kernel runs tiles that no row of the block masks in its hot loop (no mask test) and the others
   // (window edges, the causal diagonal, a partial last tile, any soft-capped tile) in the general step. d64
-  // (128 x 64 tiles): the row block of queries 256..383 with window_left 200 has a left-edge tile, tiles
-  // masked for some rows, an unmasked tile and two diagonal tiles. d256 (64 x 64, single K/V buffers):
-  // likewise.
+  // (128 x 64 tiles): the row block of queries 128..255 with window_left 200 has a tile masked for some rows
+  // (keys 0..63), an unmasked tile (64..127) and two diagonal tiles. d256 (64 x 64, single K/V buffers):
+  // queries 128..191 with window_left 150 likewise (tiles 0 | 1 | 2).
   std::mt19937 rng(111);
-  Case c = uniform(384, 384, 64, true);
+  Case c = uniform(256, 256, 64, true);
   c.window_left = 200;
   run_case<f16>(c, rng);
-  c = uniform(256, 256, 256, true);
+  c = uniform(192, 192, 256, true);
   c.window_left = 150;
   run_case<bf16>(c, rng);
   // Soft-cap: unmasked tiles take the general step too (the hot loop has no tanh).
