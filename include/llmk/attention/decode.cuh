@@ -358,15 +358,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
   }
 }
 
-/// Combines the splits of decode_kernel in split order. Grid: (num_heads, batch); block: D / 8 threads of 8
-/// columns each. Empty splits (LSE -inf) are skipped, so trailing splits a sequence does not reach change no
-/// bit; a sequence with one non-empty split gets that split's partial back exactly (weight 2^0 = 1, first
-/// term assigned, not added to 0, so even a -0 survives): the same bits as the one-split kernel writes
-/// directly.
+/// Threads of the merge kernel: D / 8 per head (8 columns each), as many heads per block as fill about 4
+/// warps (one head per block would leave a d128 block half a warp).
+template <int D>
+inline constexpr int kMergeHeadsPerBlock = (128 / (D / 8)) > 1 ? 128 / (D / 8) : 1;
+
+/// Combines the splits of decode_kernel in split order. Grid: (ceil(num_heads / kMergeHeadsPerBlock), batch);
+/// block: kMergeHeadsPerBlock heads of D / 8 threads, 8 columns each. Empty splits (LSE -inf) are skipped, so
+/// trailing splits a sequence does not reach change no bit; a sequence with one non-empty split gets that
+/// split's partial back exactly (weight 2^0 = 1, first term assigned, not added to 0, so even a -0 survives):
+/// the same bits as the one-split kernel writes directly.
 template <class T, int D>
-__global__ void __launch_bounds__(D / 8) decode_merge_kernel(DecodeArgs<T> args, detail::DecodeWorkspace ws) {
-  const int head = static_cast<int>(blockIdx.x), b = static_cast<int>(blockIdx.y);
-  const int col = static_cast<int>(threadIdx.x) * 8;
+__global__ void __launch_bounds__(D / 8 * kMergeHeadsPerBlock<D>)
+    decode_merge_kernel(DecodeArgs<T> args, detail::DecodeWorkspace ws) {
+  constexpr int kThreadsPerHead = D / 8;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int head = static_cast<int>(blockIdx.x) * kMergeHeadsPerBlock<D> + tid / kThreadsPerHead;
+  const int b = static_cast<int>(blockIdx.y);
+  if (head >= args.num_heads) return;
+  const int col = (tid % kThreadsPerHead) * 8;
   const std::int64_t row0 = (static_cast<std::int64_t>(b) * args.num_heads + head) * ws.num_splits;
   float m = -INFINITY;
   for (int s = 0; s < ws.num_splits; ++s) m = max_propagate_nan(m, ws.partial_lse2[row0 + s]);
@@ -576,9 +586,11 @@ Status launch_decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* wo
                               args, ScoreTransform::make(args.options.softmax_scale, args.options.softcap),
                               ws, kv));
   if (plan.num_splits == 1) return {};
-  return launch(decode_merge_kernel<T, Cfg::kHeadDim>,
-                dim3(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch)),
-                dim3(Cfg::kHeadDim / 8), 0, stream, args, ws);
+  constexpr int kHeads = kMergeHeadsPerBlock<Cfg::kHeadDim>;
+  return launch(
+      decode_merge_kernel<T, Cfg::kHeadDim>,
+      dim3(static_cast<unsigned>(ceil_div(args.num_heads, kHeads)), static_cast<unsigned>(args.batch)),
+      dim3(Cfg::kHeadDim / 8 * kHeads), 0, stream, args, ws);
 }
 
 template <class T>
