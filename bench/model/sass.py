@@ -1,7 +1,7 @@
 """static/report.tsv (scripts/perf/static_gates.py --report) and the one table mapping benchmarks to kernels.
 
 A benchmark family and its arguments pick the kernel that does its work (e.g. BM_W4A16 at M <= 16 runs
-weight_only_gemm_kernel<half,4,WeightOnlyConfig<16,32,128,1,1,4,4>>); the model reads that kernel's main-loop
+weight_only_gemm_kernel<half,4,WeightOnlyConfig<16,32,256,1,1,4,4>,true>); the model reads that kernel's main-loop
 counts from the sm_90 NDEBUG (benchmark build) rows. When several rows match (the same kernel compiled in several
 objects, or a template flag the benchmark does not fix), the worst (largest) instructions per tensor-core
 instruction is taken, and the match says so.
@@ -71,9 +71,13 @@ def _qgemm_tile(m, mixed=False):  # KMajorTile<BM,BN,BK,WarpsM,WarpsN,Stages>
     return (128, 128, 64, 2, 4, 2) if mixed else (128, 128, 64, 2, 4, 3)
 
 
+def _wo_staged(a):  # gemm/weight_only.cuh weight_only_staged_quant (the benchmarks' scales are 16-byte aligned)
+    return "true" if a["M"] <= 64 and a["N"] % 16 == 0 else "false"
+
+
 def _wo_tile(m):  # WeightOnlyConfig<BM,BN,BK,WarpsM,WarpsN,WarpsK,Stages>
     if m <= 16:
-        return (16, 32, 128, 1, 1, 4, 4)
+        return (16, 32, 256, 1, 1, 4, 4)
     if m <= 64:
         return (64, 64, 64, 2, 2, 1, 4)
     return (128, 128, 64, 2, 4, 1, 3)
@@ -123,9 +127,9 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
                                   rf"{_csv(_qgemm_tile(a['M'], mixed=True))}>",
                      _gemm_blocks(lambda m: _qgemm_tile(m, mixed=True))),
     "BM_W4A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
-                              rf"{_csv(_wo_tile(a['M']))}>", _gemm_blocks(_wo_tile)),
+                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
     "BM_W8A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,8,gemm::WeightOnlyConfig<"
-                              rf"{_csv(_wo_tile(a['M']))}>", _gemm_blocks(_wo_tile)),
+                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
     "BM_TileGemmF16": (lambda a, t: r"^gemm::tile_gemm_f16_kernel<",
                        lambda a, t: math.ceil(a["N"] / 64) * math.ceil(a["M"] / 64)),
     "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),

@@ -369,6 +369,22 @@ TEST_CASE("weight_only W8A16 fp16, W4A16 and W8A16 bf16") {
   }
 }
 
+TEST_CASE(
+    "weight_only scales through the cp.async ring (N % 16 == 0): groups 16 and 48, small and medium M") {
+  // With N % 8 == 0 (N % 16 == 0 with zero points) and 16-byte aligned scales / zeros, the small- and
+  // medium-M tiles stage each slice's scales and zero points with A and W (no global load in the main loop).
+  // Group 16 fills every staged group row of a slice (BK / 16); group 48 straddles the slices (a slice's
+  // first group starts before it); N = 72 without zero points is staged, with them it is not (the other
+  // path).
+  std::mt19937 rng(707);
+  for (int m : {5, 40}) {
+    check_gemm<llmk::half>({m, 64, 192, 16, 4, true, false, true}, rng);
+    check_gemm<llmk::half>({m, 48, 288, 48, 4, true, true, false}, rng);
+    check_gemm<llmk::bfloat16>({m, 80, 144, 48, 8, true, false, true}, rng);
+    check_gemm<llmk::bfloat16>({m, 72, 192, 16, 8, false, false, false}, rng);
+  }
+}
+
 TEST_CASE("weight_only GPTQ act-order with a shuffled group index") {
   std::mt19937 rng(31);
   for (int m : {1, 65}) {

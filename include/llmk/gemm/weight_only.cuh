@@ -400,19 +400,29 @@ struct WeightOnlyConfig {
   static_assert(Stages >= 2 && Stages <= 8, "the cp.async ring needs 2..8 stages");
   static_assert(kThreads <= 1024, "at most 1024 threads a block");
 
-  template <int kBits>
+  /// Groups of scales / zero points one BK slice can touch (G >= 16, a multiple of 16; slices start at
+  /// multiples of BK >= 64): at most BK / 16.
+  static constexpr int kQGroups = BK / 16;
+  static_assert(BK >= 64, "the staged scales assume at most BK / 16 groups per slice (BK >= 64)");
+
+  /// kStagedQuant: the slice's scales (and zero points) travel through the ring with A and W.
+  template <int kBits, bool kStagedQuant = false>
   struct SharedStorage {
     static constexpr int kWordsPerTile = 8 * kBits;  // 32 lanes x bits / 4 words: 32 (4-bit) or 64 (8-bit)
     static constexpr int kWWords = (BN / 16) * kKSteps * kWordsPerTile;
     static constexpr int kRedFloats = WarpsK > 1 ? (WarpsK - 1) * WarpsM* WarpsN * 32 * kMmaM* kMmaN * 4 : 1;
+    static constexpr int kQElems = kStagedQuant ? kQGroups * BN : 16;
     alignas(16) std::uint16_t a[Stages][BM * kSmemRowA];
     alignas(16) std::uint32_t w[Stages][kWWords];
+    alignas(16) std::uint16_t qs[Stages][kQElems];  // scale bits, [group - first group of the slice][column]
+    alignas(16) std::uint8_t qz[Stages][kQElems];   // zero-point codes, same layout
     alignas(16) float red[kRedFloats];
   };
 };
 
-/// Decode (M <= 16): 16 x 32 tile, 4 warps splitting each 128-wide K slice; N / 32 blocks.
-using WeightOnlySmallM = WeightOnlyConfig<16, 32, 128, 1, 1, 4, 4>;
+/// Decode (M <= 16): 16 x 32 tile, 4 warps splitting each 256-wide K slice (4 KiB of 4-bit weights a stage);
+/// N / 32 blocks.
+using WeightOnlySmallM = WeightOnlyConfig<16, 32, 256, 1, 1, 4, 4>;
 /// 16 < M <= 64: 64 x 64 x 64, 2 x 2 warps, 4 stages.
 using WeightOnlyMediumM = WeightOnlyConfig<64, 64, 64, 2, 2, 1, 4>;
 /// M > 64: 128 x 128 x 64, 2 x 4 warps (64 x 32 each), 3 stages.
@@ -485,6 +495,41 @@ LLMK_DEVICE WoColumnQuant wo_load_column_quant(const WeightOnlyKernelParams<T>& 
   return {s, llmk::detail::bits_to_float(kWoMagic | z)};
 }
 
+// The scales (and zero points) of the groups one K slice touches, for the block's BN columns, into the
+// stage's qs / qz ([group - first group][column]). Requires N % 8 == 0 (N % 16 == 0 with zero points) and
+// 16-byte aligned scales / zeros (weight_only_staged_quant checks it): every 16-byte chunk of a group row is
+// then aligned and wholly inside or wholly past column N. Chunks past N or past the last group read nothing
+// (zero-filled; those columns are never stored).
+template <class Cfg, class T>
+LLMK_DEVICE void wo_load_quant(const WeightOnlyKernelParams<T>& p, std::uint16_t* qs, std::uint8_t* qz,
+                               int block_n, int k0) {
+  constexpr int kScaleChunks = Cfg::BN / 8, kZeroChunks = Cfg::BN / 16;
+  constexpr int kPerGroup = kScaleChunks + kZeroChunks, kTotal = Cfg::kQGroups * kPerGroup;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int g0 = static_cast<int>(p.group.divide(static_cast<std::uint32_t>(k0)));
+  const int k_last = min(k0 + Cfg::BK, p.k) - 1;
+  const int g_last = static_cast<int>(p.group.divide(static_cast<std::uint32_t>(k_last)));
+#pragma unroll
+  for (int i = 0; i < (kTotal + Cfg::kThreads - 1) / Cfg::kThreads; ++i) {
+    const int c = tid + i * Cfg::kThreads;
+    if (c >= kTotal) break;
+    const int j = c / kPerGroup, r = c % kPerGroup;
+    const std::int64_t row = static_cast<std::int64_t>(g0 + j) * p.n;
+    if (r < kScaleChunks) {
+      const int col = block_n + r * 8;
+      const bool valid = g0 + j <= g_last && col < p.n;
+      arch::cp_async_cg16_zfill(qs + j * Cfg::BN + r * 8, valid ? p.scales + row + col : p.scales,
+                                valid ? 16 : 0);
+    } else {
+      const int col = block_n + (r - kScaleChunks) * 16;
+      const bool valid = p.zeros != nullptr && g0 + j <= g_last && col < p.n;
+      arch::cp_async_cg16_zfill(qz + j * Cfg::BN + (r - kScaleChunks) * 16,
+                                valid ? p.zeros + row + col : (p.zeros != nullptr ? p.zeros : p.w),
+                                valid ? 16 : 0);
+    }
+  }
+}
+
 // Copies of one K slice of A: BM rows x BK elements; rows past M and chunks past K are zero-filled.
 template <class Cfg, class T>
 LLMK_DEVICE void wo_load_a(const WeightOnlyKernelParams<T>& p, std::uint16_t* tile, int block_m, int k0) {
@@ -528,10 +573,12 @@ LLMK_DEVICE void wo_load_w(const WeightOnlyKernelParams<T>& p, std::uint32_t* sl
 }  // namespace detail
 
 /// The kernel: one block per BM x BN tile of D (blockIdx.x over N tiles, blockIdx.y over M tiles).
-template <class T, int kBits, class Cfg>
+/// kStagedQuant: scales and zero points arrive through the cp.async ring with each slice (no global load in
+/// the main loop); otherwise each lane loads them from global memory when its group changes.
+template <class T, int kBits, class Cfg, bool kStagedQuant = false>
 __global__ void __launch_bounds__(Cfg::kThreads)
     weight_only_gemm_kernel(detail::WeightOnlyKernelParams<T> p) {
-  using Smem = typename Cfg::template SharedStorage<kBits>;
+  using Smem = typename Cfg::template SharedStorage<kBits, kStagedQuant>;
   using Mma = typename arch::MmaF32For<T>::Atom;
   auto& smem = shared_storage<Smem>();
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -558,6 +605,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if (s < k_tiles) {
       detail::wo_load_a<Cfg>(p, smem.a[s], block_m, s * Cfg::BK);
       detail::wo_load_w<Cfg, kBits>(p, smem.w[s], block_n, s * Cfg::BK);
+      if constexpr (kStagedQuant) detail::wo_load_quant<Cfg>(p, smem.qs[s], smem.qz[s], block_n, s * Cfg::BK);
     }
     arch::cp_async_commit();
   }
@@ -570,6 +618,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if (next < k_tiles) {
       detail::wo_load_a<Cfg>(p, smem.a[next % Cfg::Stages], block_m, next * Cfg::BK);
       detail::wo_load_w<Cfg, kBits>(p, smem.w[next % Cfg::Stages], block_n, next * Cfg::BK);
+      if constexpr (kStagedQuant)
+        detail::wo_load_quant<Cfg>(p, smem.qs[next % Cfg::Stages], smem.qz[next % Cfg::Stages], block_n,
+                                   next * Cfg::BK);
     }
     arch::cp_async_commit();
 
@@ -584,10 +635,24 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       const int group = static_cast<int>(p.group.divide(static_cast<std::uint32_t>(k)));
       if (group != current_group) {
         current_group = group;
+        if constexpr (kStagedQuant) {
+          // Any stage holding this group holds the same values, so the cache survives stage changes.
+          constexpr std::uint32_t kDefaultZero = kBits == 4 ? 8u : 128u;
+          const int j = group - static_cast<int>(p.group.divide(static_cast<std::uint32_t>(kt * Cfg::BK)));
 #pragma unroll
-        for (int ni = 0; ni < Cfg::kMmaN; ++ni)
-          quant[ni] =
-              detail::wo_load_column_quant<T, kBits>(p, group, block_n + warp_n * Cfg::WN + ni * 8 + g);
+          for (int ni = 0; ni < Cfg::kMmaN; ++ni) {
+            const int c = j * Cfg::BN + warp_n * Cfg::WN + ni * 8 + g;
+            T sv;
+            sv.bits = smem.qs[stage][c];
+            const std::uint32_t z = p.zeros != nullptr ? smem.qz[stage][c] : kDefaultZero;
+            quant[ni] = {sv.to_float(), llmk::detail::bits_to_float(detail::kWoMagic | z)};
+          }
+        } else {
+#pragma unroll
+          for (int ni = 0; ni < Cfg::kMmaN; ++ni)
+            quant[ni] =
+                detail::wo_load_column_quant<T, kBits>(p, group, block_n + warp_n * Cfg::WN + ni * 8 + g);
+        }
       }
       // A fragments: lane l addresses row l % 16 and 8-column half l / 16 of each 16 x 16 tile.
       std::uint32_t a_frag[Cfg::kMmaM][4];
@@ -714,21 +779,36 @@ __global__ void __launch_bounds__(kPermuteThreads)
   }
 }
 
-template <class T, int kBits, class Cfg>
+template <class T, int kBits, class Cfg, bool kStagedQuant = false>
 Status launch_weight_only(const WeightOnlyKernelParams<T>& p, cudaStream_t stream) {
   const long long m_tiles = ceil_div<long long>(p.m, Cfg::BM), n_tiles = ceil_div<long long>(p.n, Cfg::BN);
   if (m_tiles > 65535)
     return Status::invalid_argument(
         "m", str_cat("must be <= ", 65535LL * Cfg::BM, " for this tile (BM=", Cfg::BM, ")"));
-  return launch(weight_only_gemm_kernel<T, kBits, Cfg>,
+  return launch(weight_only_gemm_kernel<T, kBits, Cfg, kStagedQuant>,
                 dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(m_tiles)), dim3(Cfg::kThreads),
-                sizeof(typename Cfg::template SharedStorage<kBits>), stream, p);
+                sizeof(typename Cfg::template SharedStorage<kBits, kStagedQuant>), stream, p);
+}
+
+/// Whether the scales and zero points can travel through the cp.async ring (16-byte chunks of a group row):
+/// N % 8 == 0 (N % 16 == 0 with zero points) and 16-byte aligned scales / zeros. Every layer of the common
+/// models qualifies (N = 4096, 11008, 14336, ...); other shapes load them from global memory in the loop.
+template <class T>
+bool weight_only_staged_quant(const WeightOnlyKernelParams<T>& p) {
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  if (p.n % 8 != 0 || !aligned16(p.scales)) return false;
+  return p.zeros == nullptr || (p.n % 16 == 0 && aligned16(p.zeros));
 }
 
 template <class T, int kBits>
 Status dispatch_weight_only(const WeightOnlyKernelParams<T>& p, cudaStream_t stream) {
-  if (p.m <= 16) return launch_weight_only<T, kBits, WeightOnlySmallM>(p, stream);
-  if (p.m <= 64) return launch_weight_only<T, kBits, WeightOnlyMediumM>(p, stream);
+  const bool staged = weight_only_staged_quant(p);
+  if (p.m <= 16)
+    return staged ? launch_weight_only<T, kBits, WeightOnlySmallM, true>(p, stream)
+                  : launch_weight_only<T, kBits, WeightOnlySmallM>(p, stream);
+  if (p.m <= 64)
+    return staged ? launch_weight_only<T, kBits, WeightOnlyMediumM, true>(p, stream)
+                  : launch_weight_only<T, kBits, WeightOnlyMediumM>(p, stream);
   return launch_weight_only<T, kBits, WeightOnlyLargeM>(p, stream);
 }
 
