@@ -425,31 +425,42 @@ TEST_CASE("copy_pages copies K and V of every slot and head; table conversions r
 }
 
 namespace {
-// Decode arguments for the two-sequence table tests: q and o [2, heads, dim], contiguous, scale 1/8.
-attn::DecodeArgs<f16> two_sequence_decode(const Setup& s, const f16* q, f16* o) {
+// The two-sequence table tests' inputs: sequences of 20 and 9 tokens in 8-token pages, q and o [2, heads,
+// dim] contiguous, decode arguments with scale 1/8.
+struct TwoSequences {
+  Setup s = make_setup();
+  Cache<f16> c;
+  llmk::DeviceBuffer<f16> d_q{static_cast<std::size_t>(2 * s.heads * s.dim)},
+      d_o{static_cast<std::size_t>(2 * s.heads * s.dim)};
   attn::DecodeArgs<f16> a;
-  a.q = q;
-  a.o = o;
-  a.q_stride_batch = a.o_stride_batch = s.heads * s.dim;
-  a.q_stride_head = a.o_stride_head = s.dim;
-  a.batch = 2;
-  a.num_heads = s.heads;
-  a.num_kv_heads = s.kv_heads;
-  a.head_dim = s.dim;
-  a.options.softmax_scale = 0.125f;
-  return a;
-}
+
+  explicit TwoSequences(std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    make_cache<f16>(c, s, rng);
+    a.q = d_q.data();
+    a.o = d_o.data();
+    a.q_stride_batch = a.o_stride_batch = s.heads * s.dim;
+    a.q_stride_head = a.o_stride_head = s.dim;
+    a.batch = 2;
+    a.num_heads = s.heads;
+    a.num_kv_heads = s.kv_heads;
+    a.head_dim = s.dim;
+    a.options.softmax_scale = 0.125f;
+  }
+  static Setup make_setup() {
+    Setup s;
+    s.lens = {20, 9};
+    s.page_size = 8;
+    return s;
+  }
+};
 }  // namespace
 
 TEST_CASE("paged attention: bad tables are rejected; a page outside the pool is caught, never read") {
-  std::mt19937 rng(605);
-  Setup s;
-  s.lens = {20, 9};
-  s.page_size = 8;
-  Cache<f16> c;
-  make_cache<f16>(c, s, rng);
-  llmk::DeviceBuffer<f16> d_q(2 * s.heads * s.dim), d_o(2 * s.heads * s.dim);
-  const attn::DecodeArgs<f16> a = two_sequence_decode(s, d_q.data(), d_o.data());
+  TwoSequences in(605);
+  const Setup& s = in.s;
+  Cache<f16>& c = in.c;
+  const attn::DecodeArgs<f16>& a = in.a;
   attn::DecodePlan plan;
   auto expect = [&](const kv::PagedKv<f16>& p, const char* needle) {
     const llmk::Status st = attn::plan_decode_paged(a, p, &plan, 1);
@@ -478,7 +489,7 @@ TEST_CASE("paged attention: bad tables are rejected; a page outside the pool is 
   p.strides.slot = 12;
   expect(p, "strides.slot");
   attn::DecodeArgs<f16> with_k = a;
-  with_k.k = d_q.data();
+  with_k.k = in.d_q.data();
   CHECK(attn::plan_decode_paged(with_k, c.view(true), &plan, 1).message().find("paged cache") !=
         std::string::npos);
 #if defined(LLMK_SIM)
@@ -999,14 +1010,10 @@ TEST_CASE("page tables checked on the host: every error names the sequence and t
       "'batch'");
 
   // Opt-in through the launchers: a PagedKv with the host copy of its page ids is checked by plan and run.
-  std::mt19937 rng(610);
-  Setup s;
-  s.lens = {20, 9};
-  s.page_size = 8;
-  Cache<f16> c;
-  make_cache<f16>(c, s, rng);
-  llmk::DeviceBuffer<f16> d_q(2 * s.heads * s.dim), d_o(2 * s.heads * s.dim);
-  const attn::DecodeArgs<f16> a = two_sequence_decode(s, d_q.data(), d_o.data());
+  TwoSequences in(610);
+  const Setup& s = in.s;
+  Cache<f16>& c = in.c;
+  const attn::DecodeArgs<f16>& a = in.a;
   attn::DecodePlan plan;
   for (bool csr_form : {true, false}) {
     CAPTURE(csr_form);
@@ -1018,8 +1025,8 @@ TEST_CASE("page tables checked on the host: every error names the sequence and t
     has(attn::plan_decode_paged(a, p, &plan, 1).message(), "sequence 1, logical page 0");
     has(attn::decode_paged(a, p, plan, nullptr, 0, nullptr).message(), "is outside the pool");
     attn::PrefillArgs<f16> pa;
-    pa.q = d_q.data();
-    pa.o = d_o.data();
+    pa.q = in.d_q.data();
+    pa.o = in.d_o.data();
     pa.q_stride_token = pa.o_stride_token = s.heads * s.dim;
     pa.q_stride_head = pa.o_stride_head = s.dim;
     pa.q_len = 1;
