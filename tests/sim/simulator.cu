@@ -355,6 +355,43 @@ TEST_CASE("a cp.async destination reads poison until its group is waited for") {
   for (float v : out.to_host()) CHECK(std::isnan(v));
 }
 
+// Issues four groups of one 16-byte copy each, then waits with wait_group<N>: the oldest 4 - N groups have
+// landed, the newest N still read poison. Element g of the output is slot g as read right after the wait.
+template <int N>
+__global__ void cp_async_wait_newest_pending(const float* src, float* out) {
+  float* s = reinterpret_cast<float*>(llmk::dynamic_smem());
+  for (int g = 0; g < 4; ++g) {
+    llmk::arch::cp_async_cg16(&s[4 * g], &src[4 * g]);
+    llmk::arch::cp_async_commit();
+  }
+  llmk::arch::cp_async_wait<N>();
+  for (int i = 0; i < 16; ++i) out[i] = s[i];
+}
+
+template <int N>
+void check_wait_group_keeps_newest() {
+  CAPTURE(N);
+  std::vector<float> src(16);
+  for (int i = 0; i < 16; ++i) src[i] = 2.0f + i;
+  llmk::DeviceBuffer<float> d_src(src), out(16);
+  REQUIRE(llmk::launch(cp_async_wait_newest_pending<N>, dim3(1), dim3(1), 64, nullptr, d_src.data(), out.data())
+              .ok());
+  const std::vector<float> got = out.to_host();
+  for (int i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    if (i / 4 < 4 - N)
+      CHECK(got[i] == src[i]);
+    else
+      CHECK(std::isnan(got[i]));
+  }
+}
+
+TEST_CASE("cp.async.wait_group N leaves exactly the newest N groups pending") {
+  check_wait_group_keeps_newest<0>();
+  check_wait_group_keeps_newest<1>();
+  check_wait_group_keeps_newest<3>();
+}
+
 // ---- failures that must be reported
 // -------------------------------------------------------------------------
 
