@@ -25,6 +25,7 @@
 #define LLMK_LOC_TAIL , ::std::source_location llmk_loc = ::std::source_location::current()
 #define LLMK_LOC_ONLY ::std::source_location llmk_loc = ::std::source_location::current()
 #define LLMK_LOC_FWD llmk_loc
+#define LLMK_LOC_ARG , llmk_loc  // forwards the caller's location as a trailing argument
 #elif defined(__CUDACC__)
 #define LLMK_CUDA 1
 #include <cuda_runtime.h>
@@ -40,6 +41,7 @@
 #define LLMK_LOC_TAIL
 #define LLMK_LOC_ONLY
 #define LLMK_LOC_FWD
+#define LLMK_LOC_ARG
 #else
 // Plain host compiler without LLMK_SIM: host-only headers (reference/, core types, host helpers)
 // are usable; kernels are not.
@@ -52,6 +54,7 @@
 #define LLMK_LOC_TAIL
 #define LLMK_LOC_ONLY
 #define LLMK_LOC_FWD
+#define LLMK_LOC_ARG
 #endif
 
 // Target architecture of the current device pass (0 on the host and in the simulator, which

@@ -1,9 +1,9 @@
 // Planted bug (plain build): a warp-specialized ring with a "full" flag per step but no "empty" handshake.
-// Warp 0 produces step k into slot k % 4 and publishes it; warp 1 waits for the flag and reads the slot. Nothing
-// stops the producer from running more than 4 steps ahead and overwriting a slot the consumer has not read.
-// Round-robin scheduling alone keeps the two warps within a step of each other, so only the simulator's warp
-// hold-back (one warp kept back for up to 16 rounds) exposes it: some of the launches below must see a slot that
-// already holds a later step.
+// Warp 0 produces step k into slot k % 4 and publishes it; warp 1 waits for the flag and reads the slot.
+// Nothing stops the producer from running more than 4 steps ahead and overwriting a slot the consumer has not
+// read. Round-robin scheduling alone keeps the two warps within a step of each other, so only the simulator's
+// warp hold-back (one warp kept back for up to 16 rounds) exposes it: some of the launches below must see a
+// slot that already holds a later step.
 #include <cstdio>
 #include <vector>
 

@@ -53,6 +53,34 @@ inline void hb_acquire([[maybe_unused]] void* sync_object) {
 #endif
 }
 
+#if defined(LLMK_SIM_TSAN)
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+#endif
+
+// Scope in which the calling fiber's memory accesses are invisible to TSan, for simulator state in standard
+// containers that fibers of one block share (LLMK_SIM_BOOKKEEPING cannot reach into the non-inlined container
+// code). No-op outside TSan builds.
+struct SimStateScope {
+#if defined(LLMK_SIM_TSAN)
+  SimStateScope() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  ~SimStateScope() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  }
+#endif
+  SimStateScope(const SimStateScope&) = delete;
+  SimStateScope& operator=(const SimStateScope&) = delete;
+#if !defined(LLMK_SIM_TSAN)
+  SimStateScope() = default;
+#endif
+};
+
 // A stack with an inaccessible guard page below it: an overflow faults instead of corrupting a neighbour.
 class GuardedStack {
  public:

@@ -1,0 +1,63 @@
+// llmk/arch/sm90/sm90.cuh: which compilation passes may emit Hopper instructions, for the atoms in this
+// folder.
+//
+//   LLMK_SM90_ASM   1 in an nvcc device pass for sm_90 or newer (mbarrier.try_wait, TMA, elect.sync,
+//   stmatrix) LLMK_SM90A_ASM  1 in an nvcc device pass for sm_90a (wgmma, setmaxnreg: arch-specific, -gencode
+//                   arch=compute_90a,code=sm_90a)
+//   kHasHopper / kHasWgmma  the same as constexpr flags, true in the simulator (which emulates every atom),
+//   so
+//                   kernels can write `if constexpr (llmk::arch::sm90::kHasWgmma)` around Hopper-only code.
+// In a device pass for an older architecture an atom's body is __trap(): a Hopper kernel compiled into an
+// sm_80 fatbin entry must never reach it (the launchers dispatch on the device's architecture).
+#pragma once
+
+#include "llmk/config.cuh"
+
+#if LLMK_DEVICE_PASS && LLMK_ARCH >= 900
+#define LLMK_SM90_ASM 1
+#else
+#define LLMK_SM90_ASM 0
+#endif
+
+#if LLMK_DEVICE_PASS && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LLMK_SM90A_ASM 1
+#else
+#define LLMK_SM90A_ASM 0
+#endif
+
+#if defined(LLMK_SIM)
+#include "llmk/sim/runtime.hpp"
+#endif
+
+namespace llmk::arch::sm90 {
+
+#if defined(LLMK_SIM)
+inline constexpr bool kHasHopper = true;
+inline constexpr bool kHasWgmma = true;
+#else
+inline constexpr bool kHasHopper = LLMK_SM90_ASM != 0;
+inline constexpr bool kHasWgmma = LLMK_SM90A_ASM != 0;
+#endif
+
+namespace detail {
+#if LLMK_DEVICE_PASS
+/// The 32-bit shared-window address of a generic pointer into shared memory.
+LLMK_DEVICE std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+#endif
+}  // namespace detail
+
+}  // namespace llmk::arch::sm90
+
+// The body of an atom outside its own passes: the simulator's emulation, a trap on the device (older
+// architectures) or in a host-only build.
+#if defined(LLMK_SIM)
+#define LLMK_SM90_UNAVAILABLE(...) (void)0
+#elif LLMK_DEVICE_PASS
+#define LLMK_SM90_UNAVAILABLE(...) __trap()
+#elif defined(LLMK_HOST_ONLY)
+#define LLMK_SM90_UNAVAILABLE(...) __builtin_trap()
+#else
+#define LLMK_SM90_UNAVAILABLE(...) (void)0
+#endif
