@@ -195,8 +195,11 @@ endfunction()
 # Public functions
 # ---------------------------------------------------------------------------------------------------------------------
 
+# CUDA_ARCHS: the _cuda target's architectures instead of CMAKE_CUDA_ARCHITECTURES (e.g. 90a for tests of the
+# sm_90a-only atoms; the device build of scripts/gpu_validate.sh uses 90a on Hopper as well).
 function(llmk_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL" "NAME;TIMEOUT;COST" "SOURCES;LABELS;ARGS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL" "NAME;TIMEOUT;COST"
+                        "SOURCES;LABELS;ARGS;CUDA_ARCHS")
   if(NOT arg_NAME OR NOT arg_SOURCES)
     message(FATAL_ERROR "llmk_add_test(NAME <name> SOURCES <files>...): NAME and SOURCES are required")
   endif()
@@ -234,6 +237,9 @@ function(llmk_add_test)
     set(target ${arg_NAME}_cuda)
     add_executable(${target} ${sources})
     _llmk_setup_cuda_target(${target})
+    if(arg_CUDA_ARCHS)
+      set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${arg_CUDA_ARCHS}")
+    endif()
     _llmk_keep_asserts(${target})
     target_link_libraries(${target} PRIVATE llmk_test_main_cuda doctest::doctest)
     add_test(NAME ${target} COMMAND ${target} ${arg_ARGS})

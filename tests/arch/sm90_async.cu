@@ -33,10 +33,6 @@ bool hopper_available() {
 #endif
 }
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 template <class Kernel, class... Args>
 llmk::Status run(Kernel kernel, dim3 grid, dim3 block, std::size_t smem, Args... args) {
   llmk::Status s = llmk::launch(kernel, grid, block, smem, nullptr, args...);
@@ -191,6 +187,10 @@ TEST_CASE("mbarrier arrival counts and phase parities") {
 
 #if defined(LLMK_SIM)
 // ---- what the simulator must report
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 // -------------------------------------------------------------------------
 
 struct OneTile {

@@ -104,13 +104,14 @@ struct Thread {
   int barrier_predicate = 0;
   int barrier_result = 0;
   const char* op = nullptr;  // warp collective name
+  bool group_op = false;     // op is a warpgroup instruction (all 128 threads of the warpgroup)
   unsigned mask = 0;
   const void* in = nullptr;
   void* out = nullptr;
   unsigned active_mask_result = 0;
-  std::size_t wait_bar = 0;        // kMbarrier: arena offset of the mbarrier waited on
-  unsigned wait_parity = 0;        //            and the parity of the phase waited for
-  std::uint64_t woken_phase = 0;   //            the phase whose completion woke it
+  std::size_t wait_bar = 0;       // kMbarrier: arena offset of the mbarrier waited on
+  unsigned wait_parity = 0;       //            and the parity of the phase waited for
+  std::uint64_t woken_phase = 0;  //            the phase whose completion woke it
   bool aborting = false;  // set when the block is abandoned: the fiber unwinds at its suspension point
   // TSan sync objects (their addresses): released by this thread when it arrives at a rendezvous, and by the
   // thread completing the rendezvous for this thread to acquire when it leaves. See
@@ -121,7 +122,7 @@ struct Thread {
   // Private to this fiber.
   std::vector<PendingCopy> copies_uncommitted;
   std::vector<std::vector<PendingCopy>> copy_groups;  // committed, oldest first
-  std::map<std::uint64_t, std::uint64_t> mbar_seen;  // mbarrier serial -> 1 + last phase this thread waited
+  std::map<std::uint64_t, std::uint64_t> mbar_seen;   // mbarrier serial -> 1 + last phase this thread waited
   std::vector<AsyncStore> stores_uncommitted;         // bulk stores (shared -> global)
   std::vector<std::vector<AsyncStore>> store_groups;  // committed, oldest first
   std::vector<PendingAccumulators> acc_uncommitted;   // wgmma accumulators in flight
@@ -417,6 +418,7 @@ LLMK_SIM_BOOKKEEPING void collective_arrive(Thread& t, const char* op, unsigned 
   }
   t.where = loc;
   t.op = op;
+  t.group_op = false;
   t.mask = mask;
   t.in = in;
   t.out = out;
@@ -486,6 +488,88 @@ Out warp_collective(const char* op, unsigned mask, const In& in, Compute&& compu
     compute(reinterpret_cast<const In* const*>(check.ins), reinterpret_cast<Out* const*>(check.outs));
     detail::rendezvous_release_leaves(*t.block, first, kWarpSize, mask);  // their outputs
     detail::collective_release(t, mask);
+  } else {
+    detail::release_and_yield(t);
+  }
+  detail::rendezvous_leave(t);
+  return result;
+}
+
+namespace detail {
+
+inline constexpr unsigned kWarpgroupSize = 128;
+
+struct GroupCheck {
+  bool complete = false;
+  const void* ins[kWarpgroupSize] = {};
+  void* outs[kWarpgroupSize] = {};
+};
+
+// Registers the caller at a warpgroup instruction; complete when all 128 threads of its warpgroup wait at
+// one.
+LLMK_SIM_BOOKKEEPING void group_arrive(Thread& t, const char* op, const void* in, void* out,
+                                       const std::source_location& loc, GroupCheck& check) {
+  Block& b = *t.block;
+  const unsigned first = t.linear / kWarpgroupSize * kWarpgroupSize;
+  if (first + kWarpgroupSize > b.threads.size()) {
+    std::ostringstream os;
+    os << op << ": warpgroup instructions need the 4 warps " << first / kWarpSize << ".."
+       << first / kWarpSize + 3 << " (threads " << first << ".." << first + kWarpgroupSize - 1
+       << "), but the block has only " << b.threads.size() << " threads";
+    fail_current(os.str(), loc);
+  }
+  t.where = loc;
+  t.op = op;
+  t.group_op = true;
+  t.mask = 0xFFFFFFFFu;
+  t.in = in;
+  t.out = out;
+  t.state = WaitState::kWarp;
+  for (unsigned i = first; i < first + kWarpgroupSize; ++i) {
+    const Thread& o = b.threads[i];
+    if (o.state != WaitState::kWarp || !o.group_op) return;  // someone is still on the way
+  }
+  // .aligned: every thread of the warpgroup executes the same instruction.
+  for (unsigned i = first; i < first + kWarpgroupSize; ++i) {
+    const Thread& o = b.threads[i];
+    if (std::strcmp(o.op, op) != 0 || o.where.line() != loc.line() ||
+        std::strcmp(o.where.file_name(), loc.file_name()) != 0) {
+      std::ostringstream os;
+      os << "warpgroup instruction mismatch (.aligned): " << op << " here, but thread " << i << " waits in "
+         << o.op << " at " << format_loc(o.where);
+      fail_current(os.str(), loc);
+    }
+  }
+  check.complete = true;
+  for (unsigned i = 0; i < kWarpgroupSize; ++i) {
+    check.ins[i] = b.threads[first + i].in;
+    check.outs[i] = b.threads[first + i].out;
+  }
+}
+
+LLMK_SIM_BOOKKEEPING void group_release(Thread& t) {
+  const unsigned first = t.linear / kWarpgroupSize * kWarpgroupSize;
+  for (unsigned i = first; i < first + kWarpgroupSize; ++i) t.block->threads[i].state = WaitState::kRunnable;
+}
+
+}  // namespace detail
+
+/// Warpgroup rendezvous (wgmma and the other .sync.aligned warpgroup instructions): the 128 threads of the
+/// caller's warpgroup (warps 4k..4k+3) must all reach the same `op` at the same source line. The last to
+/// arrive runs `compute(ins, outs)` over arrays of 128 pointers (index = thread within the warpgroup).
+template <class Out, class In, class Compute>
+Out warpgroup_collective(const char* op, const In& in, Compute&& compute,
+                         std::source_location loc = std::source_location::current()) {
+  detail::Thread& t = detail::current_thread();
+  Out result{};
+  detail::GroupCheck check;
+  detail::group_arrive(t, op, &in, &result, loc, check);
+  if (check.complete) {
+    const unsigned first = t.linear / detail::kWarpgroupSize * detail::kWarpgroupSize;
+    detail::rendezvous_acquire_arrivals(*t.block, first, detail::kWarpgroupSize, 0xffffffffu);
+    compute(reinterpret_cast<const In* const*>(check.ins), reinterpret_cast<Out* const*>(check.outs));
+    detail::rendezvous_release_leaves(*t.block, first, detail::kWarpgroupSize, 0xffffffffu);
+    detail::group_release(t);
   } else {
     detail::release_and_yield(t);
   }

@@ -162,7 +162,8 @@ inline std::string deadlock_report(const Block& b) {
        << " wait in warp collectives";
   else if (at_mbarrier > 0)
     os << "mbarrier phase never completes: " << at_mbarrier << " threads wait on mbarriers, " << exited
-       << " exited, " << in_warp << " wait in warp collectives (a phase needs all its arrivals and a tx-count "
+       << " exited, " << in_warp
+       << " wait in warp collectives (a phase needs all its arrivals and a tx-count "
           "of 0: expect_tx bytes that no copy delivers, or copies that deliver more, leave it pending)"
        << describe_waited_mbarriers(b);
   else
@@ -277,8 +278,9 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
     if (!unwaited.empty()) {
       std::ostringstream os;
       os << "llmk-sim: block " << format_dim(b.block_idx) << " of kernel " << launch.kernel_name
-         << " finished while bulk copies into its shared memory were in flight (LLMK_SIM_SEED=" << settings.seed
-         << "): some thread must wait on their mbarrier phase before the block exits" << unwaited;
+         << " finished while bulk copies into its shared memory were in flight (LLMK_SIM_SEED="
+         << settings.seed << "): some thread must wait on their mbarrier phase before the block exits"
+         << unwaited;
       record_block_error(b, os.str());
     }
   }
