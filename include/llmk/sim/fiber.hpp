@@ -77,7 +77,7 @@ struct SimStateScope {
   SimStateScope(const SimStateScope&) = delete;
   SimStateScope& operator=(const SimStateScope&) = delete;
 #if !defined(LLMK_SIM_TSAN)
-  SimStateScope() = default;
+  SimStateScope() {}  // user-provided: no "unused variable" warning for the scope objects
 #endif
 };
 

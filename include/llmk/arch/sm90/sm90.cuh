@@ -13,6 +13,8 @@
 
 #include "llmk/config.cuh"
 
+#include <cstdint>
+
 #if LLMK_DEVICE_PASS && LLMK_ARCH >= 900
 #define LLMK_SM90_ASM 1
 #else
@@ -38,6 +40,16 @@ inline constexpr bool kHasWgmma = true;
 inline constexpr bool kHasHopper = LLMK_SM90_ASM != 0;
 inline constexpr bool kHasWgmma = LLMK_SM90A_ASM != 0;
 #endif
+
+/// Shared-memory swizzle of Hopper tiles, shared by TMA (tensor maps) and wgmma (descriptors): the 16-byte chunk
+/// bits [4, 4 + log2 W) of the shared address are XOR-ed with bits [7, 7 + log2 W), W = 2/4/8 chunks for
+/// 32B/64B/128B. The values are the wgmma descriptor's 2-bit encoding.
+enum class SmemSwizzle : std::uint32_t { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
+
+/// Bytes of a swizzle row: 32, 64, 128 (0 without swizzle).
+LLMK_HOST_DEVICE constexpr std::uint32_t swizzle_span(SmemSwizzle s) {
+  return s == SmemSwizzle::k128B ? 128u : s == SmemSwizzle::k64B ? 64u : s == SmemSwizzle::k32B ? 32u : 0u;
+}
 
 namespace detail {
 #if LLMK_DEVICE_PASS

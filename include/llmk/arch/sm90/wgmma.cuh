@@ -51,9 +51,6 @@
 
 namespace llmk::arch::sm90 {
 
-/// Swizzle mode of a shared-memory matrix descriptor (its 2-bit encoding).
-enum class SmemSwizzle : std::uint32_t { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
-
 /// Which dimension is contiguous in a shared-memory operand: K (the default, "TN") or M/N (transposed).
 enum class Major : int { kK = 0, kMN = 1 };
 
