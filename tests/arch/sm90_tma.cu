@@ -1,8 +1,9 @@
-// Tests of the TMA tensor copies and tensor maps (llmk/arch/sm90/tma.cuh): loads of 1-5 dimensional boxes with
-// coordinates before the start and past the end (zero and NaN fill), every swizzle mode, stores that drop the
-// out-of-bounds part of the box, and make_tensor_map's validation. The expected shared-memory images are built
-// here from the CUDA programming guide's description (dense box, innermost fastest; swizzle as "16-byte chunk x of
-// row y goes to chunk x ^ (line % W)" of a 1024-byte aligned tile), not from the emulator's helpers.
+// Tests of the TMA tensor copies and tensor maps (llmk/arch/sm90/tma.cuh): loads of 1-5 dimensional boxes
+// with coordinates before the start and past the end (zero and NaN fill), every swizzle mode, stores that
+// drop the out-of-bounds part of the box, and make_tensor_map's validation. The expected shared-memory images
+// are built here from the CUDA programming guide's description (dense box, innermost fastest; swizzle as
+// "16-byte chunk x of row y goes to chunk x ^ (line % W)" of a 1024-byte aligned tile), not from the
+// emulator's helpers.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -53,7 +54,8 @@ LLMK_DEVICE void load_box(void* dst, const TensorMap& map, std::uint64_t* bar, c
 
 // One thread loads the box into a 1024-byte aligned tile; every thread copies the tile out after the wait.
 template <int R>
-__global__ void tma_load_box(const __grid_constant__ TensorMap map, Coords c, unsigned box_bytes, unsigned char* out) {
+__global__ void tma_load_box(const __grid_constant__ TensorMap map, Coords c, unsigned box_bytes,
+                             unsigned char* out) {
   unsigned char* raw = llmk::dynamic_smem();
 #if LLMK_DEVICE_PASS
   const std::uint32_t addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(raw));
@@ -79,7 +81,8 @@ __global__ void tma_load_box(const __grid_constant__ TensorMap map, Coords c, un
 }
 
 // The expected tile: dense box (innermost first), out-of-bounds elements filled, then the swizzle.
-std::vector<unsigned char> expected_tile(const TensorMapDesc& d, const std::vector<unsigned char>& host, const Coords& c) {
+std::vector<unsigned char> expected_tile(const TensorMapDesc& d, const std::vector<unsigned char>& host,
+                                         const Coords& c) {
   const int es = tma_elem_bytes(d.elem);
   std::uint32_t box[5] = {1, 1, 1, 1, 1};
   std::uint64_t dims[5] = {1, 1, 1, 1, 1};
@@ -138,8 +141,8 @@ void check_load(const TensorMapDesc& d0, const Coords& c, unsigned seed) {
   const std::vector<unsigned char> want = expected_tile(d, host, c);
   const unsigned box_bytes = static_cast<unsigned>(want.size());
   llmk::DeviceBuffer<unsigned char> out(want.size());
-  const llmk::Status st = llmk::launch(tma_load_box<R>, dim3(1), dim3(64), box_bytes + 2048, nullptr, map, c, box_bytes,
-                                       out.data());
+  const llmk::Status st = llmk::launch(tma_load_box<R>, dim3(1), dim3(64), box_bytes + 2048, nullptr, map, c,
+                                       box_bytes, out.data());
   REQUIRE_MESSAGE(st.ok(), st.message());
 #if defined(LLMK_CUDA)
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -234,7 +237,8 @@ TEST_CASE("TMA 1D, 3D and 5D loads, zero and NaN fill") {
   }
 }
 
-// Threads fill a 16 x 32 f16 tile (value = index), fence, and one thread stores it at `c` (partly out of bounds).
+// Threads fill a 16 x 32 f16 tile (value = index), fence, and one thread stores it at `c` (partly out of
+// bounds).
 __global__ void tma_store_box(const __grid_constant__ TensorMap map, int c0, int c1) {
   unsigned char* raw = llmk::dynamic_smem();
 #if LLMK_DEVICE_PASS
@@ -273,7 +277,8 @@ TEST_CASE("TMA 2D store writes only the in-bounds part of the box") {
   TensorMap map{};
   REQUIRE(make_tensor_map(&map, d).ok());
   const int c0 = 24, c1 = 10;
-  const llmk::Status st = llmk::launch(tma_store_box, dim3(1), dim3(64), 16 * 32 * 2 + 1024, nullptr, map, c0, c1);
+  const llmk::Status st =
+      llmk::launch(tma_store_box, dim3(1), dim3(64), 16 * 32 * 2 + 1024, nullptr, map, c0, c1);
   REQUIRE_MESSAGE(st.ok(), st.message());
 #if defined(LLMK_CUDA)
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);

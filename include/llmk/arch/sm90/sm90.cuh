@@ -41,9 +41,9 @@ inline constexpr bool kHasHopper = LLMK_SM90_ASM != 0;
 inline constexpr bool kHasWgmma = LLMK_SM90A_ASM != 0;
 #endif
 
-/// Shared-memory swizzle of Hopper tiles, shared by TMA (tensor maps) and wgmma (descriptors): the 16-byte chunk
-/// bits [4, 4 + log2 W) of the shared address are XOR-ed with bits [7, 7 + log2 W), W = 2/4/8 chunks for
-/// 32B/64B/128B. The values are the wgmma descriptor's 2-bit encoding.
+/// Shared-memory swizzle of Hopper tiles, shared by TMA (tensor maps) and wgmma (descriptors): the 16-byte
+/// chunk bits [4, 4 + log2 W) of the shared address are XOR-ed with bits [7, 7 + log2 W), W = 2/4/8 chunks
+/// for 32B/64B/128B. The values are the wgmma descriptor's 2-bit encoding.
 enum class SmemSwizzle : std::uint32_t { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
 
 /// Bytes of a swizzle row: 32, 64, 128 (0 without swizzle).

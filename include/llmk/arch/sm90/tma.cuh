@@ -1,12 +1,12 @@
 // llmk/arch/sm90/tma.cuh: tensor maps and TMA tensor copies (cp.async.bulk.tensor, tile mode, sm_90).
 //
 //   make_tensor_map(&map, desc)                 host: validates `desc` and encodes the 128-byte map
-//                                               (cuTensorMapEncodeTiled on a GPU build; the simulator keeps the
-//                                               description itself)
+//                                               (cuTensorMapEncodeTiled on a GPU build; the simulator keeps
+//                                               the description itself)
 //   tma_load(smem_dst, map, bar, {c0, ...})     cp.async.bulk.tensor.<R>d.shared::cluster.global.mbarrier::
-//                                               complete_tx::bytes: the box at coordinates c (elements, innermost
-//                                               first, may be negative or past the end) lands in shared memory
-//                                               and complete_tx's box-bytes on `bar`
+//                                               complete_tx::bytes: the box at coordinates c (elements,
+//                                               innermost first, may be negative or past the end) lands in
+//                                               shared memory and complete_tx's box-bytes on `bar`
 //   tma_store(map, smem_src, {c0, ...})         cp.async.bulk.tensor.<R>d.global.shared::cta.bulk_group: the
 //                                               in-bounds part of the box is written (commit/wait with
 //                                               bulk_commit_group / bulk_wait_group)
@@ -17,11 +17,11 @@
 // outside the tensor read as zero (TmaOobFill::kZero) or a NaN (kNan, float types; its bits are unspecified).
 // The transaction count is always the full box, out-of-bounds elements included.
 //
-// llmk's rules (make_tensor_map returns a Status naming the field): rank 1..5; global 16-byte aligned; dims in
-// [1, 2^32]; strides (bytes, of dims 1..rank-1) multiples of 16 below 2^40; box dims in [1, 256] with the inner
-// box a multiple of 16 bytes; with a swizzle the inner box is exactly the swizzle span (32/64/128 bytes) and the
-// box a multiple of 128 bytes. Shared destinations are 128-byte aligned (the repeat of the swizzle, 1024 bytes
-// for 128B, when wgmma reads the tile); stores never start at a negative coordinate.
+// llmk's rules (make_tensor_map returns a Status naming the field): rank 1..5; global 16-byte aligned; dims
+// in [1, 2^32]; strides (bytes, of dims 1..rank-1) multiples of 16 below 2^40; box dims in [1, 256] with the
+// inner box a multiple of 16 bytes; with a swizzle the inner box is exactly the swizzle span (32/64/128
+// bytes) and the box a multiple of 128 bytes. Shared destinations are 128-byte aligned (the repeat of the
+// swizzle, 1024 bytes for 128B, when wgmma reads the tile); stores never start at a negative coordinate.
 //
 // Usage (a 64 x 64 f16 tile of a row-major M x K matrix, 128B swizzle, into a 1024-byte aligned buffer):
 //
@@ -76,40 +76,48 @@ struct alignas(64) TensorMap {
 
 namespace detail {
 inline constexpr std::uint64_t kSimTensorMapMagic = 0x50414D524F534E45ull;  // "ENSORMAP"
-static_assert(sizeof(TensorMapDesc) + 8 <= sizeof(TensorMap), "the simulator keeps the description in the map");
+static_assert(sizeof(TensorMapDesc) + 8 <= sizeof(TensorMap),
+              "the simulator keeps the description in the map");
 
 inline Status validate_tensor_map(const TensorMap* out, const TensorMapDesc& d) {
   if (out == nullptr) return Status::invalid_argument("map", "must not be null");
-  if (d.rank < 1 || d.rank > 5) return Status::invalid_argument("desc.rank", str_cat("must be in [1, 5], got ", d.rank));
+  if (d.rank < 1 || d.rank > 5)
+    return Status::invalid_argument("desc.rank", str_cat("must be in [1, 5], got ", d.rank));
   if (d.global == nullptr) return Status::invalid_argument("desc.global", "must not be null");
   if (reinterpret_cast<std::uintptr_t>(d.global) % 16 != 0)
     return Status::invalid_argument("desc.global", "must be 16-byte aligned");
   const int es = tma_elem_bytes(d.elem);
   for (int i = 0; i < d.rank; ++i) {
     if (d.dims[i] == 0 || d.dims[i] > (std::uint64_t{1} << 32))
-      return Status::invalid_argument("desc.dims", str_cat("dims[", i, "] must be in [1, 2^32], got ", d.dims[i]));
+      return Status::invalid_argument("desc.dims",
+                                      str_cat("dims[", i, "] must be in [1, 2^32], got ", d.dims[i]));
     if (d.box[i] == 0 || d.box[i] > 256)
-      return Status::invalid_argument("desc.box", str_cat("box[", i, "] must be in [1, 256], got ", d.box[i]));
+      return Status::invalid_argument("desc.box",
+                                      str_cat("box[", i, "] must be in [1, 256], got ", d.box[i]));
   }
   for (int i = 0; i + 1 < d.rank; ++i) {
     if (d.strides[i] % 16 != 0 || d.strides[i] >= (std::uint64_t{1} << 40))
       return Status::invalid_argument(
-          "desc.strides", str_cat("strides[", i, "] must be a multiple of 16 below 2^40, got ", d.strides[i]));
+          "desc.strides",
+          str_cat("strides[", i, "] must be a multiple of 16 below 2^40, got ", d.strides[i]));
   }
   const std::uint64_t inner = std::uint64_t{d.box[0]} * static_cast<std::uint64_t>(es);
   if (inner % 16 != 0)
-    return Status::invalid_argument("desc.box", str_cat("box[0] * element bytes must be a multiple of 16, got ", inner));
+    return Status::invalid_argument("desc.box",
+                                    str_cat("box[0] * element bytes must be a multiple of 16, got ", inner));
   if (d.swizzle != SmemSwizzle::kNone) {
     std::uint64_t box_bytes = static_cast<std::uint64_t>(es);
     for (int i = 0; i < d.rank; ++i) box_bytes *= d.box[i];
     if (inner != swizzle_span(d.swizzle))
-      return Status::invalid_argument("desc.box", str_cat("with a swizzle, box[0] * element bytes must equal its span (",
-                                                          swizzle_span(d.swizzle), " bytes), got ", inner));
+      return Status::invalid_argument("desc.box",
+                                      str_cat("with a swizzle, box[0] * element bytes must equal its span (",
+                                              swizzle_span(d.swizzle), " bytes), got ", inner));
     if (box_bytes % 128 != 0)
-      return Status::invalid_argument("desc.box", str_cat("with a swizzle, the box must be a multiple of 128 bytes, got ",
-                                                          box_bytes));
+      return Status::invalid_argument(
+          "desc.box", str_cat("with a swizzle, the box must be a multiple of 128 bytes, got ", box_bytes));
   }
-  if (d.oob == TmaOobFill::kNan && !(d.elem == TmaElem::kF16 || d.elem == TmaElem::kBF16 || d.elem == TmaElem::kF32))
+  if (d.oob == TmaOobFill::kNan &&
+      !(d.elem == TmaElem::kF16 || d.elem == TmaElem::kBF16 || d.elem == TmaElem::kF32))
     return Status::invalid_argument("desc.oob", "the NaN fill needs a float element type");
   return {};
 }
@@ -118,7 +126,8 @@ inline Status validate_tensor_map(const TensorMap* out, const TensorMapDesc& d) 
 inline TensorMapDesc sim_read_map(const TensorMap& map, const char* op, std::source_location loc) {
   std::uint64_t magic;
   std::memcpy(&magic, map.opaque, 8);
-  if (magic != kSimTensorMapMagic) ::llmk::sim::fail(std::string(op) + ": the tensor map was not made by make_tensor_map", loc);
+  if (magic != kSimTensorMapMagic)
+    ::llmk::sim::fail(std::string(op) + ": the tensor map was not made by make_tensor_map", loc);
   TensorMapDesc d;
   std::memcpy(&d, map.opaque + 8, sizeof d);
   return d;
@@ -150,7 +159,8 @@ void sim_for_each_box_element(const TensorMapDesc& d, const int* coords, std::ui
               if (gi < 0 || static_cast<std::uint64_t>(gi) >= d.dims[i]) in = false;
               if (in) g += i == 0 ? gi * es : gi * static_cast<long long>(d.strides[i - 1]);
             }
-            const std::uint32_t off = sim_swizzle(dst_addr + static_cast<std::uint32_t>(linear * es), d.swizzle) - dst_addr;
+            const std::uint32_t off =
+                sim_swizzle(dst_addr + static_cast<std::uint32_t>(linear * es), d.swizzle) - dst_addr;
             f(off, in, in ? g : nullptr);
           }
 }
@@ -161,14 +171,16 @@ inline std::uint32_t sim_box_bytes(const TensorMapDesc& d) {
   return n;
 }
 
-inline void sim_tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* bar, const int* coords, int rank,
-                         std::source_location loc) {
+inline void sim_tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* bar, const int* coords,
+                         int rank, std::source_location loc) {
   constexpr const char* op = "cp.async.bulk.tensor (load)";
   const TensorMapDesc d = sim_read_map(map, op, loc);
-  if (rank != d.rank) ::llmk::sim::fail(std::string(op) + ": the coordinate count differs from the map's rank", loc);
+  if (rank != d.rank)
+    ::llmk::sim::fail(std::string(op) + ": the coordinate count differs from the map's rank", loc);
   const std::uint32_t bytes = sim_box_bytes(d);
   if (!::llmk::sim::is_shared(smem_dst, bytes) || reinterpret_cast<std::uintptr_t>(smem_dst) % 128 != 0)
-    ::llmk::sim::fail(std::string(op) + ": the destination must be 128-byte aligned and inside the block's arena", loc);
+    ::llmk::sim::fail(
+        std::string(op) + ": the destination must be 128-byte aligned and inside the block's arena", loc);
   const std::uint32_t dst_addr =
       static_cast<std::uint32_t>(static_cast<unsigned char*>(smem_dst) - ::llmk::sim::dynamic_shared_base());
   const int es = tma_elem_bytes(d.elem);
@@ -190,12 +202,15 @@ inline void sim_tma_store(const TensorMap& map, const void* smem_src, const int*
                           std::source_location loc) {
   constexpr const char* op = "cp.async.bulk.tensor (store)";
   const TensorMapDesc d = sim_read_map(map, op, loc);
-  if (rank != d.rank) ::llmk::sim::fail(std::string(op) + ": the coordinate count differs from the map's rank", loc);
+  if (rank != d.rank)
+    ::llmk::sim::fail(std::string(op) + ": the coordinate count differs from the map's rank", loc);
   for (int i = 0; i < rank; ++i)
-    if (coords[i] < 0) ::llmk::sim::fail(std::string(op) + ": a store's box must not start at a negative coordinate", loc);
+    if (coords[i] < 0)
+      ::llmk::sim::fail(std::string(op) + ": a store's box must not start at a negative coordinate", loc);
   const std::uint32_t bytes = sim_box_bytes(d);
   if (!::llmk::sim::is_shared(smem_src, bytes) || reinterpret_cast<std::uintptr_t>(smem_src) % 128 != 0)
-    ::llmk::sim::fail(std::string(op) + ": the source must be 128-byte aligned and inside the block's arena", loc);
+    ::llmk::sim::fail(std::string(op) + ": the source must be 128-byte aligned and inside the block's arena",
+                      loc);
   const auto* src = static_cast<const unsigned char*>(smem_src);
   const std::uint32_t src_addr = static_cast<std::uint32_t>(src - ::llmk::sim::dynamic_shared_base());
   const int es = tma_elem_bytes(d.elem);
@@ -224,25 +239,48 @@ inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& desc) {
   static_assert(sizeof(CUtensorMap) == sizeof(TensorMap), "TensorMap mirrors CUtensorMap");
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+          cudaSuccess ||
       fn == nullptr || q != cudaDriverEntryPointSuccess)
     return Status::cuda_error("cudaGetDriverEntryPointByVersion", "cuTensorMapEncodeTiled is not available");
   CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   switch (desc.elem) {
-    case TmaElem::kU8: type = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
-    case TmaElem::kU16: type = CU_TENSOR_MAP_DATA_TYPE_UINT16; break;
-    case TmaElem::kF16: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; break;
-    case TmaElem::kBF16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
-    case TmaElem::kU32: type = CU_TENSOR_MAP_DATA_TYPE_UINT32; break;
-    case TmaElem::kI32: type = CU_TENSOR_MAP_DATA_TYPE_INT32; break;
-    case TmaElem::kF32: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; break;
+    case TmaElem::kU8:
+      type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+      break;
+    case TmaElem::kU16:
+      type = CU_TENSOR_MAP_DATA_TYPE_UINT16;
+      break;
+    case TmaElem::kF16:
+      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+      break;
+    case TmaElem::kBF16:
+      type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      break;
+    case TmaElem::kU32:
+      type = CU_TENSOR_MAP_DATA_TYPE_UINT32;
+      break;
+    case TmaElem::kI32:
+      type = CU_TENSOR_MAP_DATA_TYPE_INT32;
+      break;
+    case TmaElem::kF32:
+      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+      break;
   }
   CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_NONE;
   switch (desc.swizzle) {
-    case SmemSwizzle::kNone: sw = CU_TENSOR_MAP_SWIZZLE_NONE; break;
-    case SmemSwizzle::k32B: sw = CU_TENSOR_MAP_SWIZZLE_32B; break;
-    case SmemSwizzle::k64B: sw = CU_TENSOR_MAP_SWIZZLE_64B; break;
-    case SmemSwizzle::k128B: sw = CU_TENSOR_MAP_SWIZZLE_128B; break;
+    case SmemSwizzle::kNone:
+      sw = CU_TENSOR_MAP_SWIZZLE_NONE;
+      break;
+    case SmemSwizzle::k32B:
+      sw = CU_TENSOR_MAP_SWIZZLE_32B;
+      break;
+    case SmemSwizzle::k64B:
+      sw = CU_TENSOR_MAP_SWIZZLE_64B;
+      break;
+    case SmemSwizzle::k128B:
+      sw = CU_TENSOR_MAP_SWIZZLE_128B;
+      break;
   }
   cuuint64_t dims[5], strides[4];
   cuuint32_t box[5], elem_strides[5];
@@ -254,7 +292,8 @@ inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& desc) {
                             CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                             desc.oob == TmaOobFill::kNan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
                                                          : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return Status::cuda_error("cuTensorMapEncodeTiled", str_cat("CUresult ", static_cast<int>(r)));
+  if (r != CUDA_SUCCESS)
+    return Status::cuda_error("cuTensorMapEncodeTiled", str_cat("CUresult ", static_cast<int>(r)));
   return {};
 #else
   (void)map;
@@ -268,44 +307,68 @@ template <int R>
 LLMK_DEVICE void tma_load_asm(std::uint32_t dst, const TensorMap& map, std::uint32_t bar, const int (&c)[R]) {
   const auto m = reinterpret_cast<std::uint64_t>(&map);
   if constexpr (R == 1)
-    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];"
-                 ::"r"(dst), "l"(m), "r"(bar), "r"(c[0]) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], "
+        "[%2];" ::"r"(dst),
+        "l"(m), "r"(bar), "r"(c[0])
+        : "memory");
   else if constexpr (R == 2)
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
-                 ::"r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+        "[%2];" ::"r"(dst),
+        "l"(m), "r"(bar), "r"(c[0]), "r"(c[1])
+        : "memory");
   else if constexpr (R == 3)
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
-                 ::"r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, "
+        "%5}], [%2];" ::"r"(dst),
+        "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2])
+        : "memory");
   else if constexpr (R == 4)
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
-                 ::"r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+        "%6}], [%2];" ::"r"(dst),
+        "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3])
+        : "memory");
   else
-    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];"
-                 ::"r"(dst), "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+        "%6, %7}], [%2];" ::"r"(dst),
+        "l"(m), "r"(bar), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4])
+        : "memory");
 }
 template <int R>
 LLMK_DEVICE void tma_store_asm(const TensorMap& map, std::uint32_t src, const int (&c)[R]) {
   const auto m = reinterpret_cast<std::uint64_t>(&map);
   if constexpr (R == 1)
-    asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];" ::"l"(m), "r"(src), "r"(c[0]) : "memory");
+    asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];" ::"l"(m), "r"(src),
+                 "r"(c[0])
+                 : "memory");
   else if constexpr (R == 2)
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(m), "r"(src), "r"(c[0]),
-                 "r"(c[1]) : "memory");
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(m),
+                 "r"(src), "r"(c[0]), "r"(c[1])
+                 : "memory");
   else if constexpr (R == 3)
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(m), "r"(src),
-                 "r"(c[0]), "r"(c[1]), "r"(c[2]) : "memory");
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(m),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2])
+                 : "memory");
   else if constexpr (R == 4)
-    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(m), "r"(src),
-                 "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(m),
+        "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3])
+        : "memory");
   else
-    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(m), "r"(src),
-                 "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(m),
+        "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4])
+        : "memory");
 }
 }  // namespace detail
 #endif
 
 template <int R>
-LLMK_DEVICE void tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* bar, const int (&coords)[R] LLMK_LOC_TAIL) {
+LLMK_DEVICE void tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* bar,
+                          const int (&coords)[R] LLMK_LOC_TAIL) {
   static_assert(R >= 1 && R <= 5, "TMA tensors have rank 1..5");
 #if LLMK_SM90_ASM
   detail::tma_load_asm<R>(detail::smem_u32(smem_dst), map, detail::smem_u32(bar), coords);

@@ -1,0 +1,160 @@
+// Tests of stmatrix (every count, with and without .trans), elect.sync and setmaxnreg
+// (llmk/arch/sm90/stmatrix.cuh, warp_specialization.cuh) against the PTX ISA's descriptions, and the
+// simulator's checks of setmaxnreg (the same count across the warpgroup, a whole warpgroup).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "llmk/arch/sm90/stmatrix.cuh"
+#include "llmk/arch/sm90/warp_specialization.cuh"
+#include "llmk/core/launch.cuh"
+#include "llmk/core/memory.cuh"
+#include "llmk/core/smem.cuh"
+
+namespace {
+
+using namespace llmk::arch::sm90;
+
+bool hopper_available() {
+#if defined(LLMK_CUDA)
+  int dev = 0, major = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  return major >= 9;
+#else
+  return true;
+#endif
+}
+
+// Row r of matrix j lives at 16-byte slot (j * 8 + (3 * r) % 8) of a 512-byte buffer: the rows are not in
+// order, so each lane's address matters.
+LLMK_HOST_DEVICE int row_slot(int j, int r) {
+  return j * 8 + (3 * r) % 8;
+}
+
+template <class Atom, int kNum>
+__global__ void stmatrix_kernel(const std::uint32_t* regs, std::uint16_t* out) {
+  auto* buf = reinterpret_cast<std::uint16_t*>(llmk::dynamic_smem());
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int i = lane; i < 256; i += 32) buf[i] = 0xFFFF;
+  __syncwarp();
+  std::uint32_t r[kNum];
+  for (int j = 0; j < kNum; ++j) r[j] = regs[lane * 4 + j];
+  const int j =
+      lane / 8 < kNum ? lane / 8 : 0;  // lanes beyond the used matrices give a valid, unused address
+  Atom::copy(buf + 8 * row_slot(j, lane % 8), r);
+  __syncwarp();
+  for (int i = lane; i < 256; i += 32) out[i] = buf[i];
+}
+
+template <class Atom, int kNum, bool kTrans>
+void check_stmatrix(unsigned seed) {
+  CAPTURE(kNum);
+  CAPTURE(kTrans);
+  std::mt19937 rng(seed);
+  std::vector<std::uint32_t> regs(32 * 4);
+  for (auto& r : regs) r = static_cast<std::uint32_t>(rng());
+  llmk::DeviceBuffer<std::uint32_t> d_regs(regs);
+  llmk::DeviceBuffer<std::uint16_t> out(256);
+  REQUIRE(
+      llmk::launch(stmatrix_kernel<Atom, kNum>, dim3(1), dim3(32), 512, nullptr, d_regs.data(), out.data())
+          .ok());
+#if defined(LLMK_CUDA)
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+#endif
+  const std::vector<std::uint16_t> got = out.to_host();
+  // PTX ISA "stmatrix": element (row, col) of matrix j comes from the thread whose fragment holds it; without
+  // .trans thread 4*row + col/2 holds (row, col) in half col % 2 of register j; with .trans the matrix is
+  // stored transposed, so memory (row, col) holds fragment element (col, row).
+  std::vector<std::uint16_t> want(256, 0xFFFF);
+  for (int j = 0; j < kNum; ++j)
+    for (int row = 0; row < 8; ++row)
+      for (int col = 0; col < 8; ++col) {
+        const int fr = kTrans ? col : row, fc = kTrans ? row : col;
+        const int lane = 4 * fr + fc / 2;
+        want[static_cast<std::size_t>(8 * row_slot(j, row) + col)] =
+            static_cast<std::uint16_t>(regs[static_cast<std::size_t>(lane * 4 + j)] >> (16 * (fc % 2)));
+      }
+  CHECK(got == want);
+}
+
+TEST_CASE("stmatrix x1/x2/x4, with and without .trans") {
+  if (!hopper_available()) return;
+  check_stmatrix<STSM_x1, 1, false>(1);
+  check_stmatrix<STSM_x2, 2, false>(2);
+  check_stmatrix<STSM_x4, 4, false>(3);
+  check_stmatrix<STSM_x1_T, 1, true>(4);
+  check_stmatrix<STSM_x2_T, 2, true>(5);
+  check_stmatrix<STSM_x4_T, 4, true>(6);
+}
+
+__global__ void elect_kernel(unsigned mask, int* out) {
+  const unsigned lane = threadIdx.x % 32;
+  if ((mask >> lane) & 1u) out[threadIdx.x] = elect_one(mask) ? 1 : 0;
+}
+
+TEST_CASE("elect.sync picks exactly one lane of the mask in each warp") {
+  if (!hopper_available()) return;
+  for (unsigned mask : {0xFFFFFFFFu, 0x0F0F0F00u, 0x80000000u}) {
+    CAPTURE(mask);
+    llmk::DeviceBuffer<int> out(std::vector<int>(64, 0));
+    REQUIRE(llmk::launch(elect_kernel, dim3(1), dim3(64), 0, nullptr, mask, out.data()).ok());
+#if defined(LLMK_CUDA)
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+#endif
+    const std::vector<int> got = out.to_host();
+    for (int w = 0; w < 2; ++w) {
+      int leaders = 0;
+      for (int l = 0; l < 32; ++l) {
+        leaders += got[static_cast<std::size_t>(32 * w + l)];
+        if (!((mask >> l) & 1u)) CHECK(got[static_cast<std::size_t>(32 * w + l)] == 0);
+      }
+      CHECK(leaders == 1);
+    }
+  }
+}
+
+// Warpgroup 0 gives registers away, warpgroup 1 takes them; both still compute (mode 0). Mode 1: warpgroup
+// 0's threads ask for different counts (the simulator reports it).
+__global__ void __launch_bounds__(256, 1) setmaxnreg_kernel(int* out, int mode) {
+  const int wg = static_cast<int>(threadIdx.x / 128);
+  if (wg == 0) {
+    if (mode == 1 && threadIdx.x == 5)
+      setmaxnreg_dec<48>();
+    else
+      setmaxnreg_dec<40>();
+  } else {
+    setmaxnreg_inc<232>();
+  }
+  out[threadIdx.x] = static_cast<int>(threadIdx.x) * 3 + wg;
+}
+
+TEST_CASE("setmaxnreg moves registers between warpgroups") {
+  if (!hopper_available()) return;
+  llmk::DeviceBuffer<int> out(256);
+  const llmk::Status st = llmk::launch(setmaxnreg_kernel, dim3(1), dim3(256), 0, nullptr, out.data(), 0);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+#if defined(LLMK_CUDA)
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+#endif
+  const std::vector<int> got = out.to_host();
+  for (int t = 0; t < 256; ++t) CHECK(got[static_cast<std::size_t>(t)] == t * 3 + t / 128);
+}
+
+#if defined(LLMK_SIM)
+TEST_CASE("setmaxnreg misuse is reported: counts that differ in a warpgroup, a partial warpgroup") {
+  llmk::DeviceBuffer<int> out(256);
+  llmk::Status st = llmk::launch(setmaxnreg_kernel, dim3(1), dim3(256), 0, nullptr, out.data(), 1);
+  REQUIRE(!st.ok());
+  // Thread 5's instruction is another source line: the rendezvous reports the mismatch.
+  CHECK(st.message().find("warpgroup instruction mismatch") != std::string::npos);
+  st = llmk::launch(setmaxnreg_kernel, dim3(1), dim3(96), 0, nullptr, out.data(), 0);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("the block has only 96 threads") != std::string::npos);
+}
+#endif
+
+}  // namespace
