@@ -560,10 +560,13 @@ __global__ void wgmma_misuse(int mode) {
   const std::uint64_t db = make_smem_desc(tile + 2048, 128, 256, SmemSwizzle::kNone);
   WGMMA_64xNx16_F32F16F16_SS<16>::fma(d, da, db, false);
   wgmma_commit();
+  if (mode == 3 && threadIdx.x == 0) tile[2048 + 64] = 0x11;  // B row 4: the GPU may still be reading it
   wgmma_wait<0>();
 }
 
-TEST_CASE("wgmma misuse is reported: missing wgmma.fence, stale shared memory, incomplete warpgroup") {
+TEST_CASE(
+    "wgmma misuse is reported: missing wgmma.fence, stale shared memory, incomplete warpgroup, operands "
+    "overwritten before the wait") {
   llmk::Status st = llmk::launch(wgmma_misuse, dim3(1), dim3(128), 4096, nullptr, 0);
   REQUIRE(!st.ok());
   CHECK(contains(st.message(), "no wgmma.fence"));
@@ -573,6 +576,9 @@ TEST_CASE("wgmma misuse is reported: missing wgmma.fence, stale shared memory, i
   st = llmk::launch(wgmma_misuse, dim3(1), dim3(64), 4096, nullptr, 2);
   REQUIRE(!st.ok());
   CHECK(contains(st.message(), "the block has only 64 threads"));
+  st = llmk::launch(wgmma_misuse, dim3(1), dim3(128), 4096, nullptr, 3);
+  REQUIRE(!st.ok());
+  CHECK(contains(st.message(), "changed before this wait"));
 }
 #endif
 

@@ -13,99 +13,17 @@
 #include "llmk/gemm/tile_gemm.cuh"
 #include "llmk/gemm/w8a8.cuh"
 #include "llmk/reference/quant_gemm.hpp"
+#include "quant_gemm_fixtures.hpp"
 #include "support/test_env.hpp"
 
 namespace {
 
-namespace gemm = llmk::gemm;
-using f16 = llmk::half;
-using bf16 = llmk::bfloat16;
-using e4m3 = llmk::float8_e4m3;
-
-struct Shape {
-  int m, n, k;
-};
+using namespace llmk::test::qgemm;
 
 // Shapes over M {1, 7, 33, 128, 257} (every tile of the M table), N and K not multiples of the tiles.
 std::vector<Shape> shapes() {
   if (llmk::test::fast()) return {{1, 24, 48}, {33, 72, 96}, {70, 40, 32}};
   return {{1, 200, 160}, {7, 24, 512}, {33, 130, 96}, {128, 72, 208}, {257, 136, 64}};
-}
-
-// Random int8 in [-128, 127] with the extremes forced into every row (overflow-free saturation checks).
-std::vector<std::int8_t> random_int8(int rows, std::int64_t ld, int cols, std::mt19937& rng) {
-  std::uniform_int_distribution<int> dist(-128, 127);
-  std::vector<std::int8_t> v(static_cast<std::size_t>(rows) * ld, std::int8_t(77));  // padding: never read
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      int x = dist(rng);
-      if (x == 0) x = 1;
-      if (c == r % cols) x = -128;
-      if (c == (r + 1) % cols) x = 127;
-      v[r * ld + c] = static_cast<std::int8_t>(x);
-    }
-  return v;
-}
-
-std::vector<float> random_floats(std::size_t n, float lo, float hi, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-template <class Out>
-double out_ulp_rel() {
-  if constexpr (std::is_same_v<Out, f16>) return 0x1p-11;
-  if constexpr (std::is_same_v<Out, bf16>) return 0x1p-8;
-  return 0x1p-24;
-}
-
-// Device copies of a dequantization set and its host view.
-struct Scales {
-  llmk::DeviceBuffer<float> a, w, bias;
-  llmk::DeviceBuffer<std::int32_t> z, sums;
-  std::vector<float> h_a, h_w, h_bias;
-  std::vector<std::int32_t> h_z;
-  gemm::DequantScales dev;
-  llmk::reference::HostDequant host;
-};
-
-void make_scales(Scales& s, int m, int n, bool per_token, bool per_channel, bool zero_points, bool bias,
-                 std::mt19937& rng) {
-  s.h_a = random_floats(per_token ? m : 1, 1e-3f, 2e-2f, rng);
-  s.h_w = random_floats(per_channel ? n : 1, 1e-3f, 2e-2f, rng);
-  s.h_bias = random_floats(n, -1.0f, 1.0f, rng);
-  s.a = llmk::DeviceBuffer<float>(s.h_a);
-  s.w = llmk::DeviceBuffer<float>(s.h_w);
-  s.bias = llmk::DeviceBuffer<float>(s.h_bias);
-  s.dev = {s.a.data(), per_token, nullptr, s.w.data(), per_channel, nullptr, bias ? s.bias.data() : nullptr};
-  s.host = {s.h_a.data(), per_token, nullptr, s.h_w.data(), per_channel, bias ? s.h_bias.data() : nullptr};
-  if (zero_points) {
-    std::uniform_int_distribution<int> zd(-20, 20);
-    s.h_z.resize(per_token ? m : 1);
-    for (auto& z : s.h_z) z = zd(rng);
-    s.z = llmk::DeviceBuffer<std::int32_t>(s.h_z);
-    s.sums = llmk::DeviceBuffer<std::int32_t>(n);
-    s.dev.a_zero_points = s.z.data();
-    s.host.a_zero_points = s.h_z.data();
-  }
-}
-
-// |got - ref| <= |ref| * (output rounding + a few fp32 roundings) + atol, element-wise; NaN (poison) fails.
-template <class Out>
-void check_close(const std::vector<Out>& got, std::int64_t ldd, const std::vector<double>& ref, int m, int n,
-                 double scale_bound) {
-  int bad = 0;
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
-      const double r = ref[static_cast<std::size_t>(i) * n + j];
-      const double g = static_cast<double>(static_cast<float>(got[i * ldd + j]));
-      const double tol = std::fabs(r) * (out_ulp_rel<Out>() + 8 * 0x1p-24) + scale_bound * 0x1p-22 + 1e-6;
-      if (!(std::fabs(g - r) <= tol) && bad++ < 5)
-        MESSAGE("out[" << i << "][" << j << "] = " << g << ", want " << r << " (tol " << tol << ")");
-    }
-  CHECK(bad == 0);
 }
 
 // True where fp8 GEMMs can run (the simulator, sm_89+). Elsewhere the fp8 tests check the refusal only.

@@ -29,33 +29,11 @@
 #include "llmk/core/status.cuh"
 #include "llmk/core/tensor_view.cuh"
 #include "llmk/core/vector.cuh"
+#include "llmk/gemm/hopper_gemm.cuh"
 #include "llmk/gemm/kmajor_mainloop.cuh"
+#include "llmk/gemm/quant_gemm_args.cuh"
 
 namespace llmk::gemm {
-
-/// Dequantization applied to the accumulator (ignored for int32 output).
-struct DequantScales {
-  const float* a_scales = nullptr;  // [M] (a_per_token) or [1]
-  bool a_per_token = true;
-  const std::int32_t* a_zero_points = nullptr;  // [M] / [1] like a_scales; null: symmetric activations
-  const float* w_scales = nullptr;              // [N] (w_per_channel) or [1]
-  bool w_per_channel = true;
-  const std::int32_t* w_column_sums = nullptr;  // [N], required with a_zero_points
-  const float* bias = nullptr;                  // [N] or null
-};
-
-/// Arguments of w8a8_gemm and fp8_gemm. Leading dimensions in elements.
-template <class In>
-struct QuantGemmArgs {
-  const In* a = nullptr;  // [M, K]
-  std::int64_t lda = 0;
-  const In* w = nullptr;  // [N, K]
-  std::int64_t ldw = 0;
-  int m = 0, n = 0, k = 0;
-  DequantScales scales;
-  void* d = nullptr;  // [M, N] of the output type
-  std::int64_t ldd = 0;
-};
 
 /// Arguments of mixed_int8_gemm: the int8 part (regular columns, outlier columns zeroed in both A and W)
 /// plus the fp16 outlier part: A_out [M, k_outliers] and W_out [N, k_outliers] (K-major, as
@@ -79,21 +57,6 @@ using QGemmSmall = KMajorTile<16, 64, 128, 1, 2, 4>;
 using QGemmMixedLarge = KMajorTile<128, 128, 64, 2, 4, 2>;
 
 namespace detail {
-
-// s_a[i] * s_w[j] * v + bias[j] in fp32 (v already zero-point corrected).
-LLMK_DEVICE float dequantize(const DequantScales& s, int row, int col, float v) {
-  const float sa = s.a_scales[s.a_per_token ? row : 0], sw = s.w_scales[s.w_per_channel ? col : 0];
-  float out = v * (sa * sw);
-  if (s.bias != nullptr) out += s.bias[col];
-  return out;
-}
-
-// acc - z_a[i] * colsum_w[j] as float; the product can pass 2^31, so it is formed in 64 bits.
-LLMK_DEVICE float zero_point_corrected(const DequantScales& s, int row, int col, std::int32_t acc) {
-  if (s.a_zero_points == nullptr) return static_cast<float>(acc);
-  const std::int64_t z = s.a_zero_points[s.a_per_token ? row : 0];
-  return static_cast<float>(static_cast<std::int64_t>(acc) - z * s.w_column_sums[col]);
-}
 
 template <class Tile, class Acc>
 LLMK_DEVICE void zero(Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
@@ -198,52 +161,6 @@ __global__ void __launch_bounds__(Tile::kThreads) mixed_int8_kernel(MixedInt8Arg
 
 namespace detail {
 
-template <class In, class Out>
-Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
-  if (p.a == nullptr) return Status::invalid_argument("a", "must not be null");
-  if (p.w == nullptr) return Status::invalid_argument("w", "must not be null");
-  if (p.d == nullptr) return Status::invalid_argument("d", "must not be null");
-  if (p.m < 1) return Status::invalid_argument("m", str_cat("must be >= 1, got ", p.m));
-  if (p.n < 1) return Status::invalid_argument("n", str_cat("must be >= 1, got ", p.n));
-  if (p.k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", p.k));
-  if (p.m > (1 << 30) || p.n > (1 << 30) || p.k > (1 << 30))
-    return Status::invalid_argument("m/n/k", "must be <= 2^30 (32-bit tile arithmetic)");
-  if (p.k % 16 != 0)
-    return Status::invalid_argument(
-        "k",
-        str_cat("must be a multiple of 16 (8-bit rows are copied in 16-byte vectors); pad K with zeros, got ",
-                p.k));
-  if (p.lda < p.k || p.lda % 16 != 0)
-    return Status::invalid_argument(
-        "lda", str_cat("must be >= K and a multiple of 16 (K=", p.k, ", lda=", p.lda, ")"));
-  if (p.ldw < p.k || p.ldw % 16 != 0)
-    return Status::invalid_argument(
-        "ldw", str_cat("must be >= K and a multiple of 16 (K=", p.k, ", ldw=", p.ldw, ")"));
-  if (p.ldd < p.n)
-    return Status::invalid_argument("ldd", str_cat("must be >= N (N=", p.n, ", ldd=", p.ldd, ")"));
-  if (reinterpret_cast<std::uintptr_t>(p.a) % 16 != 0)
-    return Status::invalid_argument("a", "must be 16-byte aligned");
-  if (reinterpret_cast<std::uintptr_t>(p.w) % 16 != 0)
-    return Status::invalid_argument("w", "must be 16-byte aligned");
-  LLMK_RETURN_IF_ERROR(check_element_alignment<Out>("d", p.d));
-  if (need_scales) {
-    const DequantScales& s = p.scales;
-    if (s.a_scales == nullptr)
-      return Status::invalid_argument("scales.a_scales", "must not be null (dequantized output)");
-    if (s.w_scales == nullptr)
-      return Status::invalid_argument("scales.w_scales", "must not be null (dequantized output)");
-    LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.a_scales", s.a_scales));
-    LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.w_scales", s.w_scales));
-    LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("scales.a_zero_points", s.a_zero_points));
-    LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("scales.w_column_sums", s.w_column_sums));
-    LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.bias", s.bias));
-    if (s.a_zero_points != nullptr && s.w_column_sums == nullptr)
-      return Status::invalid_argument("scales.w_column_sums",
-                                      "must be given with a_zero_points (see weight_column_sums())");
-  }
-  return {};
-}
-
 // Dynamic shared memory of an 8-bit GEMM kernel: the largest of its mainloop rings and the staged epilogue.
 template <class Tile, class Out, int... kElementBytes>
 constexpr int smem_bytes() {
@@ -260,22 +177,6 @@ inline Status check_grid(int m, int bm) {
     return Status::invalid_argument("m",
                                     str_cat("must be <= ", 65535LL * bm, " for this tile (BM=", bm, ")"));
   return {};
-}
-
-inline int device_arch() {
-#if defined(LLMK_CUDA)
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major * 100 + minor * 10;
-#elif defined(LLMK_SIM)
-  // The simulator emulates every atom; LLMK_SIM_ARCH=800 makes it report an older device (to test refusals).
-  const char* env = std::getenv("LLMK_SIM_ARCH");
-  return env != nullptr && *env != '\0' ? std::atoi(env) : 900;
-#else
-  return 0;
-#endif
 }
 
 }  // namespace detail
@@ -335,7 +236,8 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
       dim3(Tile::kThreads), (detail::smem_bytes<Tile, Out, 1>()), stream, p);
 }
 
-/// The tile the 8-bit GEMMs pick for M rows: small for decode-like M <= 16, medium up to 64, else large.
+/// The tile the 8-bit GEMMs pick for M rows: small for decode-like M <= 16, medium up to 64, else large (on
+/// sm_90 with sm_90a code: the Hopper wgmma kernel instead of the large tile).
 enum class QGemmTileKind { kSmall, kMedium, kLarge };
 inline QGemmTileKind choose_qgemm_tile(int m) {
   return m <= 16 ? QGemmTileKind::kSmall : (m <= 64 ? QGemmTileKind::kMedium : QGemmTileKind::kLarge);
@@ -363,6 +265,9 @@ Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
     case QGemmTileKind::kMedium:
       return w8a8_gemm_with_tile<Out, QGemmMedium>(p, stream);
     default:
+      // Compute-bound sizes: the wgmma kernel where the device and the build have it
+      // (llmk/gemm/hopper_gemm.cuh).
+      if (sm90_detail::sm90_available<Sm90GemmConfig<std::int8_t>>()) return w8a8_gemm_sm90<Out>(p, stream);
       return w8a8_gemm_with_tile<Out, QGemmLarge>(p, stream);
   }
 }
@@ -412,6 +317,7 @@ Status fp8_gemm(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
     case QGemmTileKind::kMedium:
       return fp8_gemm_with_tile<Out, QGemmMedium>(p, stream);
     default:
+      if (sm90_detail::sm90_available<Sm90GemmConfig<float8_e4m3>>()) return fp8_gemm_sm90<Out>(p, stream);
       return fp8_gemm_with_tile<Out, QGemmLarge>(p, stream);
   }
 }

@@ -79,10 +79,18 @@ struct AsyncStore {
   std::source_location loc{};
 };
 
+// The shared-memory bytes one wgmma read (arena offsets and values): they must not change before the
+// wgmma.wait_group that covers it, since the GPU may read them at any time until then.
+struct OperandSnapshot {
+  std::vector<std::uint32_t> offsets;
+  std::vector<unsigned char> bytes;
+};
+
 // wgmma accumulator writes of one thread, applied at wgmma.wait_group.
 struct PendingAccumulators {
   void* regs = nullptr;  // the accumulator array the wgmma named
   std::vector<std::uint32_t> values;
+  std::shared_ptr<const OperandSnapshot> operands;  // shared by the warpgroup's 128 threads
   std::source_location loc{};
 };
 

@@ -174,8 +174,19 @@ LLMK_DEVICE bool mbarrier_test_wait_parity(std::uint64_t* bar, unsigned parity L
 }
 
 LLMK_DEVICE void mbarrier_wait_parity(std::uint64_t* bar, unsigned parity LLMK_LOC_TAIL) {
+#if LLMK_SM90_ASM
+  // The retry loop inside one asm block (labels are local to its braces): the compiler cannot move the retry
+  // path out of line, where its back edge would wrap the caller's main loop (and the static gates' view of
+  // it).
+  asm volatile(
+      "{\n .reg .pred p;\n LLMK_MBAR_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra LLMK_MBAR_WAIT;\n}\n" ::"r"(detail::smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+#else
   while (!mbarrier_try_wait_parity(bar, parity LLMK_LOC_ARG)) {
   }
+#endif
 }
 
 }  // namespace llmk::arch::sm90

@@ -107,8 +107,7 @@ LLMK_DEVICE void wgmma_wait(LLMK_LOC_ONLY) {
 #if LLMK_SM90A_ASM
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #elif defined(LLMK_SIM)
-  (void)llmk_loc;
-  detail::wgmma_wait_emulate(N);
+  detail::wgmma_wait_emulate(N, llmk_loc);
 #else
   LLMK_SM90_UNAVAILABLE();
 #endif

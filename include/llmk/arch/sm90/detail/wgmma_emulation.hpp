@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -91,6 +92,7 @@ struct WgmmaIn {
 };
 struct WgmmaOut {
   std::array<std::uint32_t, 128> d{};
+  std::shared_ptr<const ::llmk::sim::detail::OperandSnapshot> operands;
 };
 
 inline int elem_bytes(Elem e) {
@@ -100,7 +102,7 @@ inline int elem_bytes(Elem e) {
 // Reads one element's code from shared memory for the async proxy: inside the arena, and unchanged by
 // ordinary stores since the last fence.proxy.async.
 inline std::uint32_t read_operand(const char* op, const SmemDescFields& f, std::uint32_t addr, int es,
-                                  std::source_location loc) {
+                                  std::source_location loc, ::llmk::sim::detail::OperandSnapshot& snap) {
   if (f.base_offset != 0)
     ::llmk::sim::fail(std::string(op) +
                           ": descriptor base_offset must be 0 (swizzled tiles aligned to their "
@@ -116,6 +118,10 @@ inline std::uint32_t read_operand(const char* op, const SmemDescFields& f, std::
   ::llmk::sim::async_proxy_read(base + addr, static_cast<std::size_t>(es), op, loc);
   std::uint32_t v = 0;
   std::memcpy(&v, base + addr, static_cast<std::size_t>(es));
+  for (int i = 0; i < es; ++i) {
+    snap.offsets.push_back(addr + static_cast<std::uint32_t>(i));
+    snap.bytes.push_back(base[addr + static_cast<std::uint32_t>(i)]);
+  }
   return v;
 }
 
@@ -132,6 +138,7 @@ inline void wgmma_compute(const WgmmaShape& s, const char* op, std::source_locat
   std::uint32_t A[64][32];
   std::uint32_t B[256][32];
   const WgmmaIn& in0 = *ins[0];
+  auto snap = std::make_shared<::llmk::sim::detail::OperandSnapshot>();
   for (int i = 1; i < 128; ++i)
     if (ins[i]->desc_b != in0.desc_b || (!s.a_regs && ins[i]->desc_a != in0.desc_a) ||
         ins[i]->scale_d != in0.scale_d)
@@ -155,12 +162,12 @@ inline void wgmma_compute(const WgmmaShape& s, const char* op, std::source_locat
     const SmemDescFields fa = decode_smem_desc(in0.desc_a);
     for (int m = 0; m < 64; ++m)
       for (int k = 0; k < K; ++k)
-        A[m][k] = read_operand(op, fa, operand_address(fa, s.a_k_major, esa, m, k), esa, loc);
+        A[m][k] = read_operand(op, fa, operand_address(fa, s.a_k_major, esa, m, k), esa, loc, *snap);
   }
   const SmemDescFields fb = decode_smem_desc(in0.desc_b);
   for (int n = 0; n < N; ++n)
     for (int k = 0; k < K; ++k)
-      B[n][k] = read_operand(op, fb, operand_address(fb, s.b_k_major, esb, n, k), esb, loc);
+      B[n][k] = read_operand(op, fb, operand_address(fb, s.b_k_major, esb, n, k), esb, loc, *snap);
 
   for (int tid = 0; tid < 128; ++tid) {
     const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -192,6 +199,7 @@ inline void wgmma_compute(const WgmmaShape& s, const char* op, std::source_locat
       }
       outs[tid]->d[static_cast<std::size_t>(j)] = bits;
     }
+    outs[tid]->operands = snap;
   }
 }
 
@@ -234,6 +242,7 @@ inline void wgmma_issue(const WgmmaShape& s, const char* op, void* regs, const s
   ::llmk::sim::detail::PendingAccumulators p;
   p.regs = regs;
   p.values.assign(out.d.begin(), out.d.begin() + nregs);
+  p.operands = out.operands;
   p.loc = loc;
   t.acc_uncommitted.push_back(std::move(p));
   std::memset(regs, 0xFF, static_cast<std::size_t>(nregs) * 4);  // poison until wgmma.wait_group
@@ -249,11 +258,35 @@ inline void wgmma_commit_emulate() {
   t.acc_uncommitted.clear();
 }
 
-inline void wgmma_wait_emulate(int n) {
+// Index of the first operand byte of `snap` that shared memory no longer holds, or its size.
+LLMK_SIM_BOOKKEEPING std::size_t changed_operand(const ::llmk::sim::detail::OperandSnapshot& snap) {
+  const unsigned char* base = ::llmk::sim::dynamic_shared_base();
+  for (std::size_t i = 0; i < snap.bytes.size(); ++i)
+    if (base[snap.offsets[i]] != snap.bytes[i]) return i;
+  return snap.bytes.size();
+}
+
+inline void wgmma_wait_emulate(int n, std::source_location loc) {
   auto& t = ::llmk::sim::detail::current_thread();
+  // The GPU may read a wgmma's shared operands until this wait: let other threads run first (a slot freed too
+  // early gets refilled now), then check that the operands are still there.
+  ::llmk::sim::detail::yield_without_sync(t);
   const std::size_t keep = static_cast<std::size_t>(n);
   while (t.acc_groups.size() > keep) {
-    for (const auto& p : t.acc_groups.front()) std::memcpy(p.regs, p.values.data(), p.values.size() * 4);
+    for (const auto& p : t.acc_groups.front()) {
+      if (p.operands) {
+        const std::size_t i = changed_operand(*p.operands);
+        if (i != p.operands->bytes.size()) {
+          std::ostringstream os;
+          os << "wgmma.wait_group: shared memory at offset 0x" << std::hex << p.operands->offsets[i]
+             << std::dec << " that the wgmma issued at " << ::llmk::sim::detail::format_loc(p.loc)
+             << " reads changed before this wait: the GPU may still be reading it (a ring slot freed or "
+                "overwritten before the wgmma.wait_group that covers its wgmmas)";
+          ::llmk::sim::fail(os.str(), loc);
+        }
+      }
+      std::memcpy(p.regs, p.values.data(), p.values.size() * 4);
+    }
     t.acc_groups.erase(t.acc_groups.begin());
   }
   t.wgmma_fenced = false;  // registers may be touched now: the next wgmma needs a fence

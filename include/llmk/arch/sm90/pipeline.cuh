@@ -1,0 +1,64 @@
+// llmk/arch/sm90/pipeline.cuh: the warp-specialized TMA ring every Hopper kernel of llmk uses: Stages slots,
+// a "full" mbarrier per slot (the producer's arrive.expect_tx plus the slot's TMA bytes) and an "empty"
+// mbarrier per slot (one arrival per consumer warp once its wgmmas reading the slot completed).
+//
+//   producer (one elected thread)                    consumers (every consumer warp)
+//   RingPosition<S> p;                               RingPosition<S> c;
+//   for each stage of work:                          for each stage of work:
+//     ring.producer_acquire(p, bytes);                 ring.consumer_wait(c);
+//     tma_load(slot p.stage, ..., ring.full_bar(p));   ... wgmma on slot c.stage ...; wgmma_wait
+//     p.advance();                                     ring.consumer_release(c); c.advance();
+//
+// The first pass over the ring needs no consumer release: the producer waits the "empty" barriers on the
+// parity of the phase before their first (which counts as complete), so positions start at phase 0 on both
+// sides.
+#pragma once
+
+#include <cstdint>
+
+#include "llmk/arch/sm90/mbarrier.cuh"
+
+namespace llmk::arch::sm90 {
+
+/// A slot of a ring of Stages slots and the parity of its current use.
+template <int Stages>
+struct RingPosition {
+  int stage = 0;
+  unsigned phase = 0;
+  LLMK_DEVICE void advance() {
+    if (++stage == Stages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+/// The barriers of the ring (in shared memory).
+template <int Stages>
+struct TmaRing {
+  std::uint64_t full[Stages];
+  std::uint64_t empty[Stages];
+
+  /// One thread, before a __syncthreads: `consumer_arrivals` = arrivals that free a slot.
+  LLMK_DEVICE void init(unsigned consumer_arrivals) {
+    for (int s = 0; s < Stages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], consumer_arrivals);
+    }
+    fence_mbarrier_init();
+  }
+  /// Producer: waits until slot p is free, then announces `tx_bytes` of TMA into it.
+  LLMK_DEVICE void producer_acquire(const RingPosition<Stages>& p, unsigned tx_bytes) {
+    mbarrier_wait_parity(&empty[p.stage], p.phase ^ 1u);
+    mbarrier_arrive_expect_tx(&full[p.stage], tx_bytes);
+  }
+  LLMK_DEVICE std::uint64_t* full_bar(const RingPosition<Stages>& p) { return &full[p.stage]; }
+  /// Consumer: waits until slot c has landed.
+  LLMK_DEVICE void consumer_wait(const RingPosition<Stages>& c) {
+    mbarrier_wait_parity(&full[c.stage], c.phase);
+  }
+  /// Consumer (one arrival per call): slot c may be refilled.
+  LLMK_DEVICE void consumer_release(const RingPosition<Stages>& c) { mbarrier_arrive(&empty[c.stage]); }
+};
+
+}  // namespace llmk::arch::sm90

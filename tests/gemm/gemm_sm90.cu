@@ -1,0 +1,206 @@
+// Tests of the Hopper GEMM (llmk/gemm/hopper_gemm.cuh): W8A8 (raw int32 exact; dequantized), fp8 and
+// fp16/bf16 against the same references as the mma.sync kernels, over shapes with M, N and K tails, several
+// tiles per block (the persistent loop) and more k-tiles than ring slots; a narrow-tile / two-slot
+// configuration; the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); and
+// the refusal on a device without sm_90a.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "llmk/core/memory.cuh"
+#include "llmk/gemm/hopper_gemm.cuh"
+#include "llmk/gemm/w8a8.cuh"
+#include "llmk/reference/gemm.hpp"
+#include "llmk/reference/quant_gemm.hpp"
+#include "quant_gemm_fixtures.hpp"
+#include "support/test_env.hpp"
+
+namespace {
+
+using namespace llmk::test::qgemm;
+
+// M, N, K tails against the 128 x 128 x BK tile; the larger shape gives each simulated block several tiles.
+std::vector<Shape> shapes() {
+  if (llmk::test::fast()) return {{70, 40, 160}, {130, 136, 48}};
+  return {{200, 136, 272}, {70, 264, 128}, {129, 40, 400}};
+}
+
+bool sm90_here() {
+  return gemm::detail::device_arch() == 900 &&
+         gemm::sm90_detail::sm90_available<gemm::Sm90GemmConfig<std::int8_t>>();
+}
+
+// Sets LLMK_SIM_ARCH for the scope (the simulator's device architecture; ignored on a GPU).
+struct SimArch {
+  explicit SimArch(const char* arch) { setenv("LLMK_SIM_ARCH", arch, 1); }
+  ~SimArch() { unsetenv("LLMK_SIM_ARCH"); }
+};
+
+}  // namespace
+
+TEST_CASE("sm90 W8A8: raw int32 accumulators are exact (M, N, K tails, several tiles per block)") {
+  if (!sm90_here()) return;
+  std::mt19937 rng(901);
+  for (const Shape& s : shapes()) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const std::int64_t lda = s.k + 16, ldd = s.n + 3;
+    const auto a = random_int8(s.m, lda, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+    llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+    llmk::DeviceBuffer<std::int32_t> d(static_cast<std::size_t>(s.m) * ldd);
+    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), lda, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), ldd};
+    const llmk::Status st = gemm::w8a8_gemm_sm90<std::int32_t>(p, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd, 0);
+    llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), s.k, s.m, s.n, s.k, want.data(), ldd, false);
+    const std::vector<std::int32_t> got = d.to_host();
+    int bad = 0;
+    for (int i = 0; i < s.m; ++i)
+      for (int j = 0; j < s.n; ++j) bad += got[i * ldd + j] != want[i * ldd + j] ? 1 : 0;
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("sm90 W8A8: dequantized outputs (zero points, per token/channel, bias)") {
+  if (!sm90_here()) return;
+  std::mt19937 rng(902);
+  int which = 0;
+  for (const Shape& s : shapes()) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const bool zp = which % 2 == 0;
+    const auto a = random_int8(s.m, s.k, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+    llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+    Scales sc;
+    make_scales(sc, s.m, s.n, true, which % 3 != 1, zp, true, rng);
+    if (zp) {
+      REQUIRE(gemm::weight_column_sums(d_w.data(), s.k, s.n, s.k, sc.sums.data(), nullptr).ok());
+      sc.dev.w_column_sums = sc.sums.data();
+    }
+    ++which;
+    std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+    llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+    const double bound = 128.0 * 128.0 * s.k * 2e-2 * 2e-2;
+    llmk::DeviceBuffer<bf16> d(static_cast<std::size_t>(s.m) * s.n);
+    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), s.k, d_w.data(), s.k,      s.m,
+                                       s.n,        s.k, sc.dev,     d.data(), s.n};
+    const llmk::Status st = gemm::w8a8_gemm_sm90<bf16>(p, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+  }
+}
+
+TEST_CASE("sm90 FP8: e4m3 x e4m3, per-tensor and per-channel scales, bias") {
+  if (!sm90_here()) return;
+  std::mt19937 rng(903);
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  int which = 0;
+  for (const Shape& s : shapes()) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    std::vector<e4m3> a(static_cast<std::size_t>(s.m) * s.k), w(static_cast<std::size_t>(s.n) * s.k);
+    for (auto& x : a) x = e4m3::from_float_satfinite(dist(rng));
+    for (auto& x : w) x = e4m3::from_float_satfinite(dist(rng));
+    llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
+    Scales sc;
+    make_scales(sc, s.m, s.n, false, which % 2 == 0, false, which % 2 == 1, rng);
+    std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+    llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+    const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+    gemm::QuantGemmArgs<e4m3> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, s.n};
+    if (which++ % 2 == 0) {
+      llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
+      p.d = d.data();
+      const llmk::Status st = gemm::fp8_gemm_sm90<float>(p, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+    } else {
+      llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
+      p.d = d.data();
+      const llmk::Status st = gemm::fp8_gemm_sm90<f16>(p, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+    }
+  }
+}
+
+template <class T, class Cfg>
+void check_f16(const Shape& s, float alpha, float beta, unsigned seed) {
+  CAPTURE(s.m);
+  CAPTURE(s.n);
+  CAPTURE(s.k);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const std::int64_t lda = s.k + 8;
+  std::vector<T> a(static_cast<std::size_t>(s.m) * lda), b(static_cast<std::size_t>(s.n) * s.k);
+  for (auto& x : a) x = T(dist(rng));
+  for (auto& x : b) x = T(dist(rng));
+  std::vector<float> c(static_cast<std::size_t>(s.m) * s.n);
+  for (auto& x : c) x = dist(rng);
+  llmk::DeviceBuffer<T> d_a(a), d_b(b);
+  llmk::DeviceBuffer<float> d_c(c), d_d(static_cast<std::size_t>(s.m) * s.n);
+  const llmk::Status st = gemm::gemm_f16_sm90<T, Cfg>(d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n,
+                                                      d_d.data(), s.n, s.m, s.n, s.k, alpha, beta, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const std::vector<float> got = d_d.to_host();
+  int bad = 0;
+  for (int i = 0; i < s.m; ++i)
+    for (int j = 0; j < s.n; ++j) {
+      double ref = 0.0, mag = 0.0;
+      for (int kk = 0; kk < s.k; ++kk) {
+        const double prod = static_cast<double>(static_cast<float>(a[i * lda + kk])) *
+                            static_cast<double>(static_cast<float>(b[j * s.k + kk]));
+        ref += prod;
+        mag += std::fabs(prod);
+      }
+      ref = alpha * ref + beta * c[static_cast<std::size_t>(i) * s.n + j];
+      // One fp32 rounding per k16 step at most (the simulator rounds once), and the epilogue's two.
+      const double tol = (std::fabs(alpha) * mag * (s.k / 16 + 2) + std::fabs(beta)) * 0x1p-24 + 1e-6;
+      const double g = got[static_cast<std::size_t>(i) * s.n + j];
+      if (!(std::fabs(g - ref) <= tol) && bad++ < 5)
+        MESSAGE("d[" << i << "][" << j << "] = " << g << ", want " << ref);
+    }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("sm90 fp16 / bf16 GEMM: alpha * A B^T + beta * C; a 128 x 64 tile with two ring slots") {
+  if (!sm90_here()) return;
+  const std::vector<Shape> sh = shapes();
+  check_f16<f16, gemm::Sm90GemmConfig<f16>>(sh[0], 1.0f, 0.0f, 904);
+  check_f16<bf16, gemm::Sm90GemmConfig<bf16>>(sh[1], 0.5f, -1.5f, 905);
+  // BN = 64 and 2 slots: more k-tiles than slots, the ring wraps within a tile and across tiles.
+  check_f16<f16, gemm::Sm90GemmConfig<f16, 64, 2>>(Shape{150, 100, llmk::test::fast() ? 320 : 456}, 2.0f,
+                                                   1.0f, 906);
+}
+
+#if defined(LLMK_SIM)
+TEST_CASE(
+    "w8a8_gemm gives the reference's answer on every simulated architecture; w8a8_gemm_sm90 refuses "
+    "pre-sm_90") {
+  std::mt19937 rng(907);
+  const Shape s{llmk::test::fast() ? 72 : 136, 72, 96};  // M > 64: the large-M path (wgmma on sm_90)
+  const auto a = random_int8(s.m, s.k, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * s.n);
+  llmk::reference::gemm_s8s8_s32(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, want.data(), s.n, false);
+  for (const char* arch : {"800", "890", "900"}) {
+    CAPTURE(arch);
+    SimArch sim(arch);
+    llmk::DeviceBuffer<std::int32_t> d(want.size());
+    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), s.n};
+    REQUIRE(gemm::w8a8_gemm<std::int32_t>(p, nullptr).ok());
+    CHECK(d.to_host() == want);
+    const llmk::Status hopper = gemm::w8a8_gemm_sm90<std::int32_t>(p, nullptr);
+    CHECK(hopper.ok() == (std::string(arch) == "900"));
+    if (!hopper.ok()) CHECK(hopper.message().find("unsupported") != std::string::npos);
+  }
+}
+#endif
