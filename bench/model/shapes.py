@@ -66,7 +66,7 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
     for fam in ("BM_W8A8", "BM_W4A16"):
         out += _mnk(fam, GEMM_SHAPES)
     out += _mnk("BM_W8A16", GEMM_ONE_SHAPE)
-    for fam in ("BM_FP8", "BM_MixedInt8"):
+    for fam in ("BM_FP8", "BM_MixedInt8", "BM_Sm90Hgemm"):
         out += _mnk(fam, GEMM_SHAPES)
     if anchors:
         for fam in ("BM_CublasHgemm", "BM_CublasLtInt8", "BM_CublasLtFp8"):

@@ -129,6 +129,11 @@ def cublas_hgemm(a, t):
     return _gemm(a, 2.0 * m * k + 2.0 * n * k + 2.0 * m * n)
 
 
+def sm90_hgemm(a, t):  # fp16 A and W, fp32 D (gemm_f16_sm90)
+    m, n, k = a["M"], a["N"], a["K"]
+    return _gemm(a, 2.0 * m * k + 2.0 * n * k + 4.0 * m * n)
+
+
 def cublaslt_int8(a, t):  # raw int32 out
     m, n, k = a["M"], a["N"], a["K"]
     return _gemm(a, m * k + n * k + 4.0 * m * n)
@@ -228,6 +233,7 @@ _F = [
     Family("BM_MixedInt8", MNK, mixed_int8, "mma_i8", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W4A16", MNK, w4a16, "mma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W8A16", MNK, w8a16, "mma_f16", "llmk", "bench/quant_gemm.cu"),
+    Family("BM_Sm90Hgemm", MNK, sm90_hgemm, "wgmma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_CublasHgemm", MNK, cublas_hgemm, "wgmma_f16", "anchor", "bench/quant_gemm.cu"),
     Family("BM_CublasLtInt8", MNK, cublaslt_int8, "wgmma_i8", "anchor", "bench/quant_gemm.cu"),
     Family("BM_CublasLtFp8", MNK, cublaslt_fp8, "wgmma_f8", "anchor", "bench/quant_gemm.cu"),
