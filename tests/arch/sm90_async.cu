@@ -16,22 +16,14 @@
 #include "llmk/core/launch.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/core/smem.cuh"
+#include "support/hopper.hpp"
 #include "support/test_env.hpp"
 
 namespace {
 
 using namespace llmk::arch::sm90;
 
-bool hopper_available() {
-#if defined(LLMK_CUDA)
-  int dev = 0, major = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  return major >= 9;
-#else
-  return true;
-#endif
-}
+using llmk::test::hopper_available;
 
 template <class Kernel, class... Args>
 llmk::Status run(Kernel kernel, dim3 grid, dim3 block, std::size_t smem, Args... args) {

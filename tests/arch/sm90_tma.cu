@@ -19,21 +19,13 @@
 #include "llmk/core/launch.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/core/smem.cuh"
+#include "support/hopper.hpp"
 
 namespace {
 
 using namespace llmk::arch::sm90;
 
-bool hopper_available() {
-#if defined(LLMK_CUDA)
-  int dev = 0, major = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  return major >= 9;
-#else
-  return true;
-#endif
-}
+using llmk::test::hopper_available;
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -56,15 +48,7 @@ LLMK_DEVICE void load_box(void* dst, const TensorMap& map, std::uint64_t* bar, c
 template <int R>
 __global__ void tma_load_box(const __grid_constant__ TensorMap map, Coords c, unsigned box_bytes,
                              unsigned char* out) {
-  unsigned char* raw = llmk::dynamic_smem();
-#if LLMK_DEVICE_PASS
-  const std::uint32_t addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(raw));
-#elif defined(LLMK_SIM)
-  const std::uint32_t addr = static_cast<std::uint32_t>(raw - llmk::sim::dynamic_shared_base());
-#else
-  const std::uint32_t addr = 0;
-#endif
-  unsigned char* tile = raw + ((1024u - (addr & 1023u)) & 1023u);
+  unsigned char* tile = align_shared<1024>(llmk::dynamic_smem());
   auto* bar = reinterpret_cast<std::uint64_t*>(tile + ((box_bytes + 127u) / 128u * 128u));
   if (threadIdx.x == 0) {
     mbarrier_init(bar, 1);
@@ -240,15 +224,7 @@ TEST_CASE("TMA 1D, 3D and 5D loads, zero and NaN fill") {
 // Threads fill a 16 x 32 f16 tile (value = index), fence, and one thread stores it at `c` (partly out of
 // bounds).
 __global__ void tma_store_box(const __grid_constant__ TensorMap map, int c0, int c1) {
-  unsigned char* raw = llmk::dynamic_smem();
-#if LLMK_DEVICE_PASS
-  const std::uint32_t addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(raw));
-#elif defined(LLMK_SIM)
-  const std::uint32_t addr = static_cast<std::uint32_t>(raw - llmk::sim::dynamic_shared_base());
-#else
-  const std::uint32_t addr = 0;
-#endif
-  auto* tile = reinterpret_cast<std::uint16_t*>(raw + ((1024u - (addr & 1023u)) & 1023u));
+  auto* tile = reinterpret_cast<std::uint16_t*>(align_shared<1024>(llmk::dynamic_smem()));
   for (int i = static_cast<int>(threadIdx.x); i < 16 * 32; i += static_cast<int>(blockDim.x))
     tile[i] = static_cast<std::uint16_t>(i + 1);
   fence_proxy_async();

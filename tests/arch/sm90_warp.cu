@@ -13,21 +13,13 @@
 #include "llmk/core/launch.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/core/smem.cuh"
+#include "support/hopper.hpp"
 
 namespace {
 
 using namespace llmk::arch::sm90;
 
-bool hopper_available() {
-#if defined(LLMK_CUDA)
-  int dev = 0, major = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  return major >= 9;
-#else
-  return true;
-#endif
-}
+using llmk::test::hopper_available;
 
 // Row r of matrix j lives at 16-byte slot (j * 8 + (3 * r) % 8) of a 512-byte buffer: the rows are not in
 // order, so each lane's address matters.

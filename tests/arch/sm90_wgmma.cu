@@ -24,21 +24,13 @@
 #include "llmk/core/memory.cuh"
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
+#include "support/hopper.hpp"
 
 namespace {
 
 using namespace llmk::arch::sm90;
 
-bool hopper_available() {
-#if defined(LLMK_CUDA)
-  int dev = 0, major = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  return major >= 9;
-#else
-  return true;
-#endif
-}
+using llmk::test::hopper_available;
 
 enum class Fmt { f16, bf16, e4m3, e5m2, s8, u8 };
 int fmt_bytes(Fmt f) {
@@ -193,15 +185,7 @@ struct IntRS {
 template <class Atom, class Acc, int N, bool kRs, class Issue>
 __global__ void wgmma_kernel(const std::uint8_t* image, const std::uint32_t* a_regs, const Acc* c_in,
                              Acc* out, Params p, Issue issue) {
-  unsigned char* raw = llmk::dynamic_smem();
-#if LLMK_DEVICE_PASS
-  const std::uint32_t addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(raw));
-#elif defined(LLMK_SIM)
-  const std::uint32_t addr = static_cast<std::uint32_t>(raw - llmk::sim::dynamic_shared_base());
-#else
-  const std::uint32_t addr = 0;
-#endif
-  unsigned char* tile = raw + ((1024u - (addr & 1023u)) & 1023u);
+  unsigned char* tile = align_shared<1024>(llmk::dynamic_smem());
   for (std::uint32_t i = threadIdx.x; i < p.image_bytes; i += blockDim.x) tile[i] = image[i];
   fence_proxy_async();
   __syncthreads();
@@ -456,6 +440,25 @@ TEST_CASE("wgmma fp8 (e4m3/e5m2 mixed) SS and RS, small and full N") {
            Layout::make(true, SmemSwizzle::k32B, 1, N, 32)};
     run_case<Atom, float, N, false>(c, issue, 420);
   }
+  {
+    constexpr int N = 32;
+    using Atom = WGMMA_64xNx32_F32E5M2E5M2_SS<N>;
+    const Fp8SS<Atom> issue{};
+    Case c{Fmt::e5m2, Fmt::e5m2, Layout::make(true, SmemSwizzle::k64B, 1, 64, 64),
+           Layout::make(true, SmemSwizzle::k64B, 1, N, 64)};
+    c.steps = 2;
+    run_case<Atom, float, N, false>(c, issue, 430);
+  }
+  {
+    constexpr int N = 16;
+    using Atom = WGMMA_64xNx32_F32E4M3E4M3_RS<N>;
+    const Fp8RS<Atom> issue{};
+    Case c{Fmt::e4m3, Fmt::e4m3, Layout::make(true, SmemSwizzle::kNone, 1, 64, 32),
+           Layout::make(true, SmemSwizzle::k128B, 1, N, 128)};
+    c.a_rs = true;
+    c.steps = 4;
+    run_case<Atom, float, N, true>(c, issue, 440);
+  }
 }
 
 TEST_CASE("wgmma 8-bit integers: s8 x u8 SS, u8 x s8 RS, wrapping and saturating accumulation") {
@@ -480,6 +483,18 @@ TEST_CASE("wgmma 8-bit integers: s8 x u8 SS, u8 x s8 RS, wrapping and saturating
     c.steps = 2;
     c.int_acc = true;
     run_case<Atom, std::int32_t, N, true>(c, issue, 510);
+  }
+  {
+    constexpr int N = 24;
+    using Atom = WGMMA_64xNx32_S32U8U8_SATFINITE_RS<N>;
+    const IntRS<Atom> issue{};
+    Case c{Fmt::u8, Fmt::u8, Layout::make(true, SmemSwizzle::kNone, 1, 64, 64),
+           Layout::make(true, SmemSwizzle::k32B, 1, N, 32)};
+    c.a_rs = true;
+    c.int_acc = true;
+    c.saturate = true;
+    c.extreme_c = true;
+    run_case<Atom, std::int32_t, N, true>(c, issue, 530);
   }
   for (bool saturate : {false, true}) {
     CAPTURE(saturate);

@@ -30,16 +30,19 @@ std::vector<Shape> shapes() {
   return {{200, 136, 272}, {70, 264, 128}, {129, 40, 400}};
 }
 
+// Sets a simulator setting for the scope (LLMK_SIM_ARCH: the device architecture; LLMK_SIM_SM_COUNT: the SMs
+// the persistent grid is sized to, 2 so that every block walks several tiles). Ignored on a GPU.
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
 bool sm90_here() {
+  static ScopedEnv two_sms("LLMK_SIM_SM_COUNT", "2");  // for the whole run of this test program
   return gemm::detail::device_arch() == 900 &&
          gemm::sm90_detail::sm90_available<gemm::Sm90GemmConfig<std::int8_t>>();
 }
-
-// Sets LLMK_SIM_ARCH for the scope (the simulator's device architecture; ignored on a GPU).
-struct SimArch {
-  explicit SimArch(const char* arch) { setenv("LLMK_SIM_ARCH", arch, 1); }
-  ~SimArch() { unsetenv("LLMK_SIM_ARCH"); }
-};
 
 }  // namespace
 
@@ -193,7 +196,7 @@ TEST_CASE(
   llmk::reference::gemm_s8s8_s32(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, want.data(), s.n, false);
   for (const char* arch : {"800", "890", "900"}) {
     CAPTURE(arch);
-    SimArch sim(arch);
+    ScopedEnv sim("LLMK_SIM_ARCH", arch);
     llmk::DeviceBuffer<std::int32_t> d(want.size());
     gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), s.n};
     REQUIRE(gemm::w8a8_gemm<std::int32_t>(p, nullptr).ok());

@@ -472,21 +472,6 @@ Status validate_decode(const DecodeArgs<T>& a, bool dense_kv = true) {
   return {};
 }
 
-inline int device_sm_count() {
-#if defined(LLMK_CUDA)
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0)
-    return sms;
-#elif defined(LLMK_SIM)
-  // The simulator plans as if it were an H100 SXM; LLMK_SIM_SM_COUNT=n makes it report n SMs (tests of the
-  // heuristic and of the batch-invariant mode set it).
-  const char* env = std::getenv("LLMK_SIM_SM_COUNT");
-  if (env != nullptr && std::atoi(env) > 0) return std::atoi(env);
-#endif
-  return 132;  // H100 SXM
-}
-
 // The keys a split may see at most: the longest history, bounded by a sliding window.
 template <class T>
 int visible_keys(const DecodeArgs<T>& args, int max_len) {
@@ -538,7 +523,7 @@ Status plan_splits(const DecodeArgs<T>& args, int max_len, DecodePlan* plan, Dec
       const long long blocks = static_cast<long long>(args.batch) * args.num_kv_heads *
                                ceil_div(args.num_heads / args.num_kv_heads, 16);
       // A sliding window bounds the keys any split can see.
-      num_splits = choose_decode_splits(blocks, visible, Cfg::kBc, device_sm_count());
+      num_splits = choose_decode_splits(blocks, visible, Cfg::kBc, ::llmk::device_sm_count());
     }
   }
   plan->num_splits = num_splits;

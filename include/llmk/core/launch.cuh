@@ -110,4 +110,21 @@ Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem
 #endif
 }
 
+/// Streaming multiprocessors of the current device: the launchers that size their grids to the machine
+/// (split-KV decode, the persistent Hopper GEMM) read it. The simulator plans as if it were an H100 SXM
+/// (132); LLMK_SIM_SM_COUNT=n makes it report n (tests of the heuristics, and of persistent kernels walking
+/// several tiles per block, set it).
+inline int device_sm_count() {
+#if defined(LLMK_CUDA)
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0)
+    return sms;
+#elif defined(LLMK_SIM)
+  const char* env = std::getenv("LLMK_SIM_SM_COUNT");
+  if (env != nullptr && std::atoi(env) > 0) return std::atoi(env);
+#endif
+  return 132;  // H100 SXM
+}
+
 }  // namespace llmk

@@ -41,6 +41,7 @@
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/gemm/quant_gemm_args.cuh"
+#include "llmk/gemm/tile_gemm.cuh"
 
 namespace llmk::gemm {
 
@@ -156,15 +157,7 @@ __global__ void __launch_bounds__(384, 1)
 #endif
   } else {
     using Storage = Sm90GemmStorage<Cfg>;
-    unsigned char* raw = dynamic_smem();
-#if LLMK_DEVICE_PASS
-    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(raw));
-#elif defined(LLMK_SIM)
-    const std::uint32_t base = static_cast<std::uint32_t>(raw - ::llmk::sim::dynamic_shared_base());
-#else
-    const std::uint32_t base = 0;
-#endif
-    Storage& s = *reinterpret_cast<Storage*>(raw + ((1024u - (base & 1023u)) & 1023u));
+    Storage& s = *reinterpret_cast<Storage*>(sm90::align_shared<1024>(dynamic_smem()));
     const int tiles_m = ceil_div(m, Cfg::kBM), tiles_n = ceil_div(n, Cfg::kBN);
     const int tiles = tiles_m * tiles_n, k_tiles = ceil_div(k, Cfg::kBK);
     if (threadIdx.x == 0) s.ring.init(Cfg::kConsumerWarps);
@@ -227,18 +220,6 @@ __global__ void __launch_bounds__(384, 1)
 
 namespace sm90_detail {
 
-inline int sm_count() {
-#if defined(LLMK_CUDA)
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0)
-    return sms;
-  return 132;
-#else
-  return 2;  // the simulator: few blocks, so that every block walks several tiles
-#endif
-}
-
 // Writes 1 where the code the device runs has wgmma (an sm_90a image), 0 elsewhere.
 template <class Cfg>
 __global__ void wgmma_probe_kernel(int* out) {
@@ -296,7 +277,7 @@ Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t
   arch::sm90::TensorMap map_a{}, map_b{};
   LLMK_RETURN_IF_ERROR((make_operand_maps<Cfg>(a, lda, b, ldb, m, n, k, &map_a, &map_b)));
   const long long tiles = static_cast<long long>(ceil_div(m, Cfg::kBM)) * ceil_div(n, Cfg::kBN);
-  const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, sm_count()));
+  const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, device_sm_count()));
   return launch(gemm_sm90_kernel<Cfg, Epilogue>, dim3(grid), dim3(Cfg::kThreads),
                 static_cast<std::size_t>(Cfg::kSmemBytes), stream, map_a, map_b, m, n, k, epi);
 }
@@ -335,8 +316,7 @@ Status fp8_gemm_sm90(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
 }
 
 /// D = alpha * A * B^T + beta * C on Hopper (HGMMA) with fp16 or bf16 A [M, K] and B [N, K] (K contiguous),
-/// fp32 C and D. Requirements: non-null a, b, d (c when beta != 0); M, N, K >= 1; lda, ldb >= K and multiples
-/// of 8; ldc, ldd >= N; a, b 16-byte aligned, c and d 4-byte aligned.
+/// fp32 C and D. Requirements: those of tile_gemm_f16 (llmk/gemm/tile_gemm.cuh), plus c and d 4-byte aligned.
 ///
 ///   llmk::Status s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d, N, M, N, K, 1.0f, 0.0f, stream);
 template <class T, class Cfg = Sm90GemmConfig<T>>
@@ -345,28 +325,7 @@ Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
                      float beta, cudaStream_t stream) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
                 "gemm_f16_sm90: llmk::half or bfloat16");
-  if (a == nullptr) return Status::invalid_argument("a", "must not be null");
-  if (b == nullptr) return Status::invalid_argument("b", "must not be null");
-  if (d == nullptr) return Status::invalid_argument("d", "must not be null");
-  if (beta != 0.0f && c == nullptr) return Status::invalid_argument("c", "must not be null when beta != 0");
-  if (m < 1 || n < 1 || k < 1) return Status::invalid_argument("m/n/k", "must be >= 1");
-  if (m > (1 << 30) || n > (1 << 30) || k > (1 << 30))
-    return Status::invalid_argument("m/n/k", "must be <= 2^30");
-  if (lda < k || lda % 8 != 0)
-    return Status::invalid_argument("lda",
-                                    str_cat("must be >= K and a multiple of 8 (K=", k, ", lda=", lda, ")"));
-  if (ldb < k || ldb % 8 != 0)
-    return Status::invalid_argument("ldb",
-                                    str_cat("must be >= K and a multiple of 8 (K=", k, ", ldb=", ldb, ")"));
-  if (ldd < n) return Status::invalid_argument("ldd", str_cat("must be >= N (N=", n, ", ldd=", ldd, ")"));
-  if (beta != 0.0f && ldc < n)
-    return Status::invalid_argument("ldc", str_cat("must be >= N (N=", n, ", ldc=", ldc, ")"));
-  if (reinterpret_cast<std::uintptr_t>(a) % 16 != 0)
-    return Status::invalid_argument("a", "must be 16-byte aligned");
-  if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0)
-    return Status::invalid_argument("b", "must be 16-byte aligned");
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("d", d));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("c", c));
+  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm(a, lda, b, ldb, c, ldc, d, ldd, m, n, k, beta));
   if (!sm90_detail::sm90_available<Cfg>())
     return Status::unsupported("gemm_f16_sm90 needs an sm_90 device and a build with sm_90a code");
   return sm90_detail::launch_gemm_sm90<Cfg>(a, lda, b, ldb, m, n, k,

@@ -20,6 +20,7 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 
 namespace llmk::gemm {
 
@@ -186,21 +187,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tile_gemm_f16_kernel(TileGemmPa
   detail::store_tile<Cfg>(p, block_m, block_n, warp_m, warp_n, lane, acc);
 }
 
-/// D = alpha * A * B^T + beta * C with fp16 A [M, K] and B [N, K] (row-major, K contiguous), fp32 C and D.
-///
-/// Requirements (each violation returns Status::invalid_argument naming the argument):
-///   a, b, d non-null (c non-null when beta != 0); M, N, K >= 1; K % 8 == 0; lda, ldb >= K and multiples of
-///   8; ldc, ldd >= N; a and b 16-byte aligned; M <= 65535 * BM.
-///
-///   std::vector<llmk::half> a(M * K), b(N * K);  // fill
-///   llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
-///   llmk::DeviceBuffer<float> d_d(M * N);
-///   llmk::Status s = llmk::gemm::tile_gemm_f16(d_a.data(), K, d_b.data(), K, nullptr, N, d_d.data(), N,
-///                                              M, N, K, 1.0f, 0.0f, stream);
-template <class Cfg = TileGemmDefault>
-Status tile_gemm_f16(const half* a, std::int64_t lda, const half* b, std::int64_t ldb, const float* c,
-                     std::int64_t ldc, float* d, std::int64_t ldd, int m, int n, int k, float alpha,
-                     float beta, cudaStream_t stream) {
+namespace detail {
+
+// The argument rules of the fp16 / bf16 GEMMs (tile_gemm_f16, gemm_f16_sm90); see tile_gemm_f16.
+template <class T>
+Status validate_f16_gemm(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const float* c,
+                         std::int64_t ldc, const float* d, std::int64_t ldd, int m, int n, int k,
+                         float beta) {
   if (a == nullptr) return Status::invalid_argument("a", "must not be null");
   if (b == nullptr) return Status::invalid_argument("b", "must not be null");
   if (d == nullptr) return Status::invalid_argument("d", "must not be null");
@@ -225,6 +218,29 @@ Status tile_gemm_f16(const half* a, std::int64_t lda, const half* b, std::int64_
     return Status::invalid_argument("a", "must be 16-byte aligned");
   if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0)
     return Status::invalid_argument("b", "must be 16-byte aligned");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("c", c));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("d", d));
+  return {};
+}
+
+}  // namespace detail
+
+/// D = alpha * A * B^T + beta * C with fp16 A [M, K] and B [N, K] (row-major, K contiguous), fp32 C and D.
+///
+/// Requirements (each violation returns Status::invalid_argument naming the argument):
+///   a, b, d non-null (c non-null when beta != 0); M, N, K >= 1; K % 8 == 0; lda, ldb >= K and multiples of
+///   8; ldc, ldd >= N; a and b 16-byte aligned; M <= 65535 * BM.
+///
+///   std::vector<llmk::half> a(M * K), b(N * K);  // fill
+///   llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
+///   llmk::DeviceBuffer<float> d_d(M * N);
+///   llmk::Status s = llmk::gemm::tile_gemm_f16(d_a.data(), K, d_b.data(), K, nullptr, N, d_d.data(), N,
+///                                              M, N, K, 1.0f, 0.0f, stream);
+template <class Cfg = TileGemmDefault>
+Status tile_gemm_f16(const half* a, std::int64_t lda, const half* b, std::int64_t ldb, const float* c,
+                     std::int64_t ldc, float* d, std::int64_t ldd, int m, int n, int k, float alpha,
+                     float beta, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm(a, lda, b, ldb, c, ldc, d, ldd, m, n, k, beta));
   const long long m_tiles = ceil_div<long long>(m, Cfg::BM), n_tiles = ceil_div<long long>(n, Cfg::BN);
   if (m_tiles > 65535)
     return Status::invalid_argument(

@@ -51,6 +51,28 @@ LLMK_HOST_DEVICE constexpr std::uint32_t swizzle_span(SmemSwizzle s) {
   return s == SmemSwizzle::k128B ? 128u : s == SmemSwizzle::k64B ? 64u : s == SmemSwizzle::k32B ? 32u : 0u;
 }
 
+/// The shared-window address of a pointer into the block's shared memory: what TMA, wgmma descriptors and the
+/// swizzle see. The simulator's shared window is the block's arena (offset 0 at its start).
+LLMK_DEVICE std::uint32_t shared_address(const void* p) {
+#if LLMK_DEVICE_PASS
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+#elif defined(LLMK_SIM)
+  return static_cast<std::uint32_t>(static_cast<const unsigned char*>(p) -
+                                    ::llmk::sim::dynamic_shared_base());
+#else
+  (void)p;
+  return 0;
+#endif
+}
+
+/// `p` rounded up to the next multiple of Align in the shared window (allocate Align - 1 more bytes):
+/// swizzled tiles must start at their repeat (1024 bytes for the 128B swizzle).
+template <unsigned Align>
+LLMK_DEVICE unsigned char* align_shared(unsigned char* p) {
+  static_assert((Align & (Align - 1)) == 0, "a power of two");
+  return p + ((Align - (shared_address(p) & (Align - 1))) & (Align - 1));
+}
+
 namespace detail {
 #if LLMK_DEVICE_PASS
 /// The 32-bit shared-window address of a generic pointer into shared memory.

@@ -181,8 +181,7 @@ inline void sim_tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* ba
   if (!::llmk::sim::is_shared(smem_dst, bytes) || reinterpret_cast<std::uintptr_t>(smem_dst) % 128 != 0)
     ::llmk::sim::fail(
         std::string(op) + ": the destination must be 128-byte aligned and inside the block's arena", loc);
-  const std::uint32_t dst_addr =
-      static_cast<std::uint32_t>(static_cast<unsigned char*>(smem_dst) - ::llmk::sim::dynamic_shared_base());
+  const std::uint32_t dst_addr = shared_address(smem_dst);
   const int es = tma_elem_bytes(d.elem);
   std::vector<unsigned char> image(bytes);
   sim_for_each_box_element(d, coords, dst_addr, [&](std::uint32_t off, bool in, const unsigned char* g) {
@@ -212,7 +211,7 @@ inline void sim_tma_store(const TensorMap& map, const void* smem_src, const int*
     ::llmk::sim::fail(std::string(op) + ": the source must be 128-byte aligned and inside the block's arena",
                       loc);
   const auto* src = static_cast<const unsigned char*>(smem_src);
-  const std::uint32_t src_addr = static_cast<std::uint32_t>(src - ::llmk::sim::dynamic_shared_base());
+  const std::uint32_t src_addr = shared_address(src);
   const int es = tma_elem_bytes(d.elem);
   std::vector<std::pair<unsigned char*, std::size_t>> runs;
   std::vector<unsigned char> data;

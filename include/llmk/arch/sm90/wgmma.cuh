@@ -58,15 +58,7 @@ enum class Major : int { kK = 0, kMN = 1 };
 /// their repeat), with leading / stride byte offsets as defined above (multiples of 16).
 LLMK_DEVICE std::uint64_t make_smem_desc(const void* smem, std::uint32_t lbo_bytes, std::uint32_t sbo_bytes,
                                          SmemSwizzle swizzle) {
-#if LLMK_DEVICE_PASS
-  const std::uint32_t start = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-#elif defined(LLMK_SIM)
-  const std::uint32_t start = static_cast<std::uint32_t>(static_cast<const unsigned char*>(smem) -
-                                                         ::llmk::sim::dynamic_shared_base());
-#else
-  const std::uint32_t start = 0;
-  (void)smem;
-#endif
+  const std::uint32_t start = shared_address(smem);
   return static_cast<std::uint64_t>((start & 0x3FFFFu) >> 4) |
          (static_cast<std::uint64_t>((lbo_bytes & 0x3FFFFu) >> 4) << 16) |
          (static_cast<std::uint64_t>((sbo_bytes & 0x3FFFFu) >> 4) << 32) |
