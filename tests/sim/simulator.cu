@@ -374,8 +374,9 @@ void check_wait_group_keeps_newest() {
   std::vector<float> src(16);
   for (int i = 0; i < 16; ++i) src[i] = 2.0f + i;
   llmk::DeviceBuffer<float> d_src(src), out(16);
-  REQUIRE(llmk::launch(cp_async_wait_newest_pending<N>, dim3(1), dim3(1), 64, nullptr, d_src.data(), out.data())
-              .ok());
+  REQUIRE(
+      llmk::launch(cp_async_wait_newest_pending<N>, dim3(1), dim3(1), 64, nullptr, d_src.data(), out.data())
+          .ok());
   const std::vector<float> got = out.to_host();
   for (int i = 0; i < 16; ++i) {
     CAPTURE(i);
@@ -400,11 +401,11 @@ __global__ void divergent_barrier(int* out) {
   // Only block 1 diverges: its threads >= 40 skip the barrier and exit.
   if (blockIdx.x == 1 && threadIdx.x >= 40) return;
   __syncthreads();
-  out[threadIdx.x] = 1;
+  out[blockIdx.x * blockDim.x + threadIdx.x] = 1;  // own slots: blocks run on several OS threads
 }
 
 TEST_CASE("a __syncthreads in a divergent branch is reported as a deadlock naming block, threads and line") {
-  llmk::DeviceBuffer<int> out(64);
+  llmk::DeviceBuffer<int> out(3 * 64);
   llmk::Status s = llmk::launch(divergent_barrier, dim3(3), dim3(64), 0, nullptr, out.data());
   REQUIRE_FALSE(s.ok());
   CHECK(s.code() == llmk::Status::Code::kSimulatorError);
@@ -440,11 +441,11 @@ TEST_CASE("threads meeting at different __syncthreads calls are reported") {
 constexpr int kBadMaskLine = __LINE__ + 3;
 __global__ void shuffle_mask_omits_lane(int* out) {
   // Every lane takes part, but the mask leaves out lane 5.
-  out[threadIdx.x] = __shfl_xor_sync(0xffffffdfu, static_cast<int>(threadIdx.x), 1);
+  out[blockIdx.x * blockDim.x + threadIdx.x] = __shfl_xor_sync(0xffffffdfu, static_cast<int>(threadIdx.x), 1);
 }
 
 TEST_CASE("a shuffle whose mask omits a participating lane is reported with the lane and line") {
-  llmk::DeviceBuffer<int> out(64);
+  llmk::DeviceBuffer<int> out(2 * 64);
   llmk::Status s = llmk::launch(shuffle_mask_omits_lane, dim3(2), dim3(64), 0, nullptr, out.data());
   REQUIRE_FALSE(s.ok());
   INFO(s.message());
