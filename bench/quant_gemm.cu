@@ -14,10 +14,10 @@
 //   BM_FP8           fp8_gemm<half>: e4m3 x e4m3, fp32 accumulate, fp16 out, per-token x per-channel scales.
 //                    sm_89+ only: on an older device fp8_gemm returns Status::unsupported and the benchmark
 //                    is skipped with that message ("error_occurred" in the JSON).
-//                    BM_W8A8 and BM_FP8 run the Hopper wgmma kernel for M > 64 where the device is an sm_90 and
-//                    the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper).
-//   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp32 out; skipped without sm_90a.
-//   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
+//                    BM_W8A8 and BM_FP8 run the Hopper wgmma kernel for M > 64 where the device is an sm_90
+//                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper).
+//   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp32 out; skipped without
+//   sm_90a. BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
 //                    product over k_outliers = 32 outlier columns, fused in one kernel.
 //   CUDA build only (cuBLAS, CUDA::cublas / CUDA::cublasLt linked by bench/CMakeLists.txt):
 //   BM_CublasHgemm   cublasGemmEx: fp16 A and W, fp32 compute (CUBLAS_COMPUTE_32F), fp16 out.
@@ -206,8 +206,8 @@ void BM_Sm90Hgemm(benchmark::State& state) {
   fill_random(w, 8, normal_half);
   const double bytes = 2.0 * static_cast<double>(s.mk()) + 2.0 * static_cast<double>(s.nk()) + 4.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
-    return gemm::gemm_f16_sm90<half>(a.data(), s.k, w.data() + c * s.nk(), s.k, nullptr, s.n, d.data(), s.n, s.m,
-                                     s.n, s.k, 1.0f, 0.0f, nullptr);
+    return gemm::gemm_f16_sm90<half>(a.data(), s.k, w.data() + c * s.nk(), s.k, nullptr, s.n, d.data(), s.n,
+                                     s.m, s.n, s.k, 1.0f, 0.0f, nullptr);
   });
 }
 #endif

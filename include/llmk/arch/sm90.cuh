@@ -1,5 +1,5 @@
-// llmk/arch/sm90.cuh: every Hopper atom (docs/hopper.md). Not part of llmk/arch/arch.cuh: only sm_90 kernels need
-// them, and the wgmma asm is large.
+// llmk/arch/sm90.cuh: every Hopper atom (docs/hopper.md). Not part of llmk/arch/arch.cuh: only sm_90 kernels
+// need them, and the wgmma asm is large.
 #pragma once
 
 #include "llmk/arch/sm90/bulk_copy.cuh"

@@ -237,8 +237,8 @@ bool sm90_available() {
     int* flag = nullptr;
     if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
     int host = 0;
-    wgmma_probe_kernel<Cfg><<<1, 1>>>(flag);
-    const bool ok = cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+    const bool ok = launch(wgmma_probe_kernel<Cfg>, dim3(1), dim3(1), 0, nullptr, flag).ok() &&
+                    cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
     cudaFree(flag);
     return ok && host == 1;
   }();

@@ -62,21 +62,18 @@ LLMK_SIM_BOOKKEEPING unsigned char* async_view(Block& b) {
 }
 
 // Copies between the generic and the async views, out of TSan's sight (the simulator's bookkeeping: these are
-// not accesses of the kernel). The empty asm keeps the compiler from turning the loop into a memcpy call,
-// which TSan would intercept.
+// not accesses of the kernel). The volatile source keeps the compiler from turning the loop into a memcpy
+// call, which TSan would intercept.
 LLMK_SIM_BOOKKEEPING void bookkeeping_copy(unsigned char* dst, const unsigned char* src, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    dst[i] = src[i];
-    asm volatile("" ::: "memory");
-  }
+  const volatile unsigned char* from = src;
+  for (std::size_t i = 0; i < n; ++i) dst[i] = from[i];
 }
-// Index of the first byte where a and b differ, or n.
+// Index of the first byte where a and b differ, or n (no memcmp call either).
 LLMK_SIM_BOOKKEEPING std::size_t bookkeeping_mismatch(const unsigned char* a, const unsigned char* b,
                                                       std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return i;
-    asm volatile("" ::: "memory");
-  }
+  const volatile unsigned char* x = a;
+  for (std::size_t i = 0; i < n; ++i)
+    if (x[i] != b[i]) return i;
   return n;
 }
 
