@@ -9,15 +9,21 @@
 //                    per-channel s_w [N] scales (symmetric activations).
 //   BM_W4A16         weight_only_gemm<half>, 4-bit codes, group 128, fp16 scales and uint8 zero points
 //                    [K/128, N].
+//   BM_W4A16PerChannel  the same with per-channel (group = K) fp16 scales, no zero points.
 //   BM_W8A16         weight_only_gemm<half>, 8-bit codes, per-channel (group = K) fp16 scales, no zero
-//                    points (symmetric); N = K = 4096 only.
+//                    points (symmetric).
+//                    The three weight-only families and BM_CublasHgemm run the weight-only grid: M in
+//                    {1, 2, 4, ..., 256, 4096} x (N, K) of real layers (weight_only_grid_args).
 //   BM_FP8           fp8_gemm<half>: e4m3 x e4m3, fp32 accumulate, fp16 out, per-token x per-channel scales.
 //                    sm_89+ only: on an older device fp8_gemm returns Status::unsupported and the benchmark
 //                    is skipped with that message ("error_occurred" in the JSON).
 //                    BM_W8A8 and BM_FP8 run the Hopper wgmma kernel for M > 64 where the device is an sm_90
 //                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper).
 //   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp32 out; skipped without
-//   sm_90a. BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
+//                    sm_90a.
+//   BM_FP8Blockwise  fp8_gemm_blockwise<half> (CUDA build): e4m3 with DeepSeek-V3 block-wise scales (1 x 128
+//                    activations, 128 x 128 weights), Hopper only; anchor BM_CublasLtFp8.
+//   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
 //                    product over k_outliers = 32 outlier columns, fused in one kernel.
 //   CUDA build only (cuBLAS, CUDA::cublas / CUDA::cublasLt linked by bench/CMakeLists.txt):
 //   BM_CublasHgemm   cublasGemmEx: fp16 A and W, fp32 compute (CUBLAS_COMPUTE_32F), fp16 out.
@@ -210,6 +216,37 @@ void BM_Sm90Hgemm(benchmark::State& state) {
                                      s.m, s.n, s.k, 1.0f, 0.0f, nullptr);
   });
 }
+
+// Block-wise fp8 (gemm::fp8_gemm_blockwise, DeepSeek-V3 scales): e4m3 A and W, s_a per token and 128 of K
+// (token-contiguous), s_w per 128 x 128 weight block, fp16 out. Hopper only (skipped elsewhere with the
+// launcher's message); its anchor is BM_CublasLtFp8 (per-tensor scaling, the same bytes of A and W).
+void BM_FP8Blockwise(benchmark::State& state) {
+  const Shape s(state);
+  const int kb = (s.k + 127) / 128, nb = (s.n + 127) / 128;
+  const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * nb * kb;
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
+  llmk::DeviceBuffer<llmk::float8_e4m3> a(s.mk()), w(copies * s.nk());
+  llmk::DeviceBuffer<float> sa(static_cast<std::size_t>(kb) * s.m), sw(copies * nb * kb);
+  llmk::DeviceBuffer<half> d(s.mn());
+  fill_random(a, 1, normal_fp8);
+  fill_random(w, 2, normal_fp8);
+  fill_random(sa, 3, int8_scale);
+  fill_random(sw, 4, int8_scale);
+  const double bytes = static_cast<double>(s.mk()) + 4.0 * kb * s.m + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    const gemm::Fp8BlockGemmArgs p{a.data(),
+                                   s.k,
+                                   w.data() + c * s.nk(),
+                                   s.k,
+                                   s.m,
+                                   s.n,
+                                   s.k,
+                                   {sa.data(), s.m, sw.data() + c * nb * kb, nullptr},
+                                   d.data(),
+                                   s.n};
+    return gemm::fp8_gemm_blockwise<half>(p, nullptr);
+  });
+}
 #endif
 
 void BM_MixedInt8(benchmark::State& state) {
@@ -285,6 +322,9 @@ void run_weight_only(benchmark::State& state, int bits, int group, bool zero_poi
 
 void BM_W4A16(benchmark::State& state) {
   run_weight_only(state, 4, kGroupSize, true);
+}
+void BM_W4A16PerChannel(benchmark::State& state) {
+  run_weight_only(state, 4, 0, false);
 }
 void BM_W8A16(benchmark::State& state) {
   run_weight_only(state, 8, 0, false);
@@ -453,8 +493,13 @@ void shape_args(benchmark::internal::Benchmark* b) {
   for (const auto& [n, k] : {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008}})
     for (int m : {1, 16, 64, 256, 4096}) b->Args({m, n, k});
 }
-void one_shape_args(benchmark::internal::Benchmark* b) {
-  for (int m : {1, 16, 64, 256, 4096}) b->Args({m, 4096, 4096});
+// The weight-only grid (decode and small batches): M from 1 to 256 (and 4096, the large-M dispatch) over the
+// (N, K) of real layers: Llama-7B attention / MLP up / MLP down, Llama-3-8B MLP up (14336), and a fused
+// gate+up of it (28672). BM_CublasHgemm runs the same grid (a superset of shape_args).
+void weight_only_grid_args(benchmark::internal::Benchmark* b) {
+  for (const auto& [n, k] : {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008},
+                             std::pair{14336, 4096}, std::pair{28672, 4096}})
+    for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 4096}) b->Args({m, n, k});
 }
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
 #else
@@ -463,7 +508,7 @@ void shape_args(benchmark::internal::Benchmark* b) {
   b->Args({1, 128, 128});
   b->Args({16, 128, 128});
 }
-void one_shape_args(benchmark::internal::Benchmark* b) {
+void weight_only_grid_args(benchmark::internal::Benchmark* b) {
   shape_args(b);
 }
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
@@ -472,15 +517,17 @@ void one_shape_args(benchmark::internal::Benchmark* b) {
 #define LLMK_QUANT_BENCH(fn, args) BENCHMARK(fn)->Apply(args)->ArgNames({"M", "N", "K"}) LLMK_BENCH_UNIT
 
 LLMK_QUANT_BENCH(BM_W8A8, shape_args);
-LLMK_QUANT_BENCH(BM_W4A16, shape_args);
-LLMK_QUANT_BENCH(BM_W8A16, one_shape_args);
+LLMK_QUANT_BENCH(BM_W4A16, weight_only_grid_args);
+LLMK_QUANT_BENCH(BM_W4A16PerChannel, weight_only_grid_args);
+LLMK_QUANT_BENCH(BM_W8A16, weight_only_grid_args);
 LLMK_QUANT_BENCH(BM_FP8, shape_args);
 LLMK_QUANT_BENCH(BM_MixedInt8, shape_args);
 #if defined(LLMK_CUDA)
 LLMK_QUANT_BENCH(BM_Sm90Hgemm, shape_args);
+LLMK_QUANT_BENCH(BM_FP8Blockwise, shape_args);
 #endif
 #if defined(LLMK_QUANT_GEMM_CUBLAS)
-LLMK_QUANT_BENCH(BM_CublasHgemm, shape_args);
+LLMK_QUANT_BENCH(BM_CublasHgemm, weight_only_grid_args);
 LLMK_QUANT_BENCH(BM_CublasLtInt8, shape_args);
 LLMK_QUANT_BENCH(BM_CublasLtFp8, shape_args);
 #endif

@@ -17,10 +17,12 @@ PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_Prefill<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None, "PyTorch SDPA, FLASH backend"),
     (r"^BM_Decode<(?P<T>[^,>]+)>$", "SDPA_Decode<{T}>", None, "PyTorch SDPA, FLASH backend, q_len 1"),
     (r"^BM_W4A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
+    (r"^BM_W4A16PerChannel$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
     (r"^BM_W8A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
     (r"^BM_MixedInt8$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (the layer LLM.int8() replaces)"),
     (r"^BM_W8A8$", "BM_CublasLtInt8", None, "cuBLASLt int8 GEMM (int32 out, no dequantization)"),
     (r"^BM_FP8$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM"),
+    (r"^BM_FP8Blockwise$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM (per-tensor scales)"),
     (r"^BM_TileGemmF16$", "BM_CublasGemm<half>", None, "cuBLAS fp16 GEMM"),
     (r"^BM_Sm90Hgemm$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (fp16 out; llmk writes fp32)"),
     # llmk's hand-written device-wide kernels against the CUB form of the same operation (issue: keep a

@@ -111,6 +111,21 @@ def _gemm_blocks(tile_of):
 # The Hopper GEMM (gemm/hopper_gemm.cuh) that w8a8_gemm / fp8_gemm run for M > 64 on sm_90a builds (what
 # scripts/gpu_validate.sh builds on Hopper); its rows come from the assert variant (see match()).
 _SM90_GEMM = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},128,4,false>,"
+_SM90_GEMM_BN = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},{},4,false>,"
+
+
+def _sm90_bn(a) -> int:
+    """The Hopper tile width w8a8_gemm / fp8_gemm pick (gemm::sm90_detail::prefer_narrow_tile, 132 SMs)."""
+    return 64 if 2 * math.ceil(a["M"] / 128) * math.ceil(a["N"] / 128) <= 132 else 128
+
+
+def _sm90_quant(elem: str):
+    return lambda a: _SM90_GEMM_BN.format(elem, _sm90_bn(a)) + r"gemm::QuantEpilogue<half,"
+
+def _sm90_8bit_blocks(a) -> int:
+    t = (128, _sm90_bn(a)) if a["M"] > 64 else _qgemm_tile(a["M"])
+    return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0])
+
 
 # family base -> (kernel regex from (args, template args), thread blocks the launch has, or None: enough for all SMs)
 KernelRegex = Callable[[dict, tuple], str]
@@ -123,18 +138,22 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
                                     r".*BatchedKv<", None),
     "BM_PagedDecode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"
                                     rf".*PagedKvRows<{_t(t)},{re.escape(_code(t))}\s*>", None),
-    "BM_W8A8": (lambda a, t: _SM90_GEMM.format("signed char") if a["M"] > 64 else
+    "BM_W8A8": (lambda a, t: _sm90_quant("signed char")(a) if a["M"] > 64 else
                 rf"^gemm::w8a8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
-                _gemm_blocks(lambda m: (128, 128) if m > 64 else _qgemm_tile(m))),
-    "BM_FP8": (lambda a, t: _SM90_GEMM.format("float8_e4m3") if a["M"] > 64 else
+                lambda a, t: _sm90_8bit_blocks(a)),
+    "BM_FP8": (lambda a, t: _sm90_quant("float8_e4m3")(a) if a["M"] > 64 else
                rf"^gemm::fp8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
-               _gemm_blocks(lambda m: (128, 128) if m > 64 else _qgemm_tile(m))),
-    "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM.format("half"), _gemm_blocks(lambda m: (128, 128))),
+               lambda a, t: _sm90_8bit_blocks(a)),
+    "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM.format("half") + r"gemm::LinearEpilogue>", _gemm_blocks(lambda m: (128, 128))),
+    "BM_FP8Blockwise": (lambda a, t: _SM90_GEMM.format("float8_e4m3") + r"gemm::Fp8BlockScaledEpilogue<half",
+                        _gemm_blocks(lambda m: (128, 128))),
     "BM_MixedInt8": (lambda a, t: rf"^gemm::mixed_int8_kernel<half,gemm::KMajorTile<"
                                   rf"{_csv(_qgemm_tile(a['M'], mixed=True))}>",
                      _gemm_blocks(lambda m: _qgemm_tile(m, mixed=True))),
     "BM_W4A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
                               rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
+    "BM_W4A16PerChannel": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
+                                        rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
     "BM_W8A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,8,gemm::WeightOnlyConfig<"
                               rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
     "BM_TileGemmF16": (lambda a, t: r"^gemm::tile_gemm_f16_kernel<",

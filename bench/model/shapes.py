@@ -57,19 +57,22 @@ def _mnk(family: str, shapes) -> list[str]:
 
 
 GEMM_SHAPES = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008)) for m in (1, 16, 64, 256, 4096)]
-GEMM_ONE_SHAPE = [(m, 4096, 4096) for m in (1, 16, 64, 256, 4096)]
+# bench/quant_gemm.cu weight_only_grid_args: the weight-only families and the cuBLAS fp16 anchor
+WO_GRID = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (28672, 4096))
+           for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 4096)]
 TILE_SHAPES = [(4096, 4096, 4096), (1024, 4096, 4096), (16, 4096, 4096), (4096, 11008, 4096)]
 
 
 def quant_gemm_cases(anchors: bool) -> list[str]:
     out = []
-    for fam in ("BM_W8A8", "BM_W4A16"):
-        out += _mnk(fam, GEMM_SHAPES)
-    out += _mnk("BM_W8A16", GEMM_ONE_SHAPE)
-    for fam in ("BM_FP8", "BM_MixedInt8", "BM_Sm90Hgemm"):
+    out += _mnk("BM_W8A8", GEMM_SHAPES)
+    for fam in ("BM_W4A16", "BM_W4A16PerChannel", "BM_W8A16"):
+        out += _mnk(fam, WO_GRID)
+    for fam in ("BM_FP8", "BM_MixedInt8", "BM_Sm90Hgemm", "BM_FP8Blockwise"):
         out += _mnk(fam, GEMM_SHAPES)
     if anchors:
-        for fam in ("BM_CublasHgemm", "BM_CublasLtInt8", "BM_CublasLtFp8"):
+        out += _mnk("BM_CublasHgemm", WO_GRID)
+        for fam in ("BM_CublasLtInt8", "BM_CublasLtFp8"):
             out += _mnk(fam, GEMM_SHAPES)
     return out
 

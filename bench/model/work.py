@@ -119,6 +119,11 @@ def w4a16(a, t):  # 4-bit codes, fp16 scales and uint8 zero points per group of 
     return _gemm(a, 2.0 * m * k + _packed(n, k, 4) + 2.0 * quant + quant + 2.0 * m * n)
 
 
+def w4a16_per_channel(a, t):  # 4-bit codes, per-channel fp16 scales, no zero points
+    m, n, k = a["M"], a["N"], a["K"]
+    return _gemm(a, 2.0 * m * k + _packed(n, k, 4) + 2.0 * n + 2.0 * m * n)
+
+
 def w8a16(a, t):  # 8-bit codes, per-channel fp16 scales, no zero points
     m, n, k = a["M"], a["N"], a["K"]
     return _gemm(a, 2.0 * m * k + _packed(n, k, 8) + 2.0 * n + 2.0 * m * n)
@@ -132,6 +137,12 @@ def cublas_hgemm(a, t):
 def sm90_hgemm(a, t):  # fp16 A and W, fp32 D (gemm_f16_sm90)
     m, n, k = a["M"], a["N"], a["K"]
     return _gemm(a, 2.0 * m * k + 2.0 * n * k + 4.0 * m * n)
+
+
+def fp8_blockwise(a, t):  # e4m3 A and W, fp32 s_a [K/128, M], s_w [N/128, K/128], fp16 D
+    m, n, k = a["M"], a["N"], a["K"]
+    kb, nb = math.ceil(k / 128), math.ceil(n / 128)
+    return _gemm(a, m * k + 4.0 * kb * m + n * k + 4.0 * nb * kb + 2.0 * m * n)
 
 
 def cublaslt_int8(a, t):  # raw int32 out
@@ -232,8 +243,10 @@ _F = [
     Family("BM_FP8", MNK, w8a8, "mma_f8_emulated", "llmk", "bench/quant_gemm.cu"),
     Family("BM_MixedInt8", MNK, mixed_int8, "mma_i8", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W4A16", MNK, w4a16, "mma_f16", "llmk", "bench/quant_gemm.cu"),
+    Family("BM_W4A16PerChannel", MNK, w4a16_per_channel, "mma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W8A16", MNK, w8a16, "mma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_Sm90Hgemm", MNK, sm90_hgemm, "wgmma_f16", "llmk", "bench/quant_gemm.cu"),
+    Family("BM_FP8Blockwise", MNK, fp8_blockwise, "wgmma_f8", "llmk", "bench/quant_gemm.cu"),
     Family("BM_CublasHgemm", MNK, cublas_hgemm, "wgmma_f16", "anchor", "bench/quant_gemm.cu"),
     Family("BM_CublasLtInt8", MNK, cublaslt_int8, "wgmma_i8", "anchor", "bench/quant_gemm.cu"),
     Family("BM_CublasLtFp8", MNK, cublaslt_fp8, "wgmma_f8", "anchor", "bench/quant_gemm.cu"),

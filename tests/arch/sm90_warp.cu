@@ -1,4 +1,4 @@
-// Tests of stmatrix (every count, with and without .trans), elect.sync and setmaxnreg
+// Tests of stmatrix (every count, with and without .trans), elect.sync, setmaxnreg and warpgroup_sync
 // (llmk/arch/sm90/stmatrix.cuh, warp_specialization.cuh) against the PTX ISA's descriptions, and the
 // simulator's checks of setmaxnreg (the same count across the warpgroup, a whole warpgroup).
 #include <doctest/doctest.h>
@@ -134,6 +134,36 @@ TEST_CASE("setmaxnreg moves registers between warpgroups") {
 #endif
   const std::vector<int> got = out.to_host();
   for (int t = 0; t < 256; ++t) CHECK(got[static_cast<std::size_t>(t)] == t * 3 + t / 128);
+}
+
+// Each warpgroup exchanges values through shared memory behind its own named barrier, a different number of
+// rounds per warpgroup (the barriers are independent: no block-wide barrier could pair them up).
+__global__ void __launch_bounds__(256, 1) warpgroup_sync_kernel(int* out) {
+  int* slot = reinterpret_cast<int*>(llmk::dynamic_smem());  // [256]
+  const int t = static_cast<int>(threadIdx.x), wg = t / 128, first = 128 * wg;
+  for (int round = 0; round <= 2 * wg; ++round) {
+    slot[t] = t * 7 + round;
+    warpgroup_sync();
+    const int v = slot[first + (t - first + 37) % 128];
+    warpgroup_sync();  // everyone has read before the next round overwrites
+    out[t] = v;
+  }
+}
+
+TEST_CASE("warpgroup_sync orders shared memory within a warpgroup, independently per warpgroup") {
+  if (!hopper_available()) return;
+  llmk::DeviceBuffer<int> out(256);
+  const llmk::Status st =
+      llmk::launch(warpgroup_sync_kernel, dim3(1), dim3(256), 256 * sizeof(int), nullptr, out.data());
+  REQUIRE_MESSAGE(st.ok(), st.message());
+#if defined(LLMK_CUDA)
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+#endif
+  const std::vector<int> got = out.to_host();
+  for (int t = 0; t < 256; ++t) {
+    const int first = t / 128 * 128, last_round = 2 * (t / 128);
+    CHECK(got[static_cast<std::size_t>(t)] == (first + (t - first + 37) % 128) * 7 + last_round);
+  }
 }
 
 #if defined(LLMK_SIM)

@@ -1,8 +1,9 @@
 // Tests of the Hopper GEMM (llmk/gemm/hopper_gemm.cuh): W8A8 (raw int32 exact; dequantized), fp8 and
 // fp16/bf16 against the same references as the mma.sync kernels, over shapes with M, N and K tails, several
 // tiles per block (the persistent loop) and more k-tiles than ring slots; a narrow-tile / two-slot
-// configuration; the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); and
-// the refusal on a device without sm_90a.
+// configuration; block-wise fp8 scales; the TMA-store epilogue (16-byte output rows) and plain stores (other
+// rows); the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); and the
+// refusal on a device without sm_90a.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -133,6 +134,87 @@ TEST_CASE("sm90 FP8: e4m3 x e4m3, per-tensor and per-channel scales, bias") {
       check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
     }
   }
+}
+
+// Block-wise fp8: random e4m3 operands, one scale per token and K block (token-contiguous rows padded to
+// ld_a_scales = M + 5), one per 128 x 128 weight block; the output through the TMA-store epilogue (16-byte
+// rows) or plain stores (odd ldd).
+template <class Out>
+void check_blockwise(const Shape& s, bool bias, std::int64_t ldd, unsigned seed) {
+  CAPTURE(s.m);
+  CAPTURE(s.n);
+  CAPTURE(s.k);
+  CAPTURE(ldd);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  std::vector<e4m3> a(static_cast<std::size_t>(s.m) * s.k), w(static_cast<std::size_t>(s.n) * s.k);
+  for (auto& x : a) x = e4m3::from_float_satfinite(dist(rng));
+  for (auto& x : w) x = e4m3::from_float_satfinite(dist(rng));
+  const int k_blocks = (s.k + 127) / 128, n_blocks = (s.n + 127) / 128;
+  const std::int64_t ld_sa = s.m + 5;
+  const std::vector<float> sa = random_floats(static_cast<std::size_t>(k_blocks) * ld_sa, 1e-3f, 2e-2f, rng);
+  const std::vector<float> sw =
+      random_floats(static_cast<std::size_t>(n_blocks) * k_blocks, 1e-3f, 2e-2f, rng);
+  const std::vector<float> b = random_floats(static_cast<std::size_t>(s.n), -1.0f, 1.0f, rng);
+  llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
+  llmk::DeviceBuffer<float> d_sa(sa), d_sw(sw), d_b(b);
+  llmk::DeviceBuffer<Out> d(static_cast<std::size_t>(s.m) * ldd);
+  gemm::Fp8BlockGemmArgs p{
+      d_a.data(), s.k, d_w.data(), s.k,
+      s.m,        s.n, s.k,        {d_sa.data(), ld_sa, d_sw.data(), bias ? d_b.data() : nullptr},
+      d.data(),   ldd};
+  const llmk::Status st = gemm::fp8_gemm_blockwise<Out>(p, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+  llmk::reference::gemm_fp8_blockwise_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sa.data(), ld_sa,
+                                           sw.data(), bias ? b.data() : nullptr, ref.data(), s.n);
+  check_close(d.to_host(), ldd, ref, s.m, s.n, 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2));
+}
+
+TEST_CASE(
+    "sm90 FP8 block-wise scales (1 x 128 activations, 128 x 128 weights): TMA-store and plain epilogues") {
+  if (!sm90_here()) return;
+  const std::vector<Shape> sh = shapes();
+  check_blockwise<bf16>(sh[0], true, sh[0].n, 910);
+  check_blockwise<float>(sh[1], false, sh[1].n + 1, 911);
+  if (!llmk::test::fast()) check_blockwise<f16>(sh[2], true, sh[2].n + 1, 912);
+}
+
+TEST_CASE("fp8_gemm_blockwise validates its scales") {
+  if (!sm90_here()) return;
+  const Shape s{70, 40, 160};
+  llmk::DeviceBuffer<e4m3> d_a(static_cast<std::size_t>(s.m) * s.k), d_w(static_cast<std::size_t>(s.n) * s.k);
+  llmk::DeviceBuffer<float> d_sa(2 * 80), d_sw(4), d_out(static_cast<std::size_t>(s.m) * s.n);
+  auto args = [&] {
+    return gemm::Fp8BlockGemmArgs{d_a.data(),   s.k, d_w.data(), s.k,
+                                  s.m,          s.n, s.k,        {d_sa.data(), 80, d_sw.data(), nullptr},
+                                  d_out.data(), s.n};
+  };
+  auto names = [](const gemm::Fp8BlockGemmArgs& p, const char* arg) {
+    const llmk::Status st = gemm::fp8_gemm_blockwise<float>(p, nullptr);
+    CHECK(!st.ok());
+    CHECK_MESSAGE(st.message().find(arg) != std::string::npos, st.message());
+  };
+  gemm::Fp8BlockGemmArgs p = args();
+  p.scales.a_scales = nullptr;
+  names(p, "scales.a_scales");
+  p = args();
+  p.scales.w_scales = d_sw.data() + 1;
+  names(p, "scales.w_scales");
+  p = args();
+  p.scales.ld_a_scales = s.m - 1;
+  names(p, "scales.ld_a_scales");
+  p = args();
+  p.scales.bias = reinterpret_cast<const float*>(reinterpret_cast<const char*>(d_sw.data()) + 2);
+  names(p, "scales.bias");
+  p = args();
+  p.k = 24;
+  names(p, "k");
+#if defined(LLMK_SIM)
+  ScopedEnv sim("LLMK_SIM_ARCH", "890");
+  const llmk::Status st = gemm::fp8_gemm_blockwise<float>(args(), nullptr);
+  CHECK(st.message().find("unsupported") != std::string::npos);
+#endif
 }
 
 template <class T, class Cfg>

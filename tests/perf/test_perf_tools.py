@@ -192,7 +192,7 @@ class TestModel(unittest.TestCase):
                    "--shapes", "default", "--only", "BM_Prefill<half>/batch:4/seq:4096/heads:16|BM_W4A16/M:1/")
         self.assertEqual(done.returncode, 0, done.stderr)
         rows = [l for l in done.stdout.splitlines() if l.startswith("BM_")]
-        self.assertEqual(len(rows), 5)  # 2 prefill (causal 0/1) + W4A16 M1 at 3 (N, K)
+        self.assertEqual(len(rows), 7)  # 2 prefill (causal 0/1) + W4A16 M1 at the grid's 5 (N, K)
         for r in rows:
             self.assertRegex(r, r"\d+(\.\d+)? (ns|us|ms)\s+\d+%")  # predicted time, predicted % of roofline
             self.assertIn("ipt", r)

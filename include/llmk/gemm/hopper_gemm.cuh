@@ -8,21 +8,27 @@
 //   warpgroup 0: producer. setmaxnreg_dec<40>; one elected thread walks the block's tiles and, per k-tile,
 //                waits for a free ring slot, then TMA-loads the 128 x BK slice of A and the BN x BK slice of
 //                B (128-byte rows, 128B swizzle: exactly the wgmma K-major layout) into it;
-//   warpgroups 1, 2: consumers. setmaxnreg_inc<232>; each owns 64 rows of the 128 x BN tile: per k-tile it
-//   waits
-//                for the slot, issues BK*bytes/32 wgmmas (m64nBNk16 or k32) chained on its accumulators,
-//                commits, waits for the previous k-tile's group (one group stays in flight) and frees that
-//                slot; at the end of a tile it applies the epilogue to its registers and stores to global
-//                memory.
+//   warpgroups 1, 2: consumers. setmaxnreg_inc<232>; each owns 64 rows of the 128 x BN tile: per k-tile
+//                it waits for the slot, issues BK*bytes/32 wgmmas (m64nBNk16 or k32) chained on its
+//                accumulators, commits, waits for the previous k-tile's group (one group stays in flight)
+//                and frees that slot. At the end of a tile it applies the epilogue in registers, writes the
+//                64 x BN result with stmatrix (16-bit outputs) or 8-byte stores (32-bit) into its staging
+//                tile (128B-swizzled 64-row x 128-byte boxes: no bank conflicts), fences the async proxy,
+//                and one thread TMA-stores the boxes (the TMA clips M and N tails). The next tile's staging
+//                waits for that store to have read the tile (bulk wait_group.read + a warpgroup barrier).
 //
 // Tiles are handed out round-robin (block b takes tiles b, b + grid, ...; grid = min(tiles, SMs)); the ring's
-// positions run on across tiles, so loads of the next tile overlap the epilogue of the current one. M, N and
-// K tails come from TMA's zero fill (K) and predicated stores (M, N). Epilogues: QuantEpilogue (W8A8 / fp8:
-// dequantization as DequantScales), LinearEpilogue (alpha * acc + beta * C, fp32).
+// positions run on across tiles, so loads of the next tile overlap the epilogue of the current one. K tails
+// come from TMA's zero fill. Outputs whose rows are not 16-byte aligned (or tiles that are not whole boxes)
+// take plain predicated stores of the same values instead of the TMA store. Epilogues: QuantEpilogue
+// (W8A8 / fp8: dequantization as DequantScales), LinearEpilogue (alpha * acc + beta * C, fp32),
+// Fp8BlockScaledEpilogue (block-wise fp8: the k-loop scales each 128-wide k-tile's partial sums by
+// s_a[kb, row] * s_w[col / 128, kb], whose slices the producer TMA-loads into the ring slot with the
+// operands).
 //
-// Launchers: w8a8_gemm_sm90, fp8_gemm_sm90, gemm_f16_sm90 (fp16/bf16). w8a8_gemm and fp8_gemm dispatch to
-// them on sm_90 devices (or in the simulator with LLMK_SIM_ARCH=900, see docs/hopper.md) when the build has
-// sm_90a code.
+// Launchers: w8a8_gemm_sm90, fp8_gemm_sm90, gemm_f16_sm90 (fp16/bf16), fp8_gemm_blockwise. w8a8_gemm and
+// fp8_gemm dispatch to them on sm_90 devices (or in the simulator with LLMK_SIM_ARCH=900, see
+// docs/hopper.md) when the build has sm_90a code.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +37,7 @@
 
 #include "llmk/arch/sm90/bulk_copy.cuh"
 #include "llmk/arch/sm90/pipeline.cuh"
+#include "llmk/arch/sm90/stmatrix.cuh"
 #include "llmk/arch/sm90/tma.cuh"
 #include "llmk/arch/sm90/warp_specialization.cuh"
 #include "llmk/arch/sm90/wgmma.cuh"
@@ -102,78 +109,181 @@ struct Sm90GemmConfig {
   static constexpr int kThreads = 384;
   static constexpr int kConsumerWarps = 8;
   static constexpr unsigned kABytes = kBM * 128, kBBytes = static_cast<unsigned>(kBN) * 128;
-  static constexpr int kSmemBytes =
-      Stages * static_cast<int>(kABytes + kBBytes) + 1024 /*barriers*/ + 1024 /*alignment of the arena*/;
-  static_assert(kSmemBytes <= 227 * 1024, "the ring must fit in 227 KiB");
+  static_assert(Stages * (kABytes + kBBytes) <= 192 * 1024, "the ring must leave room for the staging tiles");
 };
 
-/// out = s_a s_w (acc - z_a colsum_w) + bias (int8), s_a s_w acc + bias (fp8), or the raw int32 accumulator.
-template <class Out, class Acc>
+/// The epilogue of a Hopper GEMM maps an accumulator to the output element: value(row, col, acc), called
+/// only for row < M and col < N. kBlockScaled: the accumulators arrive already multiplied by the block-wise
+/// scales (Fp8BlockScaledEpilogue).
+
+/// s_a s_w (acc - z_a colsum_w) + bias (int8), s_a s_w acc + bias (fp8), or the raw int32 accumulator.
+template <class Out_, class Acc>
 struct QuantEpilogue {
+  using Out = Out_;
+  static constexpr bool kBlockScaled = false;
   DequantScales scales;
-  Out* d = nullptr;
-  std::int64_t ldd = 0;
-  LLMK_DEVICE void operator()(int row, int col, Acc v) const {
-    Out* dst = d + static_cast<std::int64_t>(row) * ldd + col;
+  LLMK_DEVICE Out value(int row, int col, Acc v) const {
     if constexpr (std::is_same_v<Out, std::int32_t>)
-      *dst = v;
+      return v;
     else if constexpr (std::is_same_v<Acc, std::int32_t>)
-      *dst = Out(detail::dequantize(scales, row, col, detail::zero_point_corrected(scales, row, col, v)));
+      return Out(detail::dequantize(scales, row, col, detail::zero_point_corrected(scales, row, col, v)));
     else
-      *dst = Out(detail::dequantize(scales, row, col, v));
+      return Out(detail::dequantize(scales, row, col, v));
   }
 };
 
-/// D = alpha * acc + beta * C (fp32 C and D).
+/// alpha * acc + beta * C (fp32 C and D).
 struct LinearEpilogue {
+  using Out = float;
+  static constexpr bool kBlockScaled = false;
   float alpha = 1.0f, beta = 0.0f;
   const float* c = nullptr;
   std::int64_t ldc = 0;
-  float* d = nullptr;
-  std::int64_t ldd = 0;
-  LLMK_DEVICE void operator()(int row, int col, float v) const {
+  LLMK_DEVICE float value(int row, int col, float v) const {
     float out = alpha * v;
     if (beta != 0.0f) out += beta * c[static_cast<std::int64_t>(row) * ldc + col];
-    d[static_cast<std::int64_t>(row) * ldd + col] = out;
+    return out;
   }
 };
 
-template <class Cfg>
+/// acc + bias, where acc already holds sum_kb s_a[kb, i] s_w[j / 128, kb] partial_kb (block-wise fp8).
+template <class Out_>
+struct Fp8BlockScaledEpilogue {
+  using Out = Out_;
+  static constexpr bool kBlockScaled = true;
+  const float* bias = nullptr;
+  LLMK_DEVICE Out value(int, int col, float v) const { return Out(bias != nullptr ? v + bias[col] : v); }
+};
+
+/// What the kernel reads: the operand maps, the output (through a TMA store where `d_map` is valid, else
+/// by plain stores), the block-scale maps of a block-scaled epilogue, and the epilogue.
+template <class Epilogue>
+struct Sm90GemmParams {
+  arch::sm90::TensorMap a, b;
+  arch::sm90::TensorMap d_map;     // [M, N] in 64-row x 128-byte boxes, 128B swizzle (when tma_store)
+  arch::sm90::TensorMap a_scales;  // rank 1: s_a[kb * ld_a_scales + i], boxes of 128 (block-scaled only)
+  arch::sm90::TensorMap w_scales;  // rank 1: s_w[(j / 128) * k_blocks + kb], boxes of 4 (block-scaled only)
+  int m = 0, n = 0, k = 0;
+  int ld_a_scales = 0, k_blocks = 0;
+  bool tma_store = false;
+  typename Epilogue::Out* d = nullptr;
+  std::int64_t ldd = 0;
+  Epilogue epi;
+};
+
+/// Shared memory of the kernel: the operand ring, the output staging tile of each consumer warpgroup (64 x
+/// BN, in 128-byte-wide column boxes with the 128B swizzle: what stmatrix writes without bank conflicts and
+/// the TMA store reads), and the block scales of each ring slot.
+template <class Cfg, class Epilogue>
 struct Sm90GemmStorage {
+  static constexpr int kOutBytes = static_cast<int>(sizeof(typename Epilogue::Out));
+  static constexpr int kBoxCols = 128 / kOutBytes;  // output columns per 128-byte box
+  static constexpr int kBoxes = Cfg::kBN / kBoxCols;
+  // The TMA-store epilogue needs whole boxes (and 2- or 4-byte outputs); other tiles store directly.
+  static constexpr bool kStaged = (kOutBytes == 2 || kOutBytes == 4) && Cfg::kBN % kBoxCols == 0;
+  static constexpr int kStagingBytes = kStaged ? 64 * Cfg::kBN * kOutBytes : 0;
   alignas(1024) unsigned char a[Cfg::kStages][Cfg::kABytes];
   alignas(1024) unsigned char b[Cfg::kStages][Cfg::kBBytes];
+  alignas(1024) unsigned char out[2][kStagingBytes > 0 ? kStagingBytes : 1024];
+  alignas(128) float a_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][128];
+  alignas(128) float w_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][32];
   arch::sm90::TmaRing<Cfg::kStages> ring;
 };
 
-/// The kernel (see the file comment). Launch with Cfg::kThreads threads and Cfg::kSmemBytes bytes.
+/// Dynamic shared memory of gemm_sm90_kernel<Cfg, Epilogue> (the arena is aligned to 1024 in the kernel).
+template <class Cfg, class Epilogue>
+constexpr int sm90_gemm_smem_bytes() {
+  return static_cast<int>(sizeof(Sm90GemmStorage<Cfg, Epilogue>)) + 1024;
+}
+
+namespace sm90_detail {
+
+// The packed 16-bit pair (lo = a, hi = b) of two outputs, the register stmatrix stores.
+template <class Out>
+LLMK_DEVICE std::uint32_t pack_pair(Out a, Out b) {
+  return static_cast<std::uint32_t>(a.bits) | (static_cast<std::uint32_t>(b.bits) << 16);
+}
+
+// Writes the consumer warpgroup's 64 x BN accumulator block (rows 16w + g (+8), columns 8j + 2t (+1), the
+// wgmma D layout) into its staging tile, as Out: stmatrix.x4 for 16-bit outputs (16 columns per call, each
+// lane addressing one swizzled 16-byte row), 8-byte pairs for 32-bit ones. Elements outside [M, N] are 0 (the
+// TMA store clips them).
+template <class Cfg, class Epilogue, class Acc>
+LLMK_DEVICE void stage_output(unsigned char* tile, const Acc (&acc)[Cfg::kBN / 2], const Epilogue& epi,
+                              int r0, int c0, int m, int n) {
+  using Out = typename Epilogue::Out;
+  const int lane = static_cast<int>(threadIdx.x % 32), w = static_cast<int>(threadIdx.x % 128) / 32;
+  const int g = lane / 4, t = lane % 4;
+  auto out_at = [&](int i) {
+    const int row = r0 + 16 * w + g + 8 * ((i >> 1) & 1), col = c0 + 8 * (i >> 2) + 2 * t + (i & 1);
+    return row < m && col < n ? epi.value(row, col, acc[i]) : Out{};
+  };
+  // Byte offset of (row, 16-byte chunk c of the tile's row) in box `c / 8`, 128B swizzle.
+  auto offset = [](int row, int chunk) {
+    return (chunk / 8) * 8192 + row * 128 + (((chunk % 8) ^ (row % 8)) * 16);
+  };
+  if constexpr (sizeof(Out) == 2) {
+    const int row = 16 * w + (lane % 8) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+    for (int q = 0; q < Cfg::kBN / 16; ++q) {
+      const std::uint32_t r[4] = {
+          pack_pair(out_at(8 * q), out_at(8 * q + 1)), pack_pair(out_at(8 * q + 2), out_at(8 * q + 3)),
+          pack_pair(out_at(8 * q + 4), out_at(8 * q + 5)), pack_pair(out_at(8 * q + 6), out_at(8 * q + 7))};
+      arch::sm90::STSM_x4::copy(tile + offset(row, 2 * q + (lane >> 4)), r);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < Cfg::kBN / 2; i += 2) {
+      const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t;
+      struct alignas(8) Pair {
+        Out v[2];
+      };
+      *reinterpret_cast<Pair*>(tile + offset(row, col / 4) + (col % 4) * 4) =
+          Pair{{out_at(i), out_at(i + 1)}};
+    }
+  }
+}
+
+}  // namespace sm90_detail
+
+/// The kernel (see the file comment). Launch with Cfg::kThreads threads and sm90_gemm_smem_bytes<Cfg,
+/// Epilogue>() bytes.
 template <class Cfg, class Epilogue>
 __global__ void __launch_bounds__(384, 1)
-    gemm_sm90_kernel(const __grid_constant__ arch::sm90::TensorMap map_a,
-                     const __grid_constant__ arch::sm90::TensorMap map_b, int m, int n, int k, Epilogue epi) {
+    gemm_sm90_kernel(const __grid_constant__ Sm90GemmParams<Epilogue> p) {
   namespace sm90 = arch::sm90;
   if constexpr (!sm90::kHasWgmma) {
 #if LLMK_DEVICE_PASS
     __trap();
 #endif
   } else {
-    using Storage = Sm90GemmStorage<Cfg>;
+    using Storage = Sm90GemmStorage<Cfg, Epilogue>;
+    using Acc = typename Cfg::Acc;
+    constexpr bool kBlockScaled = Epilogue::kBlockScaled;
     Storage& s = *reinterpret_cast<Storage*>(sm90::align_shared<1024>(dynamic_smem()));
+    const int m = p.m, n = p.n;
     const int tiles_m = ceil_div(m, Cfg::kBM), tiles_n = ceil_div(n, Cfg::kBN);
-    const int tiles = tiles_m * tiles_n, k_tiles = ceil_div(k, Cfg::kBK);
+    const int tiles = tiles_m * tiles_n, k_tiles = ceil_div(p.k, Cfg::kBK);
     if (threadIdx.x == 0) s.ring.init(Cfg::kConsumerWarps);
     __syncthreads();
     const int wg = static_cast<int>(threadIdx.x / 128);
     if (wg == 0) {  // producer
       sm90::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
-        sm90::RingPosition<Cfg::kStages> p;
+        constexpr unsigned kTx = Cfg::kABytes + Cfg::kBBytes + (kBlockScaled ? 128 * 4 + 4 * 4 : 0);
+        sm90::RingPosition<Cfg::kStages> q;
         for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
           const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
           for (int kt = 0; kt < k_tiles; ++kt) {
-            s.ring.producer_acquire(p, Cfg::kABytes + Cfg::kBBytes);
-            sm90::tma_load(s.a[p.stage], map_a, s.ring.full_bar(p), {kt * Cfg::kBK, m0});
-            sm90::tma_load(s.b[p.stage], map_b, s.ring.full_bar(p), {kt * Cfg::kBK, n0});
-            p.advance();
+            s.ring.producer_acquire(q, kTx);
+            sm90::tma_load(s.a[q.stage], p.a, s.ring.full_bar(q), {kt * Cfg::kBK, m0});
+            sm90::tma_load(s.b[q.stage], p.b, s.ring.full_bar(q), {kt * Cfg::kBK, n0});
+            if constexpr (kBlockScaled) {
+              sm90::tma_load(s.a_scales[q.stage], p.a_scales, s.ring.full_bar(q), {kt * p.ld_a_scales + m0});
+              sm90::tma_load(s.w_scales[q.stage], p.w_scales, s.ring.full_bar(q),
+                             {(n0 / 128) * p.k_blocks + kt});
+            }
+            q.advance();
           }
         }
       }
@@ -182,39 +292,83 @@ __global__ void __launch_bounds__(384, 1)
     sm90::setmaxnreg_inc<232>();
     const int half = wg - 1;  // rows 64 * half .. of the tile
     const int tid = static_cast<int>(threadIdx.x % 128), w = tid / 32, lane = tid % 32;
+    unsigned char* staging = s.out[half];
     sm90::RingPosition<Cfg::kStages> c, prev;
+    Acc part[Cfg::kBN / 2] = {};  // block-scaled: one k-tile's partial sums
     for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
       const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
-      typename Cfg::Acc acc[Cfg::kBN / 2] = {};
+      Acc acc[Cfg::kBN / 2] = {};
       for (int kt = 0; kt < k_tiles; ++kt) {
         s.ring.consumer_wait(c);
         const std::uint64_t da =
             sm90::make_smem_desc(s.a[c.stage] + half * 64 * 128, 16, 1024, sm90::SmemSwizzle::k128B);
         const std::uint64_t db = sm90::make_smem_desc(s.b[c.stage], 16, 1024, sm90::SmemSwizzle::k128B);
-        sm90::wgmma_fence();
+        if constexpr (kBlockScaled) {
+          // The k-tile is one 128-wide scale block: its partial sums wait for their wgmmas, then join acc
+          // scaled by s_a (this thread's two rows) * s_w (the tile's one 128-column block).
+          const int r = 64 * half + 16 * w + lane / 4;
+          const float sw = s.w_scales[c.stage][0];
+          const float s_lo = s.a_scales[c.stage][r] * sw, s_hi = s.a_scales[c.stage][r + 8] * sw;
+          sm90::wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < Cfg::kKSteps; ++ks)
-          Cfg::Atom::fma(acc, sm90::advance_smem_desc(da, 32u * ks), sm90::advance_smem_desc(db, 32u * ks),
-                         kt > 0 || ks > 0);
-        sm90::wgmma_commit();
-        if (kt > 0) {
-          sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: free its slot
-          if (lane == 0) s.ring.consumer_release(prev);
+          for (int ks = 0; ks < Cfg::kKSteps; ++ks)
+            Cfg::Atom::fma(part, sm90::advance_smem_desc(da, 32u * ks), sm90::advance_smem_desc(db, 32u * ks),
+                           ks > 0);
+          sm90::wgmma_commit();
+          sm90::wgmma_wait<0>();
+          if (lane == 0) s.ring.consumer_release(c);
+#pragma unroll
+          for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
+        } else {
+          sm90::wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < Cfg::kKSteps; ++ks)
+            Cfg::Atom::fma(acc, sm90::advance_smem_desc(da, 32u * ks), sm90::advance_smem_desc(db, 32u * ks),
+                           kt > 0 || ks > 0);
+          sm90::wgmma_commit();
+          if (kt > 0) {
+            sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: free its slot
+            if (lane == 0) s.ring.consumer_release(prev);
+          }
+          prev = c;
         }
-        prev = c;
         c.advance();
       }
-      sm90::wgmma_wait<0>();
-      if (lane == 0) s.ring.consumer_release(prev);
-      // Epilogue: thread (w, g = lane / 4, t = lane % 4) holds rows 16w + g (+8), columns 8j + 2t (+1).
+      if constexpr (!kBlockScaled) {
+        sm90::wgmma_wait<0>();
+        if (lane == 0) s.ring.consumer_release(prev);
+      }
+      const int r0 = m0 + 64 * half;
+      if constexpr (Storage::kStaged) {
+        if (p.tma_store) {
+          // Staging tile -> TMA store. The previous tile's store must have read the staging tile first.
+          if (tid == 0) sm90::bulk_wait_group_read<0>();
+          sm90::warpgroup_sync();
+          sm90_detail::stage_output<Cfg>(staging, acc, p.epi, r0, n0, m, n);
+          sm90::fence_proxy_async();  // the stores above, seen by the TMA store's async proxy
+          sm90::warpgroup_sync();
+          if (tid == 0 && r0 < m) {
+#pragma unroll
+            for (int b = 0; b < Storage::kBoxes; ++b)
+              if (n0 + b * Storage::kBoxCols < n)
+                sm90::tma_store(p.d_map, staging + b * 8192, {n0 + b * Storage::kBoxCols, r0});
+            sm90::bulk_commit_group();
+          }
+          continue;
+        }
+      }
+      // Plain stores: thread (w, g = lane / 4, t = lane % 4) holds rows 16w + g (+8), columns 8j + 2t (+1).
       const int g = lane / 4, t = lane % 4;
 #pragma unroll
       for (int i = 0; i < Cfg::kBN / 2; ++i) {
-        const int row = m0 + 64 * half + 16 * w + g + 8 * ((i >> 1) & 1);
+        const int row = r0 + 16 * w + g + 8 * ((i >> 1) & 1);
         const int col = n0 + 8 * (i >> 2) + 2 * t + (i & 1);
-        if (row < m && col < n) epi(row, col, acc[i]);
+        if (row < m && col < n)
+          p.d[static_cast<std::int64_t>(row) * p.ldd + col] = p.epi.value(row, col, acc[i]);
       }
     }
+    if constexpr (Storage::kStaged)
+      if (p.tma_store && tid == 0) sm90::bulk_wait_group<0>();  // the stores are complete before the exit
   }
 }
 
@@ -248,6 +402,13 @@ bool sm90_available() {
 #endif
 }
 
+// 128 x 64 tiles where 128 x 128 ones would leave half the SMs or more idle (M = 256, N = 4096: 64 tiles for
+// 132 SMs): twice the tiles at the same k-loop efficiency (the dispatch of w8a8_gemm / fp8_gemm).
+inline bool prefer_narrow_tile(int m, int n) {
+  const long long wide_tiles = static_cast<long long>(ceil_div(m, 128)) * ceil_div(n, 128);
+  return 2 * wide_tiles <= device_sm_count();
+}
+
 template <class Cfg, class In>
 Status make_operand_maps(const In* a, std::int64_t lda, const In* b, std::int64_t ldb, int m, int n, int k,
                          arch::sm90::TensorMap* map_a, arch::sm90::TensorMap* map_b) {
@@ -271,15 +432,54 @@ Status make_operand_maps(const In* a, std::int64_t lda, const In* b, std::int64_
   return sm90::make_tensor_map(map_b, db);
 }
 
+// The output map: [M, N] of Out in boxes of 64 rows x 128 bytes with the 128B swizzle (the staging layout).
+template <class Out>
+Status make_output_map(Out* d, std::int64_t ldd, int m, int n, arch::sm90::TensorMap* map) {
+  namespace sm90 = arch::sm90;
+  sm90::TensorMapDesc dd;
+  dd.elem = sizeof(Out) == 2 ? sm90::TmaElem::kU16 : sm90::TmaElem::kU32;
+  dd.rank = 2;
+  dd.global = d;
+  dd.dims[0] = static_cast<std::uint64_t>(n);
+  dd.dims[1] = static_cast<std::uint64_t>(m);
+  dd.strides[0] = static_cast<std::uint64_t>(ldd) * sizeof(Out);
+  dd.box[0] = 128 / sizeof(Out);
+  dd.box[1] = 64;
+  dd.swizzle = sm90::SmemSwizzle::k128B;
+  return sm90::make_tensor_map(map, dd);
+}
+
+// A rank-1 fp32 map over `count` scales, `box` per copy.
+inline Status make_scale_map(const float* scales, std::uint64_t count, std::uint32_t box,
+                             arch::sm90::TensorMap* map) {
+  namespace sm90 = arch::sm90;
+  sm90::TensorMapDesc ds;
+  ds.elem = sm90::TmaElem::kF32;
+  ds.rank = 1;
+  ds.global = scales;
+  ds.dims[0] = count;
+  ds.box[0] = box;
+  return sm90::make_tensor_map(map, ds);
+}
+
+// Fills the operand and output maps of `prm` (m, n, k, d, ldd, epi set by the caller) and launches. The
+// output goes through the TMA-store epilogue where the tile allows it and d is 16-byte aligned with 16-byte
+// rows; otherwise through plain stores (same values).
 template <class Cfg, class In, class Epilogue>
-Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t ldb, int m, int n, int k,
-                        const Epilogue& epi, cudaStream_t stream) {
-  arch::sm90::TensorMap map_a{}, map_b{};
-  LLMK_RETURN_IF_ERROR((make_operand_maps<Cfg>(a, lda, b, ldb, m, n, k, &map_a, &map_b)));
-  const long long tiles = static_cast<long long>(ceil_div(m, Cfg::kBM)) * ceil_div(n, Cfg::kBN);
+Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t ldb,
+                        Sm90GemmParams<Epilogue>& prm, cudaStream_t stream) {
+  using Out = typename Epilogue::Out;
+  constexpr int kSmem = sm90_gemm_smem_bytes<Cfg, Epilogue>();
+  static_assert(kSmem <= 227 * 1024, "the ring and the staging tiles must fit in 227 KiB");
+  LLMK_RETURN_IF_ERROR((make_operand_maps<Cfg>(a, lda, b, ldb, prm.m, prm.n, prm.k, &prm.a, &prm.b)));
+  prm.tma_store = Sm90GemmStorage<Cfg, Epilogue>::kStaged &&
+                  reinterpret_cast<std::uintptr_t>(prm.d) % 16 == 0 &&
+                  (prm.ldd * static_cast<std::int64_t>(sizeof(Out))) % 16 == 0;
+  if (prm.tma_store) LLMK_RETURN_IF_ERROR(make_output_map(prm.d, prm.ldd, prm.m, prm.n, &prm.d_map));
+  const long long tiles = static_cast<long long>(ceil_div(prm.m, Cfg::kBM)) * ceil_div(prm.n, Cfg::kBN);
   const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, device_sm_count()));
   return launch(gemm_sm90_kernel<Cfg, Epilogue>, dim3(grid), dim3(Cfg::kThreads),
-                static_cast<std::size_t>(Cfg::kSmemBytes), stream, map_a, map_b, m, n, k, epi);
+                static_cast<std::size_t>(kSmem), stream, prm);
 }
 
 }  // namespace sm90_detail
@@ -297,8 +497,10 @@ Status w8a8_gemm_sm90(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) 
   using Epi = QuantEpilogue<Out, std::int32_t>;
   if (!sm90_detail::sm90_available<Cfg>())
     return Status::unsupported("w8a8_gemm_sm90 needs an sm_90 device and a build with sm_90a code");
-  return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, p.m, p.n, p.k,
-                                            Epi{p.scales, static_cast<Out*>(p.d), p.ldd}, stream);
+  Sm90GemmParams<Epi> prm;
+  prm.m = p.m, prm.n = p.n, prm.k = p.k, prm.d = static_cast<Out*>(p.d), prm.ldd = p.ldd;
+  prm.epi = Epi{p.scales};
+  return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, prm, stream);
 }
 
 /// FP8 (e4m3) GEMM on Hopper (QGMMA), the arguments and results of fp8_gemm.
@@ -311,8 +513,48 @@ Status fp8_gemm_sm90(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
   using Epi = QuantEpilogue<Out, float>;
   if (!sm90_detail::sm90_available<Cfg>())
     return Status::unsupported("fp8_gemm_sm90 needs an sm_90 device and a build with sm_90a code");
-  return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, p.m, p.n, p.k,
-                                            Epi{p.scales, static_cast<Out*>(p.d), p.ldd}, stream);
+  Sm90GemmParams<Epi> prm;
+  prm.m = p.m, prm.n = p.n, prm.k = p.k, prm.d = static_cast<Out*>(p.d), prm.ldd = p.ldd;
+  prm.epi = Epi{p.scales};
+  return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, prm, stream);
+}
+
+/// FP8 (e4m3) GEMM with block-wise scales (Fp8BlockScales: 1 x 128 activation blocks, 128 x 128 weight
+/// blocks) on Hopper (QGMMA). Each 128-wide k-tile's partial sums are scaled and added to fp32 accumulators
+/// in registers (the wgmmas of one k-tile are waited for before the next k-tile's start: the two consumer
+/// warpgroups cover each other's scaling). Out: float, llmk::half, llmk::bfloat16. Needs an sm_90 device
+/// and sm_90a code (Status::unsupported otherwise: the mma.sync kernels have no block-wise mode).
+///
+///   llmk::gemm::Fp8BlockGemmArgs g;
+///   g.a = x_q; g.lda = K; g.w = w_q; g.ldw = K; g.m = M; g.n = N; g.k = K;
+///   g.scales = {x_scales_t, M, w_scale_inv, nullptr};   // x_scales_t [ceil(K/128), M], w [ceil(N/128),
+///   ceil(K/128)] g.d = y; g.ldd = N; llmk::Status s = llmk::gemm::fp8_gemm_blockwise<llmk::bfloat16>(g,
+///   stream);
+template <class Out, class Cfg = Sm90GemmConfig<float8_e4m3>>
+Status fp8_gemm_blockwise(const Fp8BlockGemmArgs& p, cudaStream_t stream) {
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, half> || std::is_same_v<Out, bfloat16>,
+                "FP8 GEMM outputs: float, llmk::half, llmk::bfloat16");
+  static_assert(
+      std::is_same_v<typename Cfg::Elem, float8_e4m3> && Cfg::kBN == 128 && Cfg::kBK == 128,
+      "block-wise scaling needs the e4m3 configuration with 128 x 128 tiles (one scale block each)");
+  LLMK_RETURN_IF_ERROR(detail::validate_fp8_block_gemm<Out>(p));
+  using Epi = Fp8BlockScaledEpilogue<Out>;
+  if (!sm90_detail::sm90_available<Cfg>())
+    return Status::unsupported("fp8_gemm_blockwise needs an sm_90 device and a build with sm_90a code");
+  Sm90GemmParams<Epi> prm;
+  prm.m = p.m, prm.n = p.n, prm.k = p.k, prm.d = static_cast<Out*>(p.d), prm.ldd = p.ldd;
+  prm.epi = Epi{p.scales.bias};
+  prm.k_blocks = ceil_div(p.k, 128);
+  prm.ld_a_scales = static_cast<int>(p.scales.ld_a_scales);
+  LLMK_RETURN_IF_ERROR(sm90_detail::make_scale_map(
+      p.scales.a_scales,
+      static_cast<std::uint64_t>(prm.k_blocks) * static_cast<std::uint64_t>(prm.ld_a_scales), 128,
+      &prm.a_scales));
+  LLMK_RETURN_IF_ERROR(sm90_detail::make_scale_map(
+      p.scales.w_scales,
+      static_cast<std::uint64_t>(ceil_div(p.n, 128)) * static_cast<std::uint64_t>(prm.k_blocks), 4,
+      &prm.w_scales));
+  return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, prm, stream);
 }
 
 /// D = alpha * A * B^T + beta * C on Hopper (HGMMA) with fp16 or bf16 A [M, K] and B [N, K] (K contiguous),
@@ -328,8 +570,10 @@ Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
   LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm(a, lda, b, ldb, c, ldc, d, ldd, m, n, k, beta));
   if (!sm90_detail::sm90_available<Cfg>())
     return Status::unsupported("gemm_f16_sm90 needs an sm_90 device and a build with sm_90a code");
-  return sm90_detail::launch_gemm_sm90<Cfg>(a, lda, b, ldb, m, n, k,
-                                            LinearEpilogue{alpha, beta, c, ldc, d, ldd}, stream);
+  Sm90GemmParams<LinearEpilogue> prm;
+  prm.m = m, prm.n = n, prm.k = k, prm.d = d, prm.ldd = ldd;
+  prm.epi = LinearEpilogue{alpha, beta, c, ldc};
+  return sm90_detail::launch_gemm_sm90<Cfg>(a, lda, b, ldb, prm, stream);
 }
 
 }  // namespace llmk::gemm

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "llmk/config.cuh"
+#include "llmk/core/numeric.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/core/tensor_view.cuh"
 
@@ -32,6 +33,32 @@ struct QuantGemmArgs {
   std::int64_t ldw = 0;
   int m = 0, n = 0, k = 0;
   DequantScales scales;
+  void* d = nullptr;  // [M, N] of the output type
+  std::int64_t ldd = 0;
+};
+
+/// Block-wise fp8 scales, as DeepSeek-V3 checkpoints and their activation quantizers produce them: one scale
+/// per token and 128-wide block of K for the activations, one per 128 x 128 block of the weight. With
+/// k_blocks = ceil(K / 128):
+///   out[i, j] = sum_kb a_scales[kb * ld_a_scales + i] * w_scales[(j / 128) * k_blocks + kb]
+///                      * sum_{k in block kb} A[i, k] W[j, k]   + bias[j]
+/// The activation scales are token-contiguous per K block (the transposed layout DeepGEMM reads); the weight
+/// scales are the checkpoint's row-major [ceil(N / 128), k_blocks] array. Both 16-byte aligned (TMA).
+struct Fp8BlockScales {
+  const float* a_scales = nullptr;  // [k_blocks, ld_a_scales]
+  std::int64_t ld_a_scales = 0;     // >= M
+  const float* w_scales = nullptr;  // [ceil(N / 128), k_blocks]
+  const float* bias = nullptr;      // [N] or null
+};
+
+/// Arguments of fp8_gemm_blockwise (llmk/gemm/hopper_gemm.cuh). Leading dimensions in elements.
+struct Fp8BlockGemmArgs {
+  const float8_e4m3* a = nullptr;  // [M, K]
+  std::int64_t lda = 0;
+  const float8_e4m3* w = nullptr;  // [N, K]
+  std::int64_t ldw = 0;
+  int m = 0, n = 0, k = 0;
+  Fp8BlockScales scales;
   void* d = nullptr;  // [M, N] of the output type
   std::int64_t ldd = 0;
 };
@@ -96,6 +123,28 @@ Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
       return Status::invalid_argument("scales.w_column_sums",
                                       "must be given with a_zero_points (see weight_column_sums())");
   }
+  return {};
+}
+
+template <class Out>
+Status validate_fp8_block_gemm(const Fp8BlockGemmArgs& p) {
+  const QuantGemmArgs<float8_e4m3> q{p.a, p.lda, p.w, p.ldw, p.m, p.n, p.k, {}, p.d, p.ldd};
+  LLMK_RETURN_IF_ERROR((validate_quant_gemm<float8_e4m3, Out>(q, false)));
+  const Fp8BlockScales& s = p.scales;
+  const std::int64_t k_blocks = (p.k + 127) / 128;
+  if (s.a_scales == nullptr) return Status::invalid_argument("scales.a_scales", "must not be null");
+  if (s.w_scales == nullptr) return Status::invalid_argument("scales.w_scales", "must not be null");
+  if (reinterpret_cast<std::uintptr_t>(s.a_scales) % 16 != 0)
+    return Status::invalid_argument("scales.a_scales", "must be 16-byte aligned (TMA)");
+  if (reinterpret_cast<std::uintptr_t>(s.w_scales) % 16 != 0)
+    return Status::invalid_argument("scales.w_scales", "must be 16-byte aligned (TMA)");
+  if (s.ld_a_scales < p.m)
+    return Status::invalid_argument("scales.ld_a_scales",
+                                    str_cat("must be >= M (M=", p.m, ", ld_a_scales=", s.ld_a_scales, ")"));
+  if (k_blocks * s.ld_a_scales + 128 > (std::int64_t{1} << 31))
+    return Status::invalid_argument("scales.ld_a_scales",
+                                    "ceil(K / 128) * ld_a_scales must stay below 2^31 (TMA coordinates)");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.bias", s.bias));
   return {};
 }
 

@@ -237,7 +237,8 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
 }
 
 /// The tile the 8-bit GEMMs pick for M rows: small for decode-like M <= 16, medium up to 64, else large (on
-/// sm_90 with sm_90a code: the Hopper wgmma kernel instead of the large tile).
+/// sm_90 with sm_90a code: the Hopper wgmma kernel instead of the large tile, with 128 x 64 tiles where 128 x
+/// 128 ones would leave half the SMs idle).
 enum class QGemmTileKind { kSmall, kMedium, kLarge };
 inline QGemmTileKind choose_qgemm_tile(int m) {
   return m <= 16 ? QGemmTileKind::kSmall : (m <= 64 ? QGemmTileKind::kMedium : QGemmTileKind::kLarge);
@@ -267,7 +268,10 @@ Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
     default:
       // Compute-bound sizes: the wgmma kernel where the device and the build have it
       // (llmk/gemm/hopper_gemm.cuh).
-      if (sm90_detail::sm90_available<Sm90GemmConfig<std::int8_t>>()) return w8a8_gemm_sm90<Out>(p, stream);
+      if (sm90_detail::sm90_available<Sm90GemmConfig<std::int8_t>>())
+        return sm90_detail::prefer_narrow_tile(p.m, p.n)
+                   ? w8a8_gemm_sm90<Out, Sm90GemmConfig<std::int8_t, 64>>(p, stream)
+                   : w8a8_gemm_sm90<Out>(p, stream);
       return w8a8_gemm_with_tile<Out, QGemmLarge>(p, stream);
   }
 }
@@ -317,7 +321,10 @@ Status fp8_gemm(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
     case QGemmTileKind::kMedium:
       return fp8_gemm_with_tile<Out, QGemmMedium>(p, stream);
     default:
-      if (sm90_detail::sm90_available<Sm90GemmConfig<float8_e4m3>>()) return fp8_gemm_sm90<Out>(p, stream);
+      if (sm90_detail::sm90_available<Sm90GemmConfig<float8_e4m3>>())
+        return sm90_detail::prefer_narrow_tile(p.m, p.n)
+                   ? fp8_gemm_sm90<Out, Sm90GemmConfig<float8_e4m3, 64>>(p, stream)
+                   : fp8_gemm_sm90<Out>(p, stream);
       return fp8_gemm_with_tile<Out, QGemmLarge>(p, stream);
   }
 }

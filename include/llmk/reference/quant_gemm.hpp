@@ -62,6 +62,30 @@ void gemm_dequant_fp64(const In* a, std::int64_t lda, const In* w, std::int64_t 
     }
 }
 
+/// Block-wise fp8 GEMM (llmk::gemm::Fp8BlockScales) in fp64 from the exact operand values:
+/// out[i, j] = sum_kb a_scales[kb * ld_a_scales + i] * w_scales[(j / 128) * k_blocks + kb]
+///             * sum_{k in [128 kb, 128 kb + 128)} a[i, k] w[j, k]  + bias[j].
+template <class In>
+void gemm_fp8_blockwise_fp64(const In* a, std::int64_t lda, const In* w, std::int64_t ldw, int m, int n,
+                             int k, const float* a_scales, std::int64_t ld_a_scales, const float* w_scales,
+                             const float* bias, double* out, std::int64_t ldo) {
+  const int k_blocks = (k + 127) / 128;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double v = 0.0;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        double sum = 0.0;
+        for (int p = 128 * kb; p < std::min(k, 128 * kb + 128); ++p)
+          sum += static_cast<double>(static_cast<float>(a[i * lda + p])) *
+                 static_cast<double>(static_cast<float>(w[j * ldw + p]));
+        v += sum * static_cast<double>(a_scales[kb * ld_a_scales + i]) *
+             static_cast<double>(w_scales[static_cast<std::int64_t>(j / 128) * k_blocks + kb]);
+      }
+      if (bias != nullptr) v += bias[j];
+      out[i * ldo + j] = v;
+    }
+}
+
 /// out[i, j] += sum_k a[i, k] * w[j, k] in fp64 (the outlier part of the mixed LLM.int8() GEMM).
 template <class In>
 void gemm_accumulate_fp64(const In* a, std::int64_t lda, const In* w, std::int64_t ldw, int m, int n, int k,

@@ -7,6 +7,9 @@
 //   setmaxnreg_dec<N>()        register budget to / lower it to N (24..256, a multiple of 8); all 128 threads
 //                              of the warpgroup execute the same instruction (the simulator checks that and
 //                              the range; registers themselves are not modelled)
+//   warpgroup_sync()           bar.sync 1 + w, 128 (named barrier of warpgroup w = threadIdx.x / 128): a
+//                              __syncthreads for the caller's 4 warps only (barrier 0 stays the block's);
+//                              the simulator makes it a rendezvous of the warpgroup at one source line
 //
 // Usage (a producer warpgroup gives registers to two consumer warpgroups; kernel launched with
 // __launch_bounds__(384, 1)):
@@ -98,6 +101,20 @@ LLMK_DEVICE void setmaxnreg_dec(LLMK_LOC_ONLY) {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 #elif defined(LLMK_SIM)
   detail::setmaxnreg_emulate("setmaxnreg.dec.sync.aligned.u32", N, LLMK_LOC_FWD);
+#else
+  LLMK_SM90_UNAVAILABLE();
+#endif
+}
+
+LLMK_DEVICE void warpgroup_sync(LLMK_LOC_ONLY) {
+#if LLMK_SM90_ASM
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + static_cast<int>(threadIdx.x / 128)) : "memory");
+#elif defined(LLMK_SIM)
+  struct Out {
+    bool unused;
+  };
+  (void)::llmk::sim::warpgroup_collective<Out>(
+      "bar.sync (warpgroup)", 0, [](const int* const*, Out* const*) {}, LLMK_LOC_FWD);
 #else
   LLMK_SM90_UNAVAILABLE();
 #endif
