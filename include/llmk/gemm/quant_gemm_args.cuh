@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "llmk/config.cuh"
 #include "llmk/core/numeric.cuh"
@@ -24,19 +25,6 @@ struct DequantScales {
   const float* bias = nullptr;                  // [N] or null
 };
 
-/// Arguments of w8a8_gemm and fp8_gemm. Leading dimensions in elements.
-template <class In>
-struct QuantGemmArgs {
-  const In* a = nullptr;  // [M, K]
-  std::int64_t lda = 0;
-  const In* w = nullptr;  // [N, K]
-  std::int64_t ldw = 0;
-  int m = 0, n = 0, k = 0;
-  DequantScales scales;
-  void* d = nullptr;  // [M, N] of the output type
-  std::int64_t ldd = 0;
-};
-
 /// Block-wise fp8 scales, as DeepSeek-V3 checkpoints and their activation quantizers produce them: one scale
 /// per token and 128-wide block of K for the activations, one per 128 x 128 block of the weight. With
 /// k_blocks = ceil(K / 128):
@@ -51,17 +39,22 @@ struct Fp8BlockScales {
   const float* bias = nullptr;      // [N] or null
 };
 
-/// Arguments of fp8_gemm_blockwise (llmk/gemm/hopper_gemm.cuh). Leading dimensions in elements.
-struct Fp8BlockGemmArgs {
-  const float8_e4m3* a = nullptr;  // [M, K]
+/// Arguments of w8a8_gemm and fp8_gemm (Scales = DequantScales) and of fp8_gemm_blockwise (Fp8BlockGemmArgs).
+/// Leading dimensions in elements.
+template <class In, class Scales = DequantScales>
+struct QuantGemmArgs {
+  const In* a = nullptr;  // [M, K]
   std::int64_t lda = 0;
-  const float8_e4m3* w = nullptr;  // [N, K]
+  const In* w = nullptr;  // [N, K]
   std::int64_t ldw = 0;
   int m = 0, n = 0, k = 0;
-  Fp8BlockScales scales;
+  Scales scales;
   void* d = nullptr;  // [M, N] of the output type
   std::int64_t ldd = 0;
 };
+
+/// Arguments of fp8_gemm_blockwise (llmk/gemm/hopper_gemm.cuh).
+using Fp8BlockGemmArgs = QuantGemmArgs<float8_e4m3, Fp8BlockScales>;
 
 namespace detail {
 
@@ -80,8 +73,8 @@ LLMK_DEVICE float zero_point_corrected(const DequantScales& s, int row, int col,
   return static_cast<float>(static_cast<std::int64_t>(acc) - z * s.w_column_sums[col]);
 }
 
-template <class In, class Out>
-Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
+template <class In, class Out, class Scales>
+Status validate_quant_gemm(const QuantGemmArgs<In, Scales>& p, bool need_scales) {
   if (p.a == nullptr) return Status::invalid_argument("a", "must not be null");
   if (p.w == nullptr) return Status::invalid_argument("w", "must not be null");
   if (p.d == nullptr) return Status::invalid_argument("d", "must not be null");
@@ -108,7 +101,9 @@ Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
   if (reinterpret_cast<std::uintptr_t>(p.w) % 16 != 0)
     return Status::invalid_argument("w", "must be 16-byte aligned");
   LLMK_RETURN_IF_ERROR(check_element_alignment<Out>("d", p.d));
-  if (need_scales) {
+  (void)need_scales;  // DequantScales only
+  if constexpr (std::is_same_v<Scales, DequantScales>) {
+    if (!need_scales) return {};
     const DequantScales& s = p.scales;
     if (s.a_scales == nullptr)
       return Status::invalid_argument("scales.a_scales", "must not be null (dequantized output)");
@@ -128,8 +123,7 @@ Status validate_quant_gemm(const QuantGemmArgs<In>& p, bool need_scales) {
 
 template <class Out>
 Status validate_fp8_block_gemm(const Fp8BlockGemmArgs& p) {
-  const QuantGemmArgs<float8_e4m3> q{p.a, p.lda, p.w, p.ldw, p.m, p.n, p.k, {}, p.d, p.ldd};
-  LLMK_RETURN_IF_ERROR((validate_quant_gemm<float8_e4m3, Out>(q, false)));
+  LLMK_RETURN_IF_ERROR((validate_quant_gemm<float8_e4m3, Out>(p, false)));
   const Fp8BlockScales& s = p.scales;
   const std::int64_t k_blocks = (p.k + 127) / 128;
   if (s.a_scales == nullptr) return Status::invalid_argument("scales.a_scales", "must not be null");
