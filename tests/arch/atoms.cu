@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -1097,5 +1098,72 @@ TEST_CASE("max_nan: NaN in either input gives the canonical NaN, -0 < +0, subnor
       FAIL_CHECK("max_nan(" << x << ", " << y << ") = 0x" << std::hex << f32_bits(got[i]) << ", want 0x"
                             << want << std::dec);
   }
+  CHECK(failures == 0);
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Packed 16-bit arithmetic (arch/packed_math.cuh)
+
+namespace {
+
+__global__ void packed_math_kernel(const uint32_t* a, const uint32_t* b, int n, uint32_t* sub_h,
+                                   uint32_t* mul_h, uint32_t* sub_b, uint32_t* mul_b) {
+  for (int i = int(threadIdx.x); i < n; i += 32) {
+    sub_h[i] = sub_f16x2(a[i], b[i]);
+    mul_h[i] = mul_f16x2(a[i], b[i]);
+    sub_b[i] = sub_bf16x2(a[i], b[i]);
+    mul_b[i] = mul_bf16x2(a[i], b[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "packed math: sub/mul f16x2 and bf16x2 round each lane once (specials, random codes, dequant pairs)") {
+  std::mt19937_64 rng(0x9A7Du);
+  std::vector<uint32_t> a, b;
+  // Specials of both formats: zeros, subnormals, max, inf, NaN, ones; every pair of them.
+  const std::vector<uint16_t> special = {0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x7BFF, 0xFBFF, 0x7C00,
+                                         0xFC00, 0x7E00, 0x3C00, 0xBC00, 0x0080, 0x7F7F, 0xFF7F, 0x7F80,
+                                         0x7FC0, 0x3F80, 0x4300, 0x6400, 0x3555, 0x0400, 0x8400, 0x0040};
+  for (uint16_t x : special)
+    for (uint16_t y : special) {
+      a.push_back(uint32_t(x) | (uint32_t(y) << 16));
+      b.push_back(uint32_t(y) | (uint32_t(x) << 16));
+    }
+  // What the weight-only dequantization computes: (M | u) - (M | z), then times a scale (u, z < 256).
+  for (int u = 0; u < 256; u += 5)
+    for (int z = 0; z < 256; z += 7) {
+      a.push_back((0x6400u | u) | ((0x4300u | (u & 15)) << 16));
+      b.push_back((0x6400u | z) | ((0x4300u | (z & 15)) << 16));
+    }
+  for (int i = 0; i < 3000; ++i) {  // any bit patterns, and nearby exponents (where rounding happens most)
+    a.push_back(uint32_t(rng()));
+    b.push_back(i % 2 ? uint32_t(rng()) : (a.back() ^ (uint32_t(rng()) & 0x03FF03FFu)));
+  }
+  const int n = int(a.size());
+  llmk::DeviceBuffer<uint32_t> da(a), db(b), sh(n), mh(n), sb(n), mb(n);
+  run_warp(packed_math_kernel, 0, da.data(), db.data(), n, sh.data(), mh.data(), sb.data(), mb.data());
+  const auto rsh = sh.to_host(), rmh = mh.to_host(), rsb = sb.to_host(), rmb = mb.to_host();
+  int failures = 0;
+  for (int i = 0; i < n; ++i)
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t x = (a[i] >> (16 * h)) & 0xFFFF, y = (b[i] >> (16 * h)) & 0xFFFF;
+      const double xh = decode(x, fmt_of(Ty::f16)), yh = decode(y, fmt_of(Ty::f16));
+      const double xb = decode(x, fmt_of(Ty::bf16)), yb = decode(y, fmt_of(Ty::bf16));
+      const uint32_t g[4] = {(rsh[i] >> (16 * h)) & 0xFFFF, (rmh[i] >> (16 * h)) & 0xFFFF,
+                             (rsb[i] >> (16 * h)) & 0xFFFF, (rmb[i] >> (16 * h)) & 0xFFFF};
+      const bool ok = same_code(g[0], rounder(Ty::f16).round(xh - yh, false), Ty::f16) &&
+                      same_code(g[1], rounder(Ty::f16).round(xh * yh, false), Ty::f16) &&
+                      same_code(g[2], rounder(Ty::bf16).round(xb - yb, false), Ty::bf16) &&
+                      same_code(g[3], rounder(Ty::bf16).round(xb * yb, false), Ty::bf16);
+      if (!ok && failures++ < 10) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg,
+                      "lanes 0x%04x, 0x%04x: sub.f16 0x%04x mul.f16 0x%04x sub.bf16 0x%04x mul.bf16 0x%04x",
+                      x, y, g[0], g[1], g[2], g[3]);
+        FAIL_CHECK(msg);
+      }
+    }
   CHECK(failures == 0);
 }

@@ -8,3 +8,4 @@
 #include "llmk/arch/minmax.cuh"
 #include "llmk/arch/mma.cuh"
 #include "llmk/arch/mma_f32.cuh"
+#include "llmk/arch/packed_math.cuh"

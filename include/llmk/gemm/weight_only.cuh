@@ -12,10 +12,10 @@
 // Scales and zero points are row-major [K / G, N] (GPTQ's layout): group g of column n at [g * N + n].
 // G is any multiple of 16 that divides K (32, 64, 128, ...; G = K is per-channel).
 //
-// Rounding: the product s * (u - z) is exact in fp32 (at most 11 + 8 significant bits), and the kernel rounds
-// it once to T (RN), the value the mma consumes. The host reference (llmk/reference/weight_only.hpp)
-// dequantizes the same way and accumulates in fp64; the kernel accumulates in fp32 on tensor cores
-// (mma.m16n8k16 with fp32 accumulators) and rounds the output once to T.
+// Rounding: the kernel forms u - z exactly and rounds s * (u - z) once to T (RN), the value the mma consumes
+// (in packed f16x2 / bf16x2 arithmetic, or in fp32 for bf16 with 8-bit codes: see wo_dequant_pair). The host
+// reference (llmk/reference/weight_only.hpp) dequantizes the same way and accumulates in fp64; the kernel
+// accumulates in fp32 on tensor cores (mma.m16n8k16 with fp32 accumulators) and rounds the output once to T.
 //
 // ---- The kernel's weight layout ("packed", produced by weight_only_repack) ----
 // N is padded to N16 = ceil(N / 16) * 16 (padding columns hold code 0 and are never stored); K % 16 == 0.
@@ -68,6 +68,7 @@
 #include "llmk/arch/ldmatrix.cuh"
 #include "llmk/arch/mma.cuh"
 #include "llmk/arch/mma_f32.cuh"
+#include "llmk/arch/packed_math.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/launch.cuh"
@@ -466,33 +467,62 @@ struct WeightOnlyKernelParams {
   bool pair_store;  // d and ldd allow 4-byte stores of column pairs
 };
 
-// The dequantization constants of one n8 column of a lane for the current group: s and 2^23 + z in fp32.
-struct WoColumnQuant {
-  float sf, zf;
-};
+// Dequantization of a pair of codes u (bits 0.. and 16.., already masked) to a packed T2 fragment register,
+// T(s * (u - z)) with one rounding, in one of two exact forms:
+//   packed 16-bit (fp16 with 4- or 8-bit codes, bf16 with 4-bit codes): (magic16 | u) is the 16-bit float M +
+//   u
+//     exactly (M = 1024 in fp16, 128 in bf16; exact while u < M), minus (M + z) is u - z exactly, times s is
+//     the one RN rounding: a lop3, sub.f16x2 and mul.f16x2 per pair (arch/packed_math.cuh);
+//   fp32 (bf16 with 8-bit codes, where 128 + 255 is not a bf16): (2^23 + u) - (2^23 + z) is exact, times s is
+//     exact (<= 11 + 8 significant bits), one RN cvt to T2.
+// Both give the same bits as the reference's T(s * (u - z)).
+template <class T, int kBits>
+inline constexpr bool kWoPackedDequant = std::is_same_v<T, half> || kBits == 4;
 
 constexpr std::uint32_t kWoMagic = 0x4B000000u;  // fp32 2^23: (code | 0x4B000000) is 2^23 + code, exactly
 
-// Dequantizes one pair of codes (bits 0.. and 16.., already masked) to a packed T2 fragment register:
-// (2^23 + u) - (2^23 + z) is exact, times s is exact (<= 11 + 8 significant bits), one RN cvt to T2.
-template <class T>
+// The constants of one n8 column of a lane for the current group: s and M + z as packed pairs (packed form),
+// or s and 2^23 + z in fp32.
+struct WoColumnQuant {
+  std::uint32_t s2, z2;
+  float sf, zf;
+};
+
+template <class T, int kBits>
+LLMK_DEVICE WoColumnQuant wo_column_quant(T s, std::uint32_t z) {
+  if constexpr (kWoPackedDequant<T, kBits>) {
+    const std::uint32_t m = std::is_same_v<T, half> ? 0x6400u : 0x4300u;
+    return {std::uint32_t{s.bits} * 0x00010001u, (m | z) * 0x00010001u, 0.0f, 0.0f};
+  } else {
+    return {0u, 0u, s.to_float(), llmk::detail::bits_to_float(kWoMagic | z)};
+  }
+}
+
+template <class T, int kBits>
 LLMK_DEVICE std::uint32_t wo_dequant_pair(std::uint32_t pair, const WoColumnQuant& q) {
-  const float lo = (llmk::detail::bits_to_float(kWoMagic | (pair & 0xFFFFu)) - q.zf) * q.sf;
-  const float hi = (llmk::detail::bits_to_float(kWoMagic | (pair >> 16)) - q.zf) * q.sf;
-  return arch::MmaF32For<T>::pack(lo, hi);
+  if constexpr (kWoPackedDequant<T, kBits>) {
+    if constexpr (std::is_same_v<T, half>)
+      return arch::mul_f16x2(arch::sub_f16x2(pair | 0x64006400u, q.z2), q.s2);
+    else
+      return arch::mul_bf16x2(arch::sub_bf16x2(pair | 0x43004300u, q.z2), q.s2);
+  } else {
+    const float lo = (llmk::detail::bits_to_float(kWoMagic | (pair & 0xFFFFu)) - q.zf) * q.sf;
+    const float hi = (llmk::detail::bits_to_float(kWoMagic | (pair >> 16)) - q.zf) * q.sf;
+    return arch::MmaF32For<T>::pack(lo, hi);
+  }
 }
 
 template <class T, int kBits>
 LLMK_DEVICE WoColumnQuant wo_load_column_quant(const WeightOnlyKernelParams<T>& p, int group, int col) {
   constexpr std::uint32_t kDefaultZero = kBits == 4 ? 8u : 128u;
-  float s = 0.0f;
+  T s = T(0.0f);
   std::uint32_t z = kDefaultZero;
   if (col < p.n) {
     const std::int64_t idx = static_cast<std::int64_t>(group) * p.n + col;
-    s = p.scales[idx].to_float();
+    s = p.scales[idx];
     if (p.zeros != nullptr) z = p.zeros[idx];
   }
-  return {s, llmk::detail::bits_to_float(kWoMagic | z)};
+  return wo_column_quant<T, kBits>(s, z);
 }
 
 // The scales (and zero points) of the groups one K slice touches, for the block's BN columns, into the
@@ -645,7 +675,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
             T sv;
             sv.bits = smem.qs[stage][c];
             const std::uint32_t z = p.zeros != nullptr ? smem.qz[stage][c] : kDefaultZero;
-            quant[ni] = {sv.to_float(), llmk::detail::bits_to_float(detail::kWoMagic | z)};
+            quant[ni] = detail::wo_column_quant<T, kBits>(sv, z);
           }
         } else {
 #pragma unroll
@@ -673,7 +703,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
           for (int i = 0; i < 4; ++i)
             b_frag[2 * tn + i / 2][i % 2] =
-                detail::wo_dequant_pair<T>((word >> (4 * i)) & 0x000F000Fu, quant[2 * tn + i / 2]);
+                detail::wo_dequant_pair<T, kBits>((word >> (4 * i)) & 0x000F000Fu, quant[2 * tn + i / 2]);
         } else {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
@@ -681,7 +711,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
             for (int r = 0; r < 2; ++r)
               b_frag[2 * tn + j][r] =
-                  detail::wo_dequant_pair<T>((word >> (8 * r)) & 0x00FF00FFu, quant[2 * tn + j]);
+                  detail::wo_dequant_pair<T, kBits>((word >> (8 * r)) & 0x00FF00FFu, quant[2 * tn + j]);
           }
         }
       }
