@@ -267,26 +267,43 @@ LLMK_SIM_BOOKKEEPING std::size_t changed_operand(const ::llmk::sim::detail::Oper
 }
 
 inline void wgmma_wait_emulate(int n, std::source_location loc) {
+  using ::llmk::sim::detail::Thread;
   auto& t = ::llmk::sim::detail::current_thread();
   // The GPU may read a wgmma's shared operands until this wait: let other threads run first (a slot freed too
   // early gets refilled now), then check that the operands are still there.
   ::llmk::sim::detail::yield_without_sync(t);
   const std::size_t keep = static_cast<std::size_t>(n);
-  while (t.acc_groups.size() > keep) {
-    for (const auto& p : t.acc_groups.front()) {
-      if (p.operands) {
-        const std::size_t i = changed_operand(*p.operands);
-        if (i != p.operands->bytes.size()) {
-          std::ostringstream os;
-          os << "wgmma.wait_group: shared memory at offset 0x" << std::hex << p.operands->offsets[i]
-             << std::dec << " that the wgmma issued at " << ::llmk::sim::detail::format_loc(p.loc)
-             << " reads changed before this wait: the GPU may still be reading it (a ring slot freed or "
-                "overwritten before the wgmma.wait_group that covers its wgmmas)";
-          ::llmk::sim::fail(os.str(), loc);
+  // .sync.aligned: the lanes of a warp leave the wait together, so every lane's operands are checked before
+  // any lane goes on (and, say, lane 0 frees the ring slot).
+  struct Out {
+    std::string error;
+  };
+  const Out out = ::llmk::sim::warp_collective<Out>(
+      "wgmma.wait_group", 0xFFFFFFFFu, &t,
+      [keep](Thread* const* const* ins, Out* const* outs) {
+        std::string error;
+        for (int l = 0; l < 32 && error.empty(); ++l) {
+          const Thread& o = **ins[l];
+          for (std::size_t g = 0; g + keep < o.acc_groups.size() && error.empty(); ++g)
+            for (const auto& p : o.acc_groups[g]) {
+              if (!p.operands) continue;
+              const std::size_t i = changed_operand(*p.operands);
+              if (i == p.operands->bytes.size()) continue;
+              std::ostringstream os;
+              os << "wgmma.wait_group: shared memory at offset 0x" << std::hex << p.operands->offsets[i]
+                 << std::dec << " that the wgmma issued at " << ::llmk::sim::detail::format_loc(p.loc)
+                 << " reads changed before this wait: the GPU may still be reading it (a ring slot freed or "
+                    "overwritten before the wgmma.wait_group that covers its wgmmas)";
+              error = os.str();
+              break;
+            }
         }
-      }
-      std::memcpy(p.regs, p.values.data(), p.values.size() * 4);
-    }
+        for (int l = 0; l < 32; ++l) outs[l]->error = error;
+      },
+      loc);
+  if (!out.error.empty()) ::llmk::sim::fail(out.error, loc);
+  while (t.acc_groups.size() > keep) {
+    for (const auto& p : t.acc_groups.front()) std::memcpy(p.regs, p.values.data(), p.values.size() * 4);
     t.acc_groups.erase(t.acc_groups.begin());
   }
   t.wgmma_fenced = false;  // registers may be touched now: the next wgmma needs a fence
