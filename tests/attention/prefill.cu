@@ -1,4 +1,6 @@
-// Tests of llmk::attention::prefill against the fp64 reference, in the simulator (and on a GPU).
+// Tests of llmk::attention::prefill against the fp64 reference, in the simulator (and on a GPU). Every case
+// runs both kernels: the mma.sync one (prefill_mma) and whatever prefill dispatches to on this device: the
+// Hopper kernel on sm_90 and in the simulator (LLMK_SIM_ARCH defaults to 900).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -131,10 +133,23 @@ void run_case(const Case& c, std::mt19937& rng, Launch&& launch) {
   llmk::test::check_attention(p, q, k, v, got, c.with_lse ? &lse : nullptr);
 }
 
+// Both kernels on the same inputs.
 template <class T>
 void run_case(const Case& c, std::mt19937& rng) {
+  std::mt19937 same = rng;
+  {
+    INFO("kernel: mma.sync (prefill_mma)");
+    run_case<T>(c, same, [](const attn::PrefillArgs<T>& a) { return attn::prefill_mma(a, nullptr); });
+  }
+  INFO("kernel: prefill's dispatch (sm_90: the Hopper kernel)");
   run_case<T>(c, rng, [](const attn::PrefillArgs<T>& a) { return attn::prefill(a, nullptr); });
 }
+
+// The launchers of the NaN tests: both kernels.
+template <class T>
+using Launcher = llmk::Status (*)(const attn::PrefillArgs<T>&, cudaStream_t);
+template <class T>
+const Launcher<T> kBothKernels[] = {attn::prefill_mma<T>, attn::prefill<T>};
 
 Case uniform(int q_len, int kv_len, int dim, bool causal) {
   Case c;
@@ -185,14 +200,19 @@ TEST_CASE("prefill: every runtime head dim, fp16 and bf16") {
 TEST_CASE("prefill: a custom head dim (80) by explicit instantiation; the runtime dispatch rejects it") {
   std::mt19937 rng(104);
   Case c = uniform(llmk::test::pick(63, 17), llmk::test::pick(63, 17), 80, true);
-  run_case<f16>(c, rng, [](const attn::PrefillArgs<f16>& a) {
+  // prefill_with_config: the Hopper kernel on sm_90 (d80: five 32-byte column blocks), mma.sync elsewhere.
+  auto dispatched = [](const attn::PrefillArgs<f16>& a) {
     return attn::prefill_with_config<f16, attn::DefaultPrefillConfig<80>>(a, nullptr);
-  });
+  };
+  auto mma = [](const attn::PrefillArgs<f16>& a) {
+    return attn::prefill_mma_with_config<f16, attn::DefaultPrefillConfig<80>>(a, nullptr);
+  };
+  run_case<f16>(c, rng, dispatched);
+  run_case<f16>(c, rng, mma);
   c.causal = false;
   c.q_lens = {7};
-  run_case<f16>(c, rng, [](const attn::PrefillArgs<f16>& a) {
-    return attn::prefill_with_config<f16, attn::DefaultPrefillConfig<80>>(a, nullptr);
-  });
+  run_case<f16>(c, rng, dispatched);
+  run_case<f16>(c, rng, mma);
 }
 
 TEST_CASE("prefill: GQA ratios 1, 4, 8 and MQA") {
@@ -307,15 +327,17 @@ TEST_CASE("prefill: a NaN in one query row reaches that row only") {
   a.num_heads = a.num_kv_heads = heads;
   a.head_dim = dim;
   a.options.softmax_scale = attn::default_scale(dim);
-  REQUIRE(attn::prefill(a, nullptr).ok());
-  const std::vector<f16> o = d_o.to_host();
-  const std::vector<float> lse = d_lse.to_host();
-  for (int t = 0; t < n; ++t)
-    for (int h = 0; h < heads; ++h) {
-      const bool bad = t == bad_token && h == bad_head;
-      CHECK(std::isnan(lse[t * heads + h]) == bad);
-      for (int d = 0; d < dim; ++d) CHECK(std::isnan(o[(t * heads + h) * dim + d].to_float()) == bad);
-    }
+  for (Launcher<f16> launch : kBothKernels<f16>) {
+    REQUIRE(launch(a, nullptr).ok());
+    const std::vector<f16> o = d_o.to_host();
+    const std::vector<float> lse = d_lse.to_host();
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < heads; ++h) {
+        const bool bad = t == bad_token && h == bad_head;
+        CHECK(std::isnan(lse[t * heads + h]) == bad);
+        for (int d = 0; d < dim; ++d) CHECK(std::isnan(o[(t * heads + h) * dim + d].to_float()) == bad);
+      }
+  }
 }
 
 TEST_CASE("prefill: bad arguments are rejected with the rule that failed") {
@@ -394,7 +416,7 @@ TEST_CASE("prefill: a custom tile configuration (8 warps, Bc = 32, 3-stage ring)
   std::mt19937 rng(110);
   using Cfg = attn::PrefillConfig<64, 128, 32, 8, 3>;
   auto launch = [](const attn::PrefillArgs<f16>& a) {
-    return attn::prefill_with_config<f16, Cfg>(a, nullptr);
+    return attn::prefill_mma_with_config<f16, Cfg>(a, nullptr);
   };
   const int big = llmk::test::pick(200, 136);  // two 128-row tiles and several 32-key tiles either way
   for (auto [q_len, kv_len] : std::vector<std::pair<int, int>>{{big, big}, {17, 130}, {1, 65}}) {
@@ -447,7 +469,117 @@ TEST_CASE("prefill: a NaN in one key reaches exactly the queries that see it") {
   a.head_dim = dim;
   a.options.softmax_scale = attn::default_scale(dim);
   a.options.causal = true;
-  REQUIRE(attn::prefill(a, nullptr).ok());
-  const std::vector<f16> o = d_o.to_host();
-  for (int t = 0; t < n; ++t) CHECK(std::isnan(o[t * dim].to_float()) == (t >= bad_key));
+  for (Launcher<f16> launch : kBothKernels<f16>) {
+    REQUIRE(launch(a, nullptr).ok());
+    const std::vector<f16> o = d_o.to_host();
+    for (int t = 0; t < n; ++t) CHECK(std::isnan(o[t * dim].to_float()) == (t >= bad_key));
+  }
+}
+
+TEST_CASE("prefill: a NaN or Inf in the next sequence's keys and values stays out of this one") {
+  // Varlen: sequence 0 (37 keys) ends inside a key tile whose other rows are sequence 1's tokens. Its P is 0
+  // there, but 0 * NaN is NaN: the mma.sync kernel zero-fills those rows, the Hopper kernel zeroes them in
+  // shared memory after the TMA load.
+  std::mt19937 rng(113);
+  const int dim = 128, len0 = 37, len1 = 50, n = len0 + len1;
+  const std::vector<f16> q = llmk::test::random_tensor<f16>(n * dim, 1.0f, rng);
+  std::vector<f16> k = llmk::test::random_tensor<f16>(n * dim, 1.0f, rng);
+  std::vector<f16> v = llmk::test::random_tensor<f16>(n * dim, 1.0f, rng);
+  k[(len0 + 2) * dim + 3] = f16(std::nanf(""));
+  v[(len0 + 1) * dim + 9] = f16(std::nanf(""));
+  v[(len0 + 4) * dim + 100] = f16(INFINITY);
+  llmk::DeviceBuffer<f16> d_q(q), d_k(k), d_v(v), d_o(q.size());
+  const std::vector<int> cu = {0, len0, n};
+  llmk::DeviceBuffer<int> d_cu(cu);
+  attn::PrefillArgs<f16> a;
+  a.q = d_q.data();
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.o = d_o.data();
+  a.q_stride_token = a.k_stride_token = a.v_stride_token = a.o_stride_token = dim;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = dim;
+  a.cu_seqlens_q = a.cu_seqlens_k = d_cu.data();
+  a.cu_seqlens_q_host = a.cu_seqlens_k_host = cu.data();
+  a.batch = 2;
+  a.num_heads = a.num_kv_heads = 1;
+  a.head_dim = dim;
+  a.options.softmax_scale = attn::default_scale(dim);
+  for (Launcher<f16> launch : kBothKernels<f16>) {
+    REQUIRE(launch(a, nullptr).ok());
+    const std::vector<f16> o = d_o.to_host();
+    int bad = 0;
+    for (int t = 0; t < len0; ++t)
+      for (int d = 0; d < dim; ++d) bad += !std::isfinite(o[t * dim + d].to_float());
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("prefill: the dispatch picks the Hopper kernel on sm_90 and the mma.sync kernel elsewhere") {
+  // Bit-for-bit equal outputs identify the kernel that ran (the two differ in their low bits).
+  std::mt19937 rng(114);
+  const int n = 70, heads = 4, kv_heads = 2, dim = 64;
+  const std::vector<f16> q = llmk::test::random_tensor<f16>(n * heads * dim, 1.0f, rng);
+  const std::vector<f16> k = llmk::test::random_tensor<f16>(n * kv_heads * dim, 1.0f, rng);
+  const std::vector<f16> v = llmk::test::random_tensor<f16>(n * kv_heads * dim, 1.0f, rng);
+  llmk::DeviceBuffer<f16> d_q(q), d_k(k), d_v(v), d_o(q.size());
+  attn::PrefillArgs<f16> a;
+  a.q = d_q.data();
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.o = d_o.data();
+  a.q_stride_token = a.o_stride_token = heads * dim;
+  a.k_stride_token = a.v_stride_token = kv_heads * dim;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = dim;
+  a.q_len = a.kv_len = n;
+  a.batch = 1;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = dim;
+  a.options.softmax_scale = attn::default_scale(dim);
+  a.options.causal = true;
+  auto output = [&](const llmk::Status& s) {
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    const std::vector<f16> o = d_o.to_host();
+    std::vector<std::uint16_t> bits(o.size());
+    for (std::size_t i = 0; i < o.size(); ++i) bits[i] = o[i].bits;
+    return bits;
+  };
+  const auto mma = output(attn::prefill_mma(a, nullptr));
+  const auto dispatched = output(attn::prefill(a, nullptr));
+  if (llmk::device_arch() == 900) {
+    const auto hopper =
+        output(attn::prefill_sm90_with_config<f16, attn::DefaultSm90PrefillConfig<64>>(a, nullptr));
+    CHECK(dispatched == hopper);
+    CHECK(dispatched != mma);
+  }
+#if defined(LLMK_SIM)
+  setenv("LLMK_SIM_ARCH", "800", 1);
+  const auto on_ampere = output(attn::prefill(a, nullptr));
+  const llmk::Status refused =
+      attn::prefill_sm90_with_config<f16, attn::DefaultSm90PrefillConfig<64>>(a, nullptr);
+  unsetenv("LLMK_SIM_ARCH");
+  CHECK(on_ampere == mma);
+  CHECK(refused.code() == llmk::Status::Code::kUnsupported);
+#endif
+}
+
+TEST_CASE("prefill: Hopper kernel, a custom configuration (d64, Bc = 48, 3-slot ring) and GQA groups") {
+  // Bc = 48: three k16 steps of P V per tile, a ring that wraps several times; group 16 and 3 (126 rows per
+  // block: a padding row range no one stores).
+  if (llmk::device_arch() != 900) return;
+  std::mt19937 rng(115);
+  using Cfg = attn::Sm90PrefillConfig<64, 48, 3>;
+  auto launch = [](const attn::PrefillArgs<f16>& a) {
+    return attn::prefill_sm90_with_config<f16, Cfg>(a, nullptr);
+  };
+  for (auto [heads, kv_heads] : std::vector<std::pair<int, int>>{{16, 1}, {6, 2}}) {
+    Case c = uniform(llmk::test::pick(100, 50), llmk::test::pick(230, 120), 64, true);
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    c.window_left = 90;
+    run_case<f16>(c, rng, launch);
+    c.causal = false;
+    c.window_left = -1;
+    run_case<f16>(c, rng, launch);
+  }
 }

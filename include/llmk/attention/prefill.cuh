@@ -1,464 +1,45 @@
-// llmk/attention/prefill.cuh: FlashAttention-2 style prefill on tensor cores.
+// llmk/attention/prefill.cuh: the prefill launchers, choosing the kernel at runtime.
 //
-// One block owns Br query rows and streams Bc-key tiles of K and V through a Stages-deep cp.async ring; each
-// warp owns 16 * kMmaM rows and keeps its S tile, its online-softmax state and its O accumulator in
-// registers, so the N x N score matrix never exists. Per KV tile, each warp runs
-//     S = Q K^T  ->  scale, soft-cap, mask  ->  m, l update, P = 2^(S - m)  ->  O = O * rescale + P V
-// and at the end O / l goes out through shared memory in 16-byte rows.
+//   sm_90 device with sm_90a code, dense K/V, GQA group <= 128   the Hopper kernel (prefill_sm90.cuh: TMA,
+//                                                                 wgmma, warp specialization)
+//   everything else (sm_80/89, paged caches)                      the mma.sync kernel (prefill_mma.cuh)
 //
-// GQA packing: the rows of a tile are (token, head) pairs of ONE KV head's group, row = token * G +
-// head_in_group (G = num_heads / num_kv_heads), so every K/V tile a block loads serves all G query heads that
-// read it. With G = 1 this is the usual one-head tile; for decode-like short queries it fills the tile with
-// heads.
+// Both compute the same attention (masks, soft-cap, GQA packing, varlen, LSE) within the FlashAttention
+// tolerance rule; the explicit forms prefill_mma_with_config / prefill_sm90_with_config pin one kernel (for
+// benchmarks of variants, or bit-stable results across machines).
 #pragma once
 
-#include <cstdint>
-#include <type_traits>
-
-#include "llmk/attention/args.cuh"
-#include "llmk/attention/kv_access.cuh"
-#include "llmk/attention/mask.cuh"
-#include "llmk/attention/online_softmax.cuh"
-#include "llmk/attention/tile_ops.cuh"
-#include "llmk/attention/validate.cuh"
-#include "llmk/config.cuh"
-#include "llmk/core/launch.cuh"
-#include "llmk/core/math.cuh"
-#include "llmk/core/numeric.cuh"
-#include "llmk/core/smem.cuh"
-#include "llmk/core/status.cuh"
-#include "llmk/kvcache/paged_kv.cuh"
+#include "llmk/attention/prefill_mma.cuh"
+#include "llmk/attention/prefill_sm90.cuh"
 
 namespace llmk::attention {
 
-/// Tiling of the prefill kernel: head dim, Br query rows and Bc keys per tile, Warps warps (each owning
-/// Br / Warps rows), K/V pipeline depth. Stages >= 2: a ring of that many K+V tiles, whole tiles in flight
-/// while one computes. Stages = 1: one K and one V buffer, V's copy overlapping S = Q K^T and the next K's
-/// copy overlapping O += P V (FlashAttention-2's schedule, half the shared memory of a 2-stage ring). Any
-/// head dim that is a multiple of 16 up to 256 compiles.
-template <int HeadDim, int Br, int Bc, int Warps, int Stages>
-struct PrefillConfig {
-  static constexpr int kHeadDim = HeadDim, kBr = Br, kBc = Bc, kWarps = Warps, kStages = Stages;
-  static constexpr int kThreads = Warps * 32;
-  static constexpr int kWarpRows = Br / Warps;
-  static constexpr int kMmaM = kWarpRows / 16, kN8 = Bc / 8, kD8 = HeadDim / 8;
-  static constexpr int kPitch = HeadDim + 8;  // elements; the 16-byte pad spreads ldmatrix rows over banks
-
-  static_assert(HeadDim % 16 == 0 && HeadDim >= 16 && HeadDim <= 256,
-                "head dim must be a multiple of 16 in [16, 256]");
-  static_assert(Br % (16 * Warps) == 0, "each warp owns whole 16-row mma tiles: Br % (16 * Warps) == 0");
-  static_assert(Bc % 16 == 0 && Bc >= 16, "Bc must be a multiple of 16 (P V consumes keys in k16 steps)");
-  static_assert(Stages >= 1 && Stages <= 4, "the K/V pipeline has 1..4 stages");
-
-  /// Shared memory of one block, in elements of a 2-byte type.
-  static constexpr std::size_t kSmemElements =
-      static_cast<std::size_t>(Br) * kPitch + 2ull * Stages * Bc * kPitch;
-  static constexpr std::size_t kSmemBytes = kSmemElements * 2;
-};
-
-/// Defaults per head dim (fit in 99 KiB of shared memory, the sm_89 limit, and compile spill-free), all with
-/// 4 warps and 64-key tiles: up to 64, 128 query rows (32 per warp) in a 2-stage ring; up to 128, 64 rows
-/// (16 per warp) in a 2-stage ring; above, 64 rows and single K/V buffers (d256: exactly 99 KiB). 128 rows
-/// at d128 (FlashAttention-2's tile) needs about 260 registers with nvcc 13 and spills.
-template <int HeadDim>
-using DefaultPrefillConfig =
-    PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), 64, 4, (HeadDim <= 128 ? 2 : 1)>;
-
-/// Defaults of prefill_paged(): DefaultPrefillConfig up to head dim 128; above, 64 x 32 tiles in a 2-stage
-/// ring. Single buffers would look pages up separately for K and V (the ring's load_kv_rows_async shares one
-/// lookup per row) and spill at d256; a quantized cache stages its codes in the ring's second slots.
-template <int HeadDim, class Code>
-using DefaultPagedPrefillConfig =
-    std::conditional_t<(HeadDim > 128), PrefillConfig<HeadDim, 64, 32, 4, 2>, DefaultPrefillConfig<HeadDim>>;
-
-/// The head dims prefill() and decode() dispatch at runtime. Others (any multiple of 16 up to 256) need an
-/// explicit instantiation: prefill_with_config<T, DefaultPrefillConfig<80>>(args, stream).
-inline constexpr int kRuntimeHeadDims[] = {64, 96, 128, 256};
-
-namespace detail {
-
-/// Where sequence b's queries are (token offset and count); kv_len is filled from the K/V accessor.
-struct SequenceSpan {
-  int q_begin, q_len, kv_len;
-};
-
-template <class T>
-LLMK_DEVICE SequenceSpan sequence_span(const PrefillArgs<T>& a, int b) {
-  if (a.cu_seqlens_q != nullptr) {
-    const int q0 = a.cu_seqlens_q[b];
-    return {q0, a.cu_seqlens_q[b + 1] - q0, 0};
-  }
-  return {b * a.q_len, a.q_len, 0};
-}
-
-}  // namespace detail
-
-/// The prefill kernel. Grid: (query-row tiles of the longest sequence, num_kv_heads, batch). Minimum 1 block
-/// per SM in the launch bounds: without it ptxas capped some paged variants at 128-168 registers and spilled.
-template <class T, class Cfg, class Kv>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    prefill_kernel(PrefillArgs<T> args, detail::ScoreTransform transform, Kv kv) {
-  constexpr int D = Cfg::kHeadDim, Br = Cfg::kBr, Bc = Cfg::kBc, P = Cfg::kPitch, S = Cfg::kStages;
-  constexpr int kMmaM = Cfg::kMmaM, kN8 = Cfg::kN8, kD8 = Cfg::kD8;
-
-  const int b = static_cast<int>(blockIdx.z);
-  detail::SequenceSpan seq = detail::sequence_span(args, b);
-  seq.kv_len = kv.length(b);
-  const int kv_head = static_cast<int>(blockIdx.y);
-  const int group = args.num_heads / args.num_kv_heads;
-  const int rows_total = seq.q_len * group;  // packed (token, head) rows of this sequence and KV head
-  const int row0 = static_cast<int>(blockIdx.x) * Br;
-  if (row0 >= rows_total) return;  // the grid is sized for the longest sequence
-  const int rows_here = min(Br, rows_total - row0);
-
-  T* smem = reinterpret_cast<T*>(dynamic_smem());
-  T* q_tile = smem;
-  T* k_ring = smem + Br * P;
-  T* v_ring = k_ring + S * Bc * P;
-  // Quantized caches stage the next tile's codes in the ring's second slots.
-  static_assert(!detail::IsQuantizedKv<Kv>::value || S >= 2,
-                "a quantized cache stages its codes in the ring's second slots: Stages >= 2");
-  auto* k_stage = reinterpret_cast<unsigned char*>(k_ring + Bc * P);
-  auto* v_stage = reinterpret_cast<unsigned char*>(v_ring + Bc * P);
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-
-  // Row r of the tile -> its query token and head.
-  auto q_row = [&](int r) -> const T* {
-    if (r >= rows_here) return nullptr;
-    const int packed = row0 + r, token = packed / group, head = kv_head * group + packed % group;
-    return args.q + (static_cast<std::int64_t>(seq.q_begin) + token) * args.q_stride_token +
-           static_cast<std::int64_t>(head) * args.q_stride_head;
-  };
-  const Mask mask = make_mask(seq.q_len, seq.kv_len, args.options.causal, args.options.window_left,
-                              args.options.window_right);
-  // Keys any row of the tile can see, in whole Bc tiles.
-  const int first_query = row0 / group, last_query = (row0 + rows_here - 1) / group;
-  const int kv_first = mask.first_key(first_query), kv_end = mask.end_key(last_query);
-  const int tile_begin = kv_first / Bc;
-  const int tile_end = kv_first < kv_end ? ceil_div(kv_end, Bc) : tile_begin;
-
-  // Tiles that every row of the block sees whole (no key of them is masked for any row): the hot loop runs
-  // them without a mask test. The others (window edges, the causal diagonal, a partial last tile) and every
-  // tile under a soft-cap take the general step.
-  const int fast_begin = max(tile_begin, ceil_div(mask.first_key(last_query), Bc));
-  // The copies a hot step issues (tiles up to `tile + max(S - 1, 1)`) must be whole tiles too, so the hot
-  // loop stops that many tiles before the first partial one.
-  constexpr int kLookahead = S >= 2 ? S - 1 : 1;
-  const int fast_end =
-      transform.softcap
-          ? fast_begin
-          : max(fast_begin, min(min(tile_end, mask.end_key(first_query) / Bc), kv_end / Bc - kLookahead));
-
-  const int warp_row0 = warp * Cfg::kWarpRows;
-  float o[kMmaM][kD8][4];
-#pragma unroll
-  for (int mi = 0; mi < kMmaM; ++mi)
-#pragma unroll
-    for (int di = 0; di < kD8; ++di)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[mi][di][e] = 0.0f;
-  FragmentSoftmax<kMmaM> softmax;
-  softmax.init();
-
-  // S = Q K^T for one K tile in shared memory; on the general step also the soft-cap and the mask (each
-  // thread's rows' visible key ranges are computed there, off the hot loop); then the online softmax.
-  auto scores = [&](bool general, const T* k_tile, int tile, float(&s)[kMmaM][kN8][4]) {
-    detail::compute_scores<T, kMmaM, kN8, D, P>(q_tile + warp_row0 * P, k_tile, lane, s);
-    if (general) {
-      const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
-      detail::transform_scores(
-          s, transform, masked, tile * Bc,
-          [&](int mi, int r, int& first, int& end) {
-            // padding rows copy the last real row: finite, unused
-            const int local = min(warp_row0 + mi * 16 + lane / 4 + 8 * r, rows_here - 1);
-            const int query = (row0 + local) / group;
-            first = mask.first_key(query);
-            end = mask.end_key(query);
-          },
-          lane);
-    }
-    softmax.update(s, o, transform.exp_scale());
-  };
-
-  // Key 0 of this sequence and KV head (dense K/V: every key row is a constant step from it).
-  const T* k_key0 = nullptr;
-  const T* v_key0 = nullptr;
-  if constexpr (detail::StridedKv<Kv>) {
-    k_key0 = kv.k_row(b, kv_head, 0);
-    v_key0 = kv.v_row(b, kv_head, 0);
-  }
-  // Copies of one K (is_k) or V tile into `dst`; keys past the end are zero-filled (and masked).
-  // whole: the tile is inside the sequence (the hot loop's copies), no bounds test.
-  auto load_one = [&](bool is_k, int tile, T* dst, bool whole) {
-    const int key0 = tile * Bc;
-    if constexpr (detail::IsQuantizedKv<Kv>::value) {
-      (void)is_k, (void)key0, (void)dst, (void)whole;  // codes go through QuantizedTile's staging instead
-    } else if constexpr (detail::StridedKv<Kv>) {
-      const std::int64_t stride = is_k ? kv.k_key_stride() : kv.v_key_stride();
-      const T* src = (is_k ? k_key0 : v_key0) + key0 * stride;
-      const T* any = is_k ? kv.any_k() : kv.any_v();
-      if (whole)
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(dst, src, stride, Bc, any, tid);
-      else
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(dst, src, stride, kv_end - key0, any, tid);
-    } else {
-      (void)whole;
-      detail::load_rows_async<Bc, D, P, Cfg::kThreads>(
-          dst,
-          [&](int r) -> const T* {
-            const int key = key0 + r;
-            if (key >= kv_end) return nullptr;
-            return is_k ? kv.k_row(b, kv_head, key) : kv.v_row(b, kv_head, key);
-          },
-          is_k ? kv.any_k() : kv.any_v(), tid);
-    }
-  };
-  // Both tiles into ring slot `slot` (paged K/V: one page lookup per row serves both copies).
-  auto load_kv = [&](int tile, int slot, bool whole) {
-    if constexpr (detail::IsQuantizedKv<Kv>::value) {
-      (void)tile, (void)slot, (void)whole;  // codes go through QuantizedTile's staging instead
-    } else if constexpr (detail::SharedOffsetKv<Kv>) {
-      (void)whole;  // the page lookup's own check (a bad page reads zeros) stays
-      const int key0 = tile * Bc;
-      detail::load_kv_rows_async<Bc, D, P, Cfg::kThreads>(
-          k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.any_k(), kv.any_v(),
-          [&](int r) -> std::int64_t {
-            const int key = key0 + r;
-            return key < kv_end ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
-          },
-          tid);
-    } else {
-      load_one(true, tile, k_ring + slot * Bc * P, whole);
-      load_one(false, tile, v_ring + slot * Bc * P, whole);
-    }
-  };
-
-  // One pipeline step for tile `tile`: wait for its data, start later copies, attend.
-  auto step = [&](bool general, int tile) {
-    float s[kMmaM][kN8][4];
-    if constexpr (detail::IsQuantizedKv<Kv>::value) {
-      // Quantized cache: this tile's codes were staged (cp.async) by the previous step; dequantize them into
-      // the K/V buffers, then stage the next tile's codes while this one computes.
-      using Tile = detail::QuantizedTile<T, Bc, D, Cfg::kThreads>;
-      arch::cp_async_wait_all();
-      __syncthreads();  // this tile's codes (and Q) landed; the buffers are free (previous tile computed)
-      Tile::template dequant_codes<Kv, P>(kv, b, kv_head, tile * Bc, kv_end, k_stage, v_stage, k_ring, v_ring,
-                                          tid);
-      __syncthreads();  // the staging area is free again
-      if (tile + 1 < tile_end)
-        Tile::stage_codes(kv, b, kv_head, (tile + 1) * Bc, kv_end, k_stage, v_stage, tid);
-      arch::cp_async_commit();
-      scores(general, k_ring, tile, s);
-      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring, lane, o);
-    } else if constexpr (S == 1) {
-      // Single K and V buffers (FlashAttention-2's schedule): V's copy overlaps S = Q K^T and the softmax,
-      // the next K's copy overlaps O += P V.
-      arch::cp_async_wait_all();
-      __syncthreads();  // K landed; every warp is done with the previous V
-      load_one(false, tile, v_ring, !general);
-      arch::cp_async_commit();
-      scores(general, k_ring, tile, s);
-      arch::cp_async_wait_all();
-      __syncthreads();  // V landed; every warp is done with K
-      if (tile + 1 < tile_end) load_one(true, tile + 1, k_ring, !general);
-      arch::cp_async_commit();
-      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring, lane, o);
-    } else {
-      // Tile i has landed once at most S - 2 newer groups are pending; the barrier publishes every thread's
-      // copies and guarantees the slot refilled below (read in step i - 1) is free.
-      const int i = tile - tile_begin;
-      arch::cp_async_wait<S - 2>();
-      __syncthreads();
-      if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S, !general);
-      arch::cp_async_commit();
-      const int slot = i % S;
-      scores(general, k_ring + slot * Bc * P, tile, s);
-      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring + slot * Bc * P, lane, o);
-    }
-  };
-
-  // Prologue: Q joins the first copy group.
-  detail::load_rows_async<Br, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
-  if constexpr (detail::IsQuantizedKv<Kv>::value) {
-    if (tile_begin < tile_end)
-      detail::QuantizedTile<T, Bc, D, Cfg::kThreads>::stage_codes(kv, b, kv_head, tile_begin * Bc, kv_end,
-                                                                  k_stage, v_stage, tid);
-    arch::cp_async_commit();
-  } else if constexpr (S == 1) {
-    if (tile_begin < tile_end) load_one(true, tile_begin, k_ring, false);
-    arch::cp_async_commit();
-  } else {
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (tile_begin + s < tile_end) load_kv(tile_begin + s, s, false);
-      arch::cp_async_commit();
-    }
-  }
-  // The general step outside [fast_begin, fast_end), the hot loop inside it (the kernel's main loop).
-  for (int tile = tile_begin; tile < tile_end;) {
-    if (tile == fast_begin && fast_begin < fast_end) {
-      for (; tile < fast_end; ++tile) step(false, tile);
-    } else {
-      step(true, tile);
-      ++tile;
-    }
-  }
-
-  softmax.reduce_sums();
-  softmax.normalize(o);
-  // The warp reuses its own Q rows as the staging buffer once no copy into them can be pending: Q rows were
-  // copied by threads of every warp, so their copies must have landed block-wide (when no KV tile was
-  // visited, no barrier has done that yet).
-  arch::cp_async_wait_all();
-  __syncthreads();
-  detail::stage_output<T, kMmaM, kD8, P>(o, q_tile + warp_row0 * P, lane);
-  __syncwarp();
-  auto o_row = [&](int r) -> T* {
-    const int local = warp_row0 + r;
-    if (local >= rows_here) return nullptr;
-    const int packed = row0 + local, token = packed / group, head = kv_head * group + packed % group;
-    return args.o + (static_cast<std::int64_t>(seq.q_begin) + token) * args.o_stride_token +
-           static_cast<std::int64_t>(head) * args.o_stride_head;
-  };
-  detail::store_rows<Cfg::kWarpRows, D, P, 32>(q_tile + warp_row0 * P, o_row, lane);
-
-  if (args.lse != nullptr && lane % 4 == 0) {
-#pragma unroll
-    for (int mi = 0; mi < kMmaM; ++mi)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int local = warp_row0 + mi * 16 + lane / 4 + 8 * r;
-        if (local >= rows_here) continue;
-        const int packed = row0 + local, token = packed / group, head = kv_head * group + packed % group;
-        args.lse[(static_cast<std::int64_t>(seq.q_begin) + token) * args.num_heads + head] =
-            lse_from_state(softmax.m[mi][r], softmax.l[mi][r]);
-      }
-  }
-}
-
-namespace detail {
-
-template <class T>
-Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len, bool dense_kv = true) {
-  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "prefill supports half and bfloat16");
-  if (a.batch < 1) return Status::invalid_argument("batch", str_cat("must be >= 1, got ", a.batch));
-  LLMK_RETURN_IF_ERROR(check_heads(a.num_heads, a.num_kv_heads));
-  LLMK_RETURN_IF_ERROR(check_options(a.options));
-  const std::int64_t d = a.head_dim;
-  LLMK_RETURN_IF_ERROR(
-      check_rows("q", a.q, "q_stride_head", a.q_stride_head, "q_stride_token", a.q_stride_token, true, d));
-  LLMK_RETURN_IF_ERROR(
-      check_rows("o", a.o, "o_stride_head", a.o_stride_head, "o_stride_token", a.o_stride_token, true, d));
-  if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
-  if (dense_kv) {
-    LLMK_RETURN_IF_ERROR(
-        check_rows("k", a.k, "k_stride_head", a.k_stride_head, "k_stride_token", a.k_stride_token, true, d));
-    LLMK_RETURN_IF_ERROR(
-        check_rows("v", a.v, "v_stride_head", a.v_stride_head, "v_stride_token", a.v_stride_token, true, d));
-    if ((a.cu_seqlens_q == nullptr) != (a.cu_seqlens_k == nullptr))
-      return Status::invalid_argument("cu_seqlens_q/cu_seqlens_k", "give both or neither");
-  } else if (a.cu_seqlens_k != nullptr || a.k != nullptr || a.v != nullptr) {
-    return Status::invalid_argument("k/v/cu_seqlens_k",
-                                    "must be null: keys and values come from the paged cache");
-  }
-  if (a.cu_seqlens_q != nullptr) {
-    LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_q_host", a.cu_seqlens_q_host, a.batch, max_q_len));
-  } else {
-    if (a.q_len < 0) return Status::invalid_argument("q_len", str_cat("must be >= 0, got ", a.q_len));
-    if (dense_kv && a.kv_len < 0)
-      return Status::invalid_argument("kv_len", str_cat("must be >= 0, got ", a.kv_len));
-    if (static_cast<long long>(a.batch) * max(a.q_len, dense_kv ? a.kv_len : 0) > 0x7fffffffLL)
-      return Status::invalid_argument("batch", "batch * max(q_len, kv_len) must fit in int32 token indices");
-    *max_q_len = a.q_len;
-  }
-  // Lengths stay below 2^30 so that tile arithmetic (tile * Bc + Bc, token * group) cannot overflow int.
-  if (dense_kv) {
-    int max_kv = a.kv_len;
-    if (a.cu_seqlens_k != nullptr)
-      LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_k_host", a.cu_seqlens_k_host, a.batch, &max_kv));
-    if (max_kv > (1 << 30)) return Status::invalid_argument("kv_len", "sequence lengths must be <= 2^30");
-  }
-  if (*max_q_len > (1 << 30)) return Status::invalid_argument("q_len", "sequence lengths must be <= 2^30");
-  // Output rows of different (token, head) pairs must not overlap: token-major or head-major layouts.
-  const std::int64_t total_q =
-      a.cu_seqlens_q != nullptr ? a.cu_seqlens_q_host[a.batch] : static_cast<std::int64_t>(a.batch) * a.q_len;
-  const bool token_major = a.o_stride_token >= a.o_stride_head * a.num_heads;
-  const bool head_major = a.o_stride_token >= d && a.o_stride_head >= a.o_stride_token * total_q;
-  if (!token_major && !head_major)
-    return Status::invalid_argument("o_stride_token/o_stride_head",
-                                    str_cat("output rows overlap: need stride_token >= num_heads * "
-                                            "stride_head (token-major) or stride_head >= "
-                                            "total_q * stride_token (head-major), got ",
-                                            a.o_stride_token, " and ", a.o_stride_head));
-  const long long rows = static_cast<long long>(*max_q_len) * (a.num_heads / a.num_kv_heads);
-  if (rows > 0x7fffffffLL)
-    return Status::invalid_argument("q_len", "q_len * (num_heads / num_kv_heads) must fit in int32");
-  if (a.num_kv_heads > 65535 || a.batch > 65535)
-    return Status::invalid_argument("num_kv_heads/batch", "must be <= 65535 (grid y and z)");
-  return {};
-}
-
-template <class T, class Cfg, class Kv>
-Status launch_prefill(const PrefillArgs<T>& args, int max_q_len, const Kv& kv, cudaStream_t stream) {
-  const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
-  if (rows == 0) return {};
-  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, Cfg::kBr)),
-                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
-  return launch(prefill_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args,
-                ScoreTransform::make(args.options.softmax_scale, args.options.softcap), kv);
-}
-
-}  // namespace detail
-
-/// Prefill attention with an explicit tile configuration (any head dim that is a multiple of 16 up to 256):
-/// out = softmax(scale * Q K^T, masked) V per query head, fp32 accumulation, output rounded to T.
+/// Prefill attention for one head dim (any multiple of 16 up to 256): out = softmax(scale * Q K^T, masked) V
+/// per query head, fp32 accumulation, output rounded to T. On sm_90 (sm_90a code in the build) the Hopper
+/// kernel runs with DefaultSm90PrefillConfig<Cfg::kHeadDim>; elsewhere the mma.sync kernel with the tiles of
+/// Cfg.
 ///
 ///   llmk::attention::PrefillArgs<llmk::half> a;
 ///   a.q = q; a.q_stride_token = H * 80; a.q_stride_head = 80;   // [tokens, H, 80], and so on for k, v, o
 ///   ...
 ///   a.batch = 1; a.q_len = a.kv_len = n; a.num_heads = H; a.num_kv_heads = H_kv; a.head_dim = 80;
 ///   a.options.softmax_scale = llmk::attention::default_scale(80); a.options.causal = true;
-///   llmk::Status s = llmk::attention::prefill_with_config<llmk::half,
-///                                                         llmk::attention::DefaultPrefillConfig<80>>(a,
-///                                                         stream);
+///   llmk::Status s =
+///       llmk::attention::prefill_with_config<llmk::half, llmk::attention::DefaultPrefillConfig<80>>(a,
+///       stream);
 ///
 /// Errors (Status::invalid_argument naming the argument): head_dim != Cfg::kHeadDim, null or misaligned
 /// tensors, strides not multiples of 8 elements, num_heads not a multiple of num_kv_heads, bad lengths or
 /// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0).
 template <class T, class Cfg>
 Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
+  using HopperCfg = DefaultSm90PrefillConfig<Cfg::kHeadDim>;
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
   LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len));
-  const detail::RaggedKv<T> kv{args.k,
-                               args.v,
-                               args.k_stride_token,
-                               args.k_stride_head,
-                               args.v_stride_token,
-                               args.v_stride_head,
-                               args.cu_seqlens_k,
-                               args.kv_len};
-  return detail::launch_prefill<T, Cfg>(args, max_q_len, kv, stream);
-}
-
-/// Prefill over a paged KV cache (chunked prefill): the queries of each sequence (args.q with cu_seqlens_q or
-/// q_len, as for prefill_with_config) attend to the keys of the sequence's pages, bottom-right aligned:
-/// append the chunk's own K/V to the cache first (llmk::kvcache::append_kv), then a causal mask lets each new
-/// token see the cached prefix and the chunk up to itself. args.k, args.v and args.cu_seqlens_k must be null.
-///
-///   llmk::kvcache::PagedKv<llmk::half> pages;   // pools, strides, page_size, num_pages, one table form
-///   a.q = chunk_q; a.cu_seqlens_q = ...; a.options.causal = true;
-///   llmk::Status s = llmk::attention::prefill_paged(a, pages, stream);
-template <class T, class Cfg, class Code = T>
-Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
-                                 cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
-  int max_q_len = 0;
-  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len, /*dense_kv=*/false));
-  kvcache::PagedKv<T, Code> view = pages;
-  LLMK_RETURN_IF_ERROR(
-      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
-  return detail::launch_prefill<T, Cfg>(args, max_q_len, detail::PagedKvRows<T, Code>{view}, stream);
+  if (detail::sm90_prefill_applies<T, HopperCfg>(args))
+    return detail::launch_prefill_sm90<T, HopperCfg>(args, max_q_len, stream);
+  return prefill_mma_with_config<T, Cfg>(args, stream);
 }
 
 /// Prefill attention for the runtime head dims {64, 96, 128, 256} with the default tiles; any other head dim
@@ -471,7 +52,17 @@ Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
       });
 }
 
-/// prefill_paged_with_config() for the runtime head dims {64, 96, 128, 256}.
+/// prefill() on the mma.sync kernel on every architecture (the runtime head dims, default tiles).
+template <class T>
+Status prefill_mma(const PrefillArgs<T>& args, cudaStream_t stream) {
+  return detail::dispatch_head_dim(
+      args.head_dim, "prefill_mma_with_config<T, DefaultPrefillConfig<", [&](auto dim) {
+        return prefill_mma_with_config<T, DefaultPrefillConfig<decltype(dim)::value>>(args, stream);
+      });
+}
+
+/// prefill_paged_with_config() for the runtime head dims {64, 96, 128, 256} (the mma.sync kernel on every
+/// architecture).
 template <class T, class Code>
 Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                      cudaStream_t stream) {

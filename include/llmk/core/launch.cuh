@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -107,6 +108,24 @@ Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem
 #else
   static_assert(sizeof(kernel) == 0, "llmk::launch needs nvcc or the simulator backend (-DLLMK_SIM)");
   return {};
+#endif
+}
+
+/// Compute capability of the current device as 100 * major + 10 * minor (900 on Hopper; 0 when none). The
+/// simulator reports 900 (it emulates every atom); LLMK_SIM_ARCH=800 / 890 makes it report an older device
+/// (tests of the dispatch and of refusals).
+inline int device_arch() {
+#if defined(LLMK_CUDA)
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major * 100 + minor * 10;
+#elif defined(LLMK_SIM)
+  const char* env = std::getenv("LLMK_SIM_ARCH");
+  return env != nullptr && *env != '\0' ? std::atoi(env) : 900;
+#else
+  return 0;
 #endif
 }
 

@@ -42,6 +42,7 @@
 #include "llmk/arch/sm90/warp_specialization.cuh"
 #include "llmk/arch/sm90/wgmma.cuh"
 #include "llmk/config.cuh"
+#include "llmk/core/hopper_support.cuh"
 #include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
 #include "llmk/core/numeric.cuh"
@@ -374,32 +375,10 @@ __global__ void __launch_bounds__(384, 1)
 
 namespace sm90_detail {
 
-// Writes 1 where the code the device runs has wgmma (an sm_90a image), 0 elsewhere.
-template <class Cfg>
-__global__ void wgmma_probe_kernel(int* out) {
-  *out = arch::sm90::kHasWgmma ? 1 : 0;
-}
-
-// True where the Hopper kernel of Cfg can run: an sm_90 device (the simulator reports LLMK_SIM_ARCH, default
-// 900) running an sm_90a image of this translation unit. A plain sm_90 image has the same binary version, so
-// the first call asks the device itself (a probe kernel from the same fatbin; the answer is cached).
+// True where the Hopper kernel of Cfg can run (llmk/core/hopper_support.cuh).
 template <class Cfg>
 bool sm90_available() {
-  if (detail::device_arch() != 900) return false;
-#if defined(LLMK_CUDA)
-  static const bool has = [] {
-    int* flag = nullptr;
-    if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
-    int host = 0;
-    const bool ok = launch(wgmma_probe_kernel<Cfg>, dim3(1), dim3(1), 0, nullptr, flag).ok() &&
-                    cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-    cudaFree(flag);
-    return ok && host == 1;
-  }();
-  return has;
-#else
-  return true;
-#endif
+  return sm90a_runnable<Cfg>();
 }
 
 // 128 x 64 tiles where 128 x 128 ones would leave half the SMs or more idle (M = 256, N = 4096: 64 tiles for

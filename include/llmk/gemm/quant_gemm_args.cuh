@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "llmk/config.cuh"
+#include "llmk/core/launch.cuh"
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/core/tensor_view.cuh"
@@ -142,21 +143,7 @@ Status validate_fp8_block_gemm(const Fp8BlockGemmArgs& p) {
   return {};
 }
 
-inline int device_arch() {
-#if defined(LLMK_CUDA)
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major * 100 + minor * 10;
-#elif defined(LLMK_SIM)
-  // The simulator emulates every atom; LLMK_SIM_ARCH=800 makes it report an older device (to test refusals).
-  const char* env = std::getenv("LLMK_SIM_ARCH");
-  return env != nullptr && *env != '\0' ? std::atoi(env) : 900;
-#else
-  return 0;
-#endif
-}
+using ::llmk::device_arch;  // core/launch.cuh
 
 }  // namespace detail
 

@@ -49,9 +49,17 @@ struct TmaRing {
   }
   /// Producer: waits until slot p is free, then announces `tx_bytes` of TMA into it.
   LLMK_DEVICE void producer_acquire(const RingPosition<Stages>& p, unsigned tx_bytes) {
-    mbarrier_wait_parity(&empty[p.stage], p.phase ^ 1u);
+    producer_wait(p);
     mbarrier_arrive_expect_tx(&full[p.stage], tx_bytes);
   }
+  /// Producer: waits until slot p is free, without announcing anything (a producer that fills the slot by
+  /// other means then publishes it with producer_publish).
+  LLMK_DEVICE void producer_wait(const RingPosition<Stages>& p) {
+    mbarrier_wait_parity(&empty[p.stage], p.phase ^ 1u);
+  }
+  /// Producer: slot p is complete (a plain arrival; the writer fenced its generic stores with
+  /// fence.proxy.async first when wgmma reads them).
+  LLMK_DEVICE void producer_publish(const RingPosition<Stages>& p) { mbarrier_arrive(&full[p.stage]); }
   LLMK_DEVICE std::uint64_t* full_bar(const RingPosition<Stages>& p) { return &full[p.stage]; }
   /// Consumer: waits until slot c has landed.
   LLMK_DEVICE void consumer_wait(const RingPosition<Stages>& c) {

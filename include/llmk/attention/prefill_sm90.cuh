@@ -1,0 +1,468 @@
+// llmk/attention/prefill_sm90.cuh: prefill attention on Hopper (sm_90a): TMA + mbarrier ring, wgmma, warp
+// specialization. The same math, masks and results (within the FlashAttention rule) as the mma.sync kernel
+// of prefill_mma.cuh; prefill.cuh dispatches to this one on sm_90.
+//
+// A block owns 128 packed (token, head) query rows of one KV head (GQA packing as in prefill_mma.cuh) and is
+// 3 warpgroups:
+//
+//   warpgroup 0 (producer, setmaxnreg 40)      warpgroups 1, 2 (consumers, setmaxnreg 232, 64 rows each)
+//   ------------------------------------      ---------------------------------------------------------
+//   TMA: Q tile -> q_full                      wait q_full
+//   for each KV tile:                          for each KV tile:
+//     wait slot free (empty[s])                  wait full[s]
+//     TMA: K tile, V tile -> full[s]             S = Q K^T            wgmma SS (m64 n=Bc k16) x D/16
+//                                                scale, soft-cap, mask (edge tiles only), online softmax
+//   the last tile, when it reaches past the      P -> registers, A operand layout (no shared memory)
+//   sequence's keys: TMA -> tail barrier, the    O += P V             wgmma RS (m64 n=D k16) x Bc/16, V
+//   warp zeroes the V rows past the end,                              MN-major (transposed descriptor)
+//   fence.proxy.async, then publishes full[s]    free the slot (empty[s])
+//                                              O / l -> shared (Q's rows) -> 16-byte stores; LSE
+//
+// Shared tiles are K-major in column blocks of `span` bytes (128 when D % 64 == 0, else 64 or 32) with the
+// matching swizzle: exactly what the TMA box of a column block writes and what wgmma descriptors read. V is
+// the B operand of P V with N = D contiguous: the same tile read through an MN-major descriptor (LBO = one
+// column block, SBO = 8 key rows).
+//
+// The zeroing of V rows past the sequence's end keeps a NaN or Inf in the next sequence's values (or any
+// other data TMA reads past a ragged sequence) out of this one: P is exactly 0 there, but 0 * NaN is not.
+//
+// Q is loaded by one rank-3 box {span, group, tokens} per column block: the packed rows of T tokens x group
+// heads land in row order. Rows per block are therefore a multiple of the group (128 / group rounded down,
+// and to whole 128-byte boxes); the rest of the 128-row tile is padding no one stores.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "llmk/arch/sm90/bulk_copy.cuh"
+#include "llmk/arch/sm90/mbarrier.cuh"
+#include "llmk/arch/sm90/pipeline.cuh"
+#include "llmk/arch/sm90/tma.cuh"
+#include "llmk/arch/sm90/warp_specialization.cuh"
+#include "llmk/arch/sm90/wgmma.cuh"
+#include "llmk/attention/args.cuh"
+#include "llmk/attention/mask.cuh"
+#include "llmk/attention/online_softmax.cuh"
+#include "llmk/attention/prefill_mma.cuh"
+#include "llmk/attention/tile_ops.cuh"
+#include "llmk/config.cuh"
+#include "llmk/core/hopper_support.cuh"
+#include "llmk/core/launch.cuh"
+#include "llmk/core/math.cuh"
+#include "llmk/core/numeric.cuh"
+#include "llmk/core/smem.cuh"
+#include "llmk/core/status.cuh"
+#include "llmk/core/vector.cuh"
+
+namespace llmk::attention {
+
+/// Tiling of the Hopper prefill kernel: head dim (a multiple of 16 up to 256), Bc keys per KV tile (a
+/// multiple of 16 up to 256), Stages K+V slots in the TMA ring. The query tile is 128 rows (two consumer
+/// warpgroups of 64).
+template <int HeadDim, int Bc, int Stages>
+struct Sm90PrefillConfig {
+  static_assert(HeadDim % 16 == 0 && HeadDim >= 16 && HeadDim <= 256,
+                "head dim must be a multiple of 16 in [16, 256]");
+  static_assert(Bc % 16 == 0 && Bc >= 16 && Bc <= 256, "Bc must be a multiple of 16 in [16, 256]");
+  static_assert(Stages >= 1 && Stages <= 8, "the ring has 1..8 slots");
+  static constexpr int kHeadDim = HeadDim, kBr = 128, kBc = Bc, kStages = Stages;
+  static constexpr int kThreads = 384, kConsumerWarps = 8;
+  /// Bytes of a column block's row: the widest swizzle span that divides a row of the head dim.
+  static constexpr int kSpan = HeadDim % 64 == 0 ? 128 : HeadDim % 32 == 0 ? 64 : 32;
+  static constexpr arch::sm90::SmemSwizzle kSwizzle = kSpan == 128  ? arch::sm90::SmemSwizzle::k128B
+                                                      : kSpan == 64 ? arch::sm90::SmemSwizzle::k64B
+                                                                    : arch::sm90::SmemSwizzle::k32B;
+  static constexpr int kSpanElems = kSpan / 2;
+  static constexpr int kDBlocks = HeadDim / kSpanElems;
+  static constexpr int kQBytes = kBr * HeadDim * 2;
+  static constexpr int kTileBytes = Bc * HeadDim * 2;  // one K or V tile
+  static constexpr int kBarrierBytes = 1024;
+  static constexpr std::size_t kSmemBytes =
+      static_cast<std::size_t>(kQBytes) + 2ull * Stages * kTileBytes + kBarrierBytes + 1024;  // + alignment
+  static_assert(kSmemBytes <= 227 * 1024, "Q, the K/V ring and the barriers must fit in 227 KiB");
+};
+
+/// Defaults per head dim: 128 x 128 tiles in a 4-slot ring up to head dim 64, 128 x 128 in 2 slots up to
+/// 128, 128 x 64 in 2 slots above (d256: 194 KiB of shared memory).
+template <int HeadDim>
+using DefaultSm90PrefillConfig =
+    Sm90PrefillConfig<HeadDim, (HeadDim <= 128 ? 128 : 64), (HeadDim <= 64 ? 4 : 2)>;
+
+/// What the Hopper prefill kernel reads.
+template <class T>
+struct Sm90PrefillParams {
+  arch::sm90::TensorMap q_map;  // [total_q, num_heads, D]: box {span, group, tokens}
+  arch::sm90::TensorMap k_map;  // [total_kv, num_kv_heads, D]: box {span, 1, Bc}
+  arch::sm90::TensorMap v_map;
+  PrefillArgs<T> args;
+  detail::ScoreTransform transform;
+  int rows_per_block = 0;  // packed rows a block owns: a multiple of the GQA group, <= 128
+};
+
+namespace detail {
+
+/// The barriers of the kernel, after the tiles.
+template <int Stages>
+struct Sm90PrefillBarriers {
+  arch::sm90::TmaRing<Stages> ring;
+  std::uint64_t q_full;     // the Q tile landed
+  std::uint64_t tail_full;  // the last tile's K and V landed, before the producer zeroes V's tail
+};
+
+/// Offset of byte `b` (16-aligned chunks stay whole) of row `r` in a K-major tile of `rows` rows stored as
+/// column blocks of Cfg::kSpan bytes, with the tile's swizzle (tiles start at a multiple of 1024).
+template <class Cfg>
+LLMK_HOST_DEVICE int swizzled_offset(int rows, int r, int b) {
+  const int off = (b / Cfg::kSpan) * rows * Cfg::kSpan + r * Cfg::kSpan + b % Cfg::kSpan;
+  constexpr int kChunkMask = Cfg::kSpan / 16 - 1;
+  return off ^ (((off >> 7) & kChunkMask) << 4);
+}
+
+/// The wgmma atoms of an element type: S = Q K^T (both from shared memory) and O += P V (P in registers).
+template <class T, int Bc, int D>
+struct Sm90AttentionMma;
+template <int Bc, int D>
+struct Sm90AttentionMma<half, Bc, D> {
+  using QK = arch::sm90::WGMMA_64xNx16_F32F16F16_SS<Bc>;
+  using PV = arch::sm90::WGMMA_64xNx16_F32F16F16_RS<D>;
+};
+template <int Bc, int D>
+struct Sm90AttentionMma<bfloat16, Bc, D> {
+  using QK = arch::sm90::WGMMA_64xNx16_F32BF16BF16_SS<Bc>;
+  using PV = arch::sm90::WGMMA_64xNx16_F32BF16BF16_RS<D>;
+};
+
+}  // namespace detail
+
+/// The kernel (see the file comment). Grid: (row tiles of the longest sequence, num_kv_heads, batch); Cfg::
+/// kThreads threads, Cfg::kSmemBytes of dynamic shared memory.
+template <class T, class Cfg>
+__global__ void __launch_bounds__(384, 1)
+    prefill_sm90_kernel(const __grid_constant__ Sm90PrefillParams<T> p) {
+  namespace sm90 = arch::sm90;
+  if constexpr (!sm90::kHasWgmma) {
+#if LLMK_DEVICE_PASS
+    __trap();
+#endif
+  } else {
+    constexpr int D = Cfg::kHeadDim, Bc = Cfg::kBc, S = Cfg::kStages, kSpan = Cfg::kSpan;
+    constexpr int kD8 = D / 8;
+    constexpr sm90::SmemSwizzle kSwz = Cfg::kSwizzle;
+    using Mma = detail::Sm90AttentionMma<T, Bc, D>;
+    using ScoreFrag =
+        float[1][Cfg::kBc / 8][4];         // the S accumulator in the mma.m16n8 view of FragmentSoftmax
+    using ScoreAcc = float[Cfg::kBc / 2];  // the same registers as the wgmma D operand
+    using PFrag = std::uint32_t[1][Cfg::kBc / 16][4];
+    const PrefillArgs<T>& args = p.args;
+
+    const int b = static_cast<int>(blockIdx.z);
+    detail::SequenceSpan seq = detail::sequence_span(args, b);
+    const bool ragged_k = args.cu_seqlens_k != nullptr;
+    seq.kv_len = ragged_k ? args.cu_seqlens_k[b + 1] - args.cu_seqlens_k[b] : args.kv_len;
+    const int k_token0 = ragged_k ? args.cu_seqlens_k[b] : b * args.kv_len;  // < 2^31: validated
+    const int kv_head = static_cast<int>(blockIdx.y);
+    const int group = args.num_heads / args.num_kv_heads;
+    const int rows_total = seq.q_len * group;
+    const int row0 = static_cast<int>(blockIdx.x) * p.rows_per_block;
+    if (row0 >= rows_total) return;  // the grid is sized for the longest sequence
+    const int rows_here = min(p.rows_per_block, rows_total - row0);
+
+    const Mask mask = make_mask(seq.q_len, seq.kv_len, args.options.causal, args.options.window_left,
+                                args.options.window_right);
+    const int first_query = row0 / group, last_query = (row0 + rows_here - 1) / group;
+    const int kv_first = mask.first_key(first_query), kv_end = mask.end_key(last_query);
+    const int tile_begin = kv_first / Bc;
+    const int tile_end = kv_first < kv_end ? ceil_div(kv_end, Bc) : tile_begin;
+    // Tiles every row sees whole take the step without a mask test (no soft-cap: it transforms every tile).
+    const int fast_begin = max(tile_begin, ceil_div(mask.first_key(last_query), Bc));
+    const int fast_end =
+        p.transform.softcap ? fast_begin : max(fast_begin, min(mask.end_key(first_query) / Bc, kv_end / Bc));
+    // The last tile, when it reaches past the sequence's keys (its V rows there get zeroed); else tile_end.
+    const int tail_tile = tile_end > tile_begin && tile_end * Bc > seq.kv_len ? tile_end - 1 : tile_end;
+
+    unsigned char* q_tile = sm90::align_shared<1024>(dynamic_smem());
+    unsigned char* k_ring = q_tile + Cfg::kQBytes;
+    unsigned char* v_ring = k_ring + S * Cfg::kTileBytes;
+    auto& bars = *reinterpret_cast<detail::Sm90PrefillBarriers<S>*>(v_ring + S * Cfg::kTileBytes);
+    static_assert(sizeof(detail::Sm90PrefillBarriers<S>) <= Cfg::kBarrierBytes);
+    if (threadIdx.x == 0) {
+      bars.ring.init(Cfg::kConsumerWarps);
+      sm90::mbarrier_init(&bars.q_full, 1);
+      sm90::mbarrier_init(&bars.tail_full, 1);
+      sm90::fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    const int wg = static_cast<int>(threadIdx.x / 128);
+    if (wg == 0) {  // producer warpgroup: warp 0 loads, the others only give their registers away
+      sm90::setmaxnreg_dec<40>();
+      const int lane = static_cast<int>(threadIdx.x);
+      if (lane >= 32) return;
+      if (lane == 0) {
+        const int tokens = p.rows_per_block / group;
+        sm90::mbarrier_arrive_expect_tx(&bars.q_full,
+                                        static_cast<unsigned>(Cfg::kDBlocks * tokens * group * kSpan));
+#pragma unroll
+        for (int c = 0; c < Cfg::kDBlocks; ++c) {
+          const int coords[3] = {c * Cfg::kSpanElems, kv_head * group, seq.q_begin + first_query};
+          sm90::tma_load(q_tile + c * Cfg::kBr * kSpan, p.q_map, &bars.q_full, coords);
+        }
+        auto load_kv = [&](unsigned char* k_dst, unsigned char* v_dst, std::uint64_t* bar, int tile) {
+#pragma unroll
+          for (int c = 0; c < Cfg::kDBlocks; ++c) {
+            const int coords[3] = {c * Cfg::kSpanElems, kv_head, k_token0 + tile * Bc};
+            sm90::tma_load(k_dst + c * Bc * kSpan, p.k_map, bar, coords);
+            sm90::tma_load(v_dst + c * Bc * kSpan, p.v_map, bar, coords);
+          }
+        };
+        sm90::RingPosition<S> pos;
+#pragma unroll 1
+        for (int tile = tile_begin; tile < tail_tile; ++tile) {
+          bars.ring.producer_acquire(pos, 2u * Cfg::kTileBytes);
+          load_kv(k_ring + pos.stage * Cfg::kTileBytes, v_ring + pos.stage * Cfg::kTileBytes,
+                  bars.ring.full_bar(pos), tile);
+          pos.advance();
+        }
+        if (tail_tile < tile_end) {
+          bars.ring.producer_wait(pos);
+          sm90::mbarrier_arrive_expect_tx(&bars.tail_full, 2u * Cfg::kTileBytes);
+          load_kv(k_ring + pos.stage * Cfg::kTileBytes, v_ring + pos.stage * Cfg::kTileBytes, &bars.tail_full,
+                  tail_tile);
+        }
+      }
+      if (tail_tile < tile_end) {
+        // The whole warp zeroes V rows [valid, Bc) of the tail's slot once it landed, fences them for the
+        // async proxy (wgmma reads them) and publishes the slot.
+        __syncwarp();
+        const int i = tail_tile - tile_begin;
+        sm90::RingPosition<S> pos;
+        pos.stage = i % S;
+        pos.phase = static_cast<unsigned>((i / S) & 1);
+        sm90::mbarrier_wait_parity(&bars.tail_full, 0);
+        unsigned char* v_tile = v_ring + pos.stage * Cfg::kTileBytes;
+        const int valid = seq.kv_len - tail_tile * Bc;
+        constexpr int kChunksPerRow = kSpan / 16;
+        const int chunks = (Bc - valid) * kChunksPerRow * Cfg::kDBlocks;
+        Vector16<T> zero;
+#pragma unroll
+        for (int e = 0; e < Vector16<T>::kSize; ++e) zero.elements[e] = T(0.0f);
+        for (int idx = lane; idx < chunks; idx += 32) {
+          const int blk = idx % Cfg::kDBlocks, rest = idx / Cfg::kDBlocks;
+          const int row = valid + rest / kChunksPerRow, chunk = rest % kChunksPerRow;
+          store16(reinterpret_cast<T*>(v_tile + blk * Bc * kSpan + row * kSpan + chunk * 16), zero);
+        }
+        sm90::fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) bars.ring.producer_publish(pos);
+      }
+      return;  // no block-wide barrier follows
+    }
+
+    sm90::setmaxnreg_inc<232>();
+    const int half = wg - 1;
+    const int tid = static_cast<int>(threadIdx.x % 128), w = tid / 32, lane = tid % 32;
+    const int warp_row0 = 64 * half + 16 * w;  // this warp's first row of the tile
+
+    float o[1][kD8][4];
+#pragma unroll
+    for (int di = 0; di < kD8; ++di)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][di][e] = 0.0f;
+    auto& o_acc = reinterpret_cast<float(&)[Cfg::kHeadDim / 2]>(o);
+    FragmentSoftmax<1> softmax;
+    softmax.init();
+
+    sm90::mbarrier_wait_parity(&bars.q_full, 0);
+    sm90::RingPosition<S> pos;
+    auto step = [&](bool general, int tile) {
+      bars.ring.consumer_wait(pos);
+      const unsigned char* k_tile = k_ring + pos.stage * Cfg::kTileBytes;
+      const unsigned char* v_tile = v_ring + pos.stage * Cfg::kTileBytes;
+      // S = Q K^T: D / 16 k-steps of 32 bytes, column block by column block.
+      ScoreFrag s;
+      auto& s_acc = reinterpret_cast<ScoreAcc&>(s);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const int blk = ks * 32 / kSpan, byte = ks * 32 % kSpan;
+        const std::uint64_t dq = sm90::make_smem_desc(
+            q_tile + blk * Cfg::kBr * kSpan + half * 64 * kSpan + byte, 16, 8 * kSpan, kSwz);
+        const std::uint64_t dk = sm90::make_smem_desc(k_tile + blk * Bc * kSpan + byte, 16, 8 * kSpan, kSwz);
+        Mma::QK::fma(s_acc, dq, dk, ks > 0);
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      if (general) {
+        const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
+        detail::transform_scores(
+            s, p.transform, masked, tile * Bc,
+            [&](int, int r, int& first, int& end) {
+              // padding rows copy the last real row: finite, unused
+              const int local = min(warp_row0 + lane / 4 + 8 * r, rows_here - 1);
+              const int query = (row0 + local) / group;
+              first = mask.first_key(query);
+              end = mask.end_key(query);
+            },
+            lane);
+      }
+      softmax.update(s, o, p.transform.exp_scale());
+      // O += P V: P from registers (the S accumulator layout is the A fragment layout), V MN-major.
+      PFrag pa;
+      detail::pack_p<T>(s, pa);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Bc / 16; ++kk) {
+        const std::uint64_t dv = sm90::make_smem_desc(
+            v_tile + kk * 16 * kSpan, static_cast<std::uint32_t>(Bc * kSpan), 8 * kSpan, kSwz);
+        Mma::PV::template fma<sm90::Major::kMN>(o_acc, pa[0][kk], dv, true);
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      if (lane == 0) bars.ring.consumer_release(pos);
+      pos.advance();
+    };
+    for (int tile = tile_begin; tile < tile_end;) {
+      if (tile == fast_begin && fast_begin < fast_end) {
+        for (; tile < fast_end; ++tile) step(false, tile);
+      } else {
+        step(true, tile);
+        ++tile;
+      }
+    }
+
+    softmax.reduce_sums();
+    softmax.normalize(o);
+    // The warpgroup's Q rows become its output staging: every wgmma that read them has completed (each warp
+    // waited for its groups; the barrier makes that true for the whole warpgroup).
+    sm90::warpgroup_sync();
+    {
+      const int g = lane / 4, t = lane % 4;
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int di = 0; di < kD8; ++di) {
+          const std::uint32_t packed = detail::MmaFor<T>::pack(o[0][di][2 * r], o[0][di][2 * r + 1]);
+          const int off = detail::swizzled_offset<Cfg>(Cfg::kBr, warp_row0 + g + 8 * r, di * 16 + 4 * t);
+          *reinterpret_cast<std::uint32_t*>(q_tile + off) = packed;
+        }
+    }
+    __syncwarp();
+    constexpr int kChunks = D / 8;  // 16-byte chunks of an output row
+    for (int idx = lane; idx < 16 * kChunks; idx += 32) {
+      const int local = warp_row0 + idx / kChunks, chunk = idx % kChunks;
+      if (local >= rows_here) continue;
+      const int packed = row0 + local, token = packed / group, head = kv_head * group + packed % group;
+      T* dst = args.o + (static_cast<std::int64_t>(seq.q_begin) + token) * args.o_stride_token +
+               static_cast<std::int64_t>(head) * args.o_stride_head + chunk * 8;
+      store16(dst, load16(reinterpret_cast<const T*>(
+                       q_tile + detail::swizzled_offset<Cfg>(Cfg::kBr, local, chunk * 16))));
+    }
+
+    if (args.lse != nullptr && lane % 4 == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int local = warp_row0 + lane / 4 + 8 * r;
+        if (local >= rows_here) continue;
+        const int packed = row0 + local, token = packed / group, head = kv_head * group + packed % group;
+        args.lse[(static_cast<std::int64_t>(seq.q_begin) + token) * args.num_heads + head] =
+            lse_from_state(softmax.m[0][r], softmax.l[0][r]);
+      }
+    }
+  }
+}
+
+namespace detail {
+
+/// Packed rows per block of the Hopper kernel for a GQA group: whole groups (the Q box is tokens x group
+/// heads), at most 128, and whole 128-byte boxes per column block; 0 when no such count exists (group >
+/// 128, or a 32-byte span with an odd group above 32).
+template <class Cfg>
+constexpr int sm90_prefill_rows_per_block(int group) {
+  if (group < 1 || group > Cfg::kBr) return 0;
+  for (int tokens = Cfg::kBr / group; tokens > 0; --tokens)
+    if ((tokens * group * Cfg::kSpan) % 128 == 0) return tokens * group;
+  return 0;
+}
+
+/// The TMA map of a [tokens, heads, D] tensor in boxes {span, box_heads, box_tokens}.
+template <class T, class Cfg>
+Status make_head_rows_map(const T* base, std::int64_t stride_token, std::int64_t stride_head,
+                          std::int64_t tokens, int heads, int box_heads, int box_tokens,
+                          arch::sm90::TensorMap* map) {
+  namespace sm90 = arch::sm90;
+  sm90::TensorMapDesc d;
+  d.elem = sm90::TmaElem::kU16;
+  d.rank = 3;
+  d.global = base;
+  d.dims[0] = static_cast<std::uint64_t>(Cfg::kHeadDim);
+  d.dims[1] = static_cast<std::uint64_t>(heads);
+  d.dims[2] = static_cast<std::uint64_t>(tokens > 0 ? tokens : 1);  // never read when there are no tokens
+  d.strides[0] = static_cast<std::uint64_t>(stride_head) * sizeof(T);
+  d.strides[1] = static_cast<std::uint64_t>(stride_token) * sizeof(T);
+  d.box[0] = static_cast<std::uint32_t>(Cfg::kSpanElems);
+  d.box[1] = static_cast<std::uint32_t>(box_heads);
+  d.box[2] = static_cast<std::uint32_t>(box_tokens);
+  d.swizzle = Cfg::kSwizzle;
+  return sm90::make_tensor_map(map, d);
+}
+
+/// Whether the Hopper kernel runs these (validated) arguments: an sm_90a-capable device and a GQA group the
+/// Q box can hold.
+template <class T, class Cfg>
+bool sm90_prefill_applies(const PrefillArgs<T>& args) {
+  return sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) > 0 && sm90a_runnable<Cfg>();
+}
+
+template <class T, class Cfg>
+Status launch_prefill_sm90(const PrefillArgs<T>& args, int max_q_len, cudaStream_t stream) {
+  const int group = args.num_heads / args.num_kv_heads;
+  const int rows_per_block = sm90_prefill_rows_per_block<Cfg>(group);
+  const long long rows = static_cast<long long>(max_q_len) * group;
+  if (rows == 0) return {};
+  Sm90PrefillParams<T> prm;
+  prm.args = args;
+  prm.transform = ScoreTransform::make(args.options.softmax_scale, args.options.softcap);
+  prm.rows_per_block = rows_per_block;
+  const std::int64_t total_q = args.cu_seqlens_q != nullptr
+                                   ? args.cu_seqlens_q_host[args.batch]
+                                   : static_cast<std::int64_t>(args.batch) * args.q_len;
+  const std::int64_t total_kv = args.cu_seqlens_k != nullptr
+                                    ? args.cu_seqlens_k_host[args.batch]
+                                    : static_cast<std::int64_t>(args.batch) * args.kv_len;
+  LLMK_RETURN_IF_ERROR(
+      (make_head_rows_map<T, Cfg>(args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads,
+                                  group, rows_per_block / group, &prm.q_map)));
+  LLMK_RETURN_IF_ERROR((make_head_rows_map<T, Cfg>(args.k, args.k_stride_token, args.k_stride_head, total_kv,
+                                                   args.num_kv_heads, 1, Cfg::kBc, &prm.k_map)));
+  LLMK_RETURN_IF_ERROR((make_head_rows_map<T, Cfg>(args.v, args.v_stride_token, args.v_stride_head, total_kv,
+                                                   args.num_kv_heads, 1, Cfg::kBc, &prm.v_map)));
+  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, rows_per_block)),
+                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
+  return launch(prefill_sm90_kernel<T, Cfg>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, prm);
+}
+
+}  // namespace detail
+
+/// Prefill attention on the Hopper kernel with an explicit tile configuration (dense K/V; the arguments,
+/// checks and results of prefill_mma_with_config). Returns Status::unsupported where it cannot run: no
+/// sm_90 device or no sm_90a code in the build, or a GQA group above 128 (num_heads / num_kv_heads).
+///
+///   llmk::Status s = llmk::attention::prefill_sm90_with_config<llmk::half,
+///                                                              llmk::attention::Sm90PrefillConfig<128, 64,
+///                                                              3>>(
+///       a, stream);   // a as for prefill_with_config
+template <class T, class Cfg>
+Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
+  int max_q_len = 0;
+  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len));
+  if (!sm90a_runnable<Cfg>())
+    return Status::unsupported("prefill_sm90_with_config needs an sm_90 device and a build with sm_90a code");
+  if (detail::sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
+    return Status::unsupported(str_cat("prefill_sm90_with_config: the GQA group (num_heads / num_kv_heads = ",
+                                       args.num_heads / args.num_kv_heads,
+                                       ") does not fit the 128-row query tile"));
+  return detail::launch_prefill_sm90<T, Cfg>(args, max_q_len, stream);
+}
+
+}  // namespace llmk::attention
