@@ -1,6 +1,9 @@
-// Throughput of prefill attention (llmk/attention/prefill.cuh): FlashAttention-2 style forward over a batch
-// of equal-length sequences, token-major Q/K/V/O. On a GPU: device time from CUDA events; in the simulator:
-// the cost of simulating it (tiny shapes only; those numbers say nothing about a GPU).
+// Throughput of prefill attention (llmk/attention/prefill.cuh) over a batch of equal-length sequences,
+// token-major Q/K/V/O. BM_Prefill runs what prefill() dispatches to: the Hopper kernel (prefill_sm90.cuh:
+// TMA + wgmma, warp-specialized) on sm_90, the mma.sync kernel elsewhere; BM_PrefillMma pins the mma.sync
+// kernel (prefill_mma, FlashAttention-2 style) for the comparison on the same GPU. On a GPU: device time from
+// CUDA events; in the simulator: the cost of simulating it (tiny shapes only; those numbers say nothing about
+// a GPU).
 //
 // Shapes follow FlashAttention-2's benchmark (benchmarks/benchmark_flash_attention.py): 16k tokens in total
 // (batch = 16384 / seq) and model dim 2048 (heads = 2048 / head_dim), so every row does the same work per
@@ -43,7 +46,10 @@ llmk::Status run_prefill(const attn::PrefillArgs<T>& a) {
     return attn::prefill(a, nullptr);
 }
 
-template <class T>
+// The mma.sync kernel on every architecture (half, runtime head dims).
+struct MmaKernel {};
+
+template <class T, class Kernel = void>
 void BM_Prefill(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0)), seq = static_cast<int>(state.range(1)),
             heads = static_cast<int>(state.range(2)), kv_heads = static_cast<int>(state.range(3)),
@@ -72,7 +78,12 @@ void BM_Prefill(benchmark::State& state) {
   a.options.softmax_scale = attn::default_scale(d);
   a.options.causal = causal;
 
-  llmk::bench::time_iterations(state, [&] { return run_prefill(a); });
+  llmk::bench::time_iterations(state, [&] {
+    if constexpr (std::is_same_v<Kernel, MmaKernel>)
+      return attn::prefill_mma(a, nullptr);
+    else
+      return run_prefill(a);
+  });
 
   const double flops = 4.0 * batch * heads * static_cast<double>(seq) * seq * d / (causal ? 2.0 : 1.0);
   const double bytes = (2.0 * q_count + 2.0 * kv_count) * sizeof(T);
@@ -96,6 +107,10 @@ void mha_f16_args(benchmark::internal::Benchmark* b) {
 void mha_bf16_args(benchmark::internal::Benchmark* b) {
   add_mha(b, {128});
 }
+// The mma.sync comparison: d128 MHA only (the GPU command's time budget).
+void mma_args(benchmark::internal::Benchmark* b) {
+  add_mha(b, {128});
+}
 // GQA: 32 query heads sharing 8 KV heads (groups of 4), head dim 128 (Llama-3-8B-like), 16k tokens.
 void gqa_args(benchmark::internal::Benchmark* b) {
   for (int causal : {0, 1})
@@ -115,6 +130,9 @@ void mha_bf16_args(benchmark::internal::Benchmark* b) {
 void gqa_args(benchmark::internal::Benchmark* b) {
   b->Args({1, 64, 2, 1, 64, 1});
 }
+void mma_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 64, 1, 1, 64, 1});
+}
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
 #endif
 
@@ -123,5 +141,8 @@ void gqa_args(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(BM_Prefill, half)->Apply(mha_f16_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
 BENCHMARK_TEMPLATE(BM_Prefill, bfloat16)->Apply(mha_bf16_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
 BENCHMARK_TEMPLATE(BM_Prefill, half)->Apply(gqa_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Prefill, half, MmaKernel)
+    ->Name("BM_PrefillMma<half>")
+    ->Apply(mma_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
 
 }  // namespace

@@ -15,6 +15,7 @@ DECODE_SHAPE = ("batch", "kv_len", "heads", "kv_heads", "d")
 # equal (None: all of them), what the anchor is)
 PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_Prefill<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None, "PyTorch SDPA, FLASH backend"),
+    (r"^BM_PrefillMma<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None, "PyTorch SDPA, FLASH backend"),
     (r"^BM_Decode<(?P<T>[^,>]+)>$", "SDPA_Decode<{T}>", None, "PyTorch SDPA, FLASH backend, q_len 1"),
     (r"^BM_W4A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
     (r"^BM_W4A16PerChannel$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),

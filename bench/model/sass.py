@@ -87,8 +87,16 @@ def _csv(t):
     return ",".join(str(x) for x in t)
 
 
-def _prefill_br(d):  # attention/prefill.cuh DefaultPrefillConfig: Br 128 up to d 64, else 64
+def _prefill_br(d):  # attention/prefill_mma.cuh DefaultPrefillConfig: Br 128 up to d 64, else 64
     return 128 if d <= 64 else 64
+
+
+def _sm90_prefill_blocks(a) -> int:
+    """Blocks of the Hopper prefill (attention/prefill_sm90.cuh): 128 packed (token, head) rows per block when the
+    GQA group divides 128 (every benchmark shape), per KV head and sequence."""
+    group = a["heads"] // a["kv_heads"]
+    rows = (128 // group) * group
+    return math.ceil(a["seq"] * group / rows) * a["kv_heads"] * a["batch"]
 
 
 def _code(targs):
@@ -130,8 +138,11 @@ def _sm90_8bit_blocks(a) -> int:
 # family base -> (kernel regex from (args, template args), thread blocks the launch has, or None: enough for all SMs)
 KernelRegex = Callable[[dict, tuple], str]
 KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] = {
-    "BM_Prefill": (lambda a, t: rf"^attention::prefill_kernel<{_t(t)},attention::PrefillConfig<{a['d']},.*RaggedKv<",
-                   lambda a, t: math.ceil(a["seq"] / _prefill_br(a["d"])) * a["heads"] * a["batch"]),
+    "BM_Prefill": (lambda a, t: rf"^attention::prefill_sm90_kernel<{_t(t)},attention::Sm90PrefillConfig<{a['d']},",
+                   lambda a, t: _sm90_prefill_blocks(a)),
+    "BM_PrefillMma": (lambda a, t: rf"^attention::prefill_kernel<{_t(t)},attention::PrefillConfig<{a['d']},"
+                                   r".*RaggedKv<",
+                      lambda a, t: math.ceil(a["seq"] / _prefill_br(a["d"])) * a["heads"] * a["batch"]),
     "BM_Decode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},.*BatchedKv<",
                   None),
     "BM_DenseDecode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"
@@ -188,7 +199,7 @@ def match(base: str, args: dict, targs: tuple, rows: list[KernelRow]) -> Match |
         return Match("", (), None, None, "arguments missing for the kernel mapping")
     found = tuple(r for r in benchmark_rows(rows) if re.search(regex, r.kernel))
     fallback = ""
-    if "gemm_sm90_kernel" in regex:
+    if "sm90_kernel" in regex:  # the Hopper GEMM and prefill
         # Only sm_90a code has the wgmma main loop (an sm_90 image of the kernel is a trap). The benchmark builds
         # of CI are sm_90: take the sm_90a rows, from the tests' objects when no benchmark build has them (the
         # epilogue type, which differs, comes after the main loop).

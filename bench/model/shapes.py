@@ -36,6 +36,12 @@ def prefill_cases(prefix: str = "BM_Prefill") -> list[str]:
     return out
 
 
+def prefill_mma_cases() -> list[str]:
+    """BM_PrefillMma: the mma.sync kernel on the same GPU, d 128 MHA (half)."""
+    return [c.replace("BM_Prefill<", "BM_PrefillMma<") for c in prefill_cases()
+            if "/d:128/" in c and c.startswith("BM_Prefill<half>") and "/heads:16/" in c]
+
+
 def decode_shapes() -> list[tuple[int, int, int, int, int]]:
     """(batch, kv_len, heads, kv_heads, d) of BM_Decode: GQA 32/8 then MHA 32/32, d 128."""
     out = []
@@ -134,7 +140,7 @@ def obs_cases() -> list[str]:
 
 def default_cases(anchors: bool = False) -> list[str]:
     """Every GPU benchmark name of the llmk binaries (+ the anchors when asked)."""
-    out = prefill_cases() + decode_cases()
+    out = prefill_cases() + prefill_mma_cases() + decode_cases()
     if anchors:
         out += prefill_cases("SDPA_Prefill") + decode_cases("SDPA_Decode") + ["BM_DeviceCopy/MiB:1024/manual_time"]
     out += quant_gemm_cases(anchors) + tile_gemm_cases(anchors) + paged_cases() + quantize_cases() + obs_cases()

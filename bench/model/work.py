@@ -227,8 +227,10 @@ def obs_layer(a, t):  # GPTQ / SparseGPT, block 128
 MNK = ("M", "N", "K")
 DEC = ("batch", "kv_len", "heads", "kv_heads", "d")
 _F = [
-    Family("BM_Prefill", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "llmk",
-           "bench/attention_prefill.cu"),
+    Family("BM_Prefill", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "wgmma_f16", "llmk",
+           "bench/attention_prefill.cu (prefill(): the Hopper kernel on sm_90)"),
+    Family("BM_PrefillMma", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "llmk",
+           "bench/attention_prefill.cu (prefill_mma: the mma.sync kernel)"),
     Family("SDPA_Prefill", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "anchor",
            "bench/anchors/torch_sdpa.py (BM_Prefill's formulas)"),
     Family("BM_Decode", DEC, decode, "mma_f16", "llmk", "bench/attention_decode.cu"),

@@ -133,6 +133,16 @@ struct FragmentSoftmax {
   /// scores by p = 2^(s c - m).
   template <int kN8, int kD8>
   LLMK_DEVICE void update(float (&s)[kMmaM][kN8][4], float (&o)[kMmaM][kD8][4], float c) {
+    float f[kMmaM][2];
+    update_scores(s, c, f);
+    rescale(o, f);
+  }
+
+  /// update() without the output accumulator: the new max, p in s, l, and each row's factor f for o (apply
+  /// it with rescale() once o may be touched: a pipelined kernel's P V of the previous tile may still be
+  /// writing o here).
+  template <int kN8>
+  LLMK_DEVICE void update_scores(float (&s)[kMmaM][kN8][4], float c, float (&f)[kMmaM][2]) {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi)
 #pragma unroll
@@ -144,16 +154,11 @@ struct FragmentSoftmax {
         tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
         tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
         const float mx = max_propagate_nan(m[mi][r], tile_max * c);  // c > 0: the max commutes with it
-        const float f = exp2_shifted(m[mi][r], mx);
+        f[mi][r] = exp2_shifted(m[mi][r], mx);
         m[mi][r] = mx;
         // -inf (nothing visible yet): shift by 0, so masked scores give exactly 0 (exp2_shifted's rule)
         const float neg_m = mx == -INFINITY ? 0.0f : -mx;
-        float sum = l[mi][r] * f;
-#pragma unroll
-        for (int di = 0; di < kD8; ++di) {
-          o[mi][di][2 * r] *= f;
-          o[mi][di][2 * r + 1] *= f;
-        }
+        float sum = l[mi][r] * f[mi][r];
 #pragma unroll
         for (int ni = 0; ni < kN8; ++ni)
 #pragma unroll
@@ -164,6 +169,20 @@ struct FragmentSoftmax {
           }
         l[mi][r] = sum;
       }
+  }
+
+  /// o *= f, row by row (the factors of update_scores()).
+  template <int kD8>
+  LLMK_DEVICE static void rescale(float (&o)[kMmaM][kD8][4], const float (&f)[kMmaM][2]) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int di = 0; di < kD8; ++di) {
+          o[mi][di][2 * r] *= f[mi][r];
+          o[mi][di][2 * r + 1] *= f[mi][r];
+        }
   }
 
   /// Sums l over the quad (every lane gets the row total). Call once, after the last update.

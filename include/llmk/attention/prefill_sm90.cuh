@@ -104,9 +104,10 @@ namespace detail {
 /// The barriers of the kernel, after the tiles.
 template <int Stages>
 struct Sm90PrefillBarriers {
-  arch::sm90::TmaRing<Stages> ring;
-  std::uint64_t q_full;     // the Q tile landed
-  std::uint64_t tail_full;  // the last tile's K and V landed, before the producer zeroes V's tail
+  arch::sm90::TmaRing<Stages> k;  // K tiles: a slot is free once the S = Q K^T reading it completed
+  arch::sm90::TmaRing<Stages> v;  // V tiles: free once the P V reading it completed (one tile later)
+  std::uint64_t q_full;           // the Q tile landed
+  std::uint64_t tail_full;        // the last tile's V landed, before the producer zeroes its tail
 };
 
 /// Offset of byte `b` (16-aligned chunks stay whole) of row `r` in a K-major tile of `rows` rows stored as
@@ -186,7 +187,8 @@ __global__ void __launch_bounds__(384, 1)
     auto& bars = *reinterpret_cast<detail::Sm90PrefillBarriers<S>*>(v_ring + S * Cfg::kTileBytes);
     static_assert(sizeof(detail::Sm90PrefillBarriers<S>) <= Cfg::kBarrierBytes);
     if (threadIdx.x == 0) {
-      bars.ring.init(Cfg::kConsumerWarps);
+      bars.k.init(Cfg::kConsumerWarps);
+      bars.v.init(Cfg::kConsumerWarps);
       sm90::mbarrier_init(&bars.q_full, 1);
       sm90::mbarrier_init(&bars.tail_full, 1);
       sm90::fence_mbarrier_init();
@@ -207,27 +209,29 @@ __global__ void __launch_bounds__(384, 1)
           const int coords[3] = {c * Cfg::kSpanElems, kv_head * group, seq.q_begin + first_query};
           sm90::tma_load(q_tile + c * Cfg::kBr * kSpan, p.q_map, &bars.q_full, coords);
         }
-        auto load_kv = [&](unsigned char* k_dst, unsigned char* v_dst, std::uint64_t* bar, int tile) {
+        // K and V of a tile go to slot `stage` of their rings; K first (S = Q K^T needs it a tile earlier).
+        auto load = [&](const sm90::TensorMap& map, unsigned char* ring, int stage, std::uint64_t* bar,
+                        int tile) {
 #pragma unroll
           for (int c = 0; c < Cfg::kDBlocks; ++c) {
             const int coords[3] = {c * Cfg::kSpanElems, kv_head, k_token0 + tile * Bc};
-            sm90::tma_load(k_dst + c * Bc * kSpan, p.k_map, bar, coords);
-            sm90::tma_load(v_dst + c * Bc * kSpan, p.v_map, bar, coords);
+            sm90::tma_load(ring + stage * Cfg::kTileBytes + c * Bc * kSpan, map, bar, coords);
           }
         };
         sm90::RingPosition<S> pos;
 #pragma unroll 1
-        for (int tile = tile_begin; tile < tail_tile; ++tile) {
-          bars.ring.producer_acquire(pos, 2u * Cfg::kTileBytes);
-          load_kv(k_ring + pos.stage * Cfg::kTileBytes, v_ring + pos.stage * Cfg::kTileBytes,
-                  bars.ring.full_bar(pos), tile);
+        for (int tile = tile_begin; tile < tile_end; ++tile) {
+          bars.k.producer_acquire(pos, Cfg::kTileBytes);
+          load(p.k_map, k_ring, pos.stage, bars.k.full_bar(pos), tile);
+          if (tile < tail_tile) {
+            bars.v.producer_acquire(pos, Cfg::kTileBytes);
+            load(p.v_map, v_ring, pos.stage, bars.v.full_bar(pos), tile);
+          } else {  // the tail: its V lands on tail_full, the warp publishes the slot below
+            bars.v.producer_wait(pos);
+            sm90::mbarrier_arrive_expect_tx(&bars.tail_full, Cfg::kTileBytes);
+            load(p.v_map, v_ring, pos.stage, &bars.tail_full, tile);
+          }
           pos.advance();
-        }
-        if (tail_tile < tile_end) {
-          bars.ring.producer_wait(pos);
-          sm90::mbarrier_arrive_expect_tx(&bars.tail_full, 2u * Cfg::kTileBytes);
-          load_kv(k_ring + pos.stage * Cfg::kTileBytes, v_ring + pos.stage * Cfg::kTileBytes, &bars.tail_full,
-                  tail_tile);
         }
       }
       if (tail_tile < tile_end) {
@@ -253,7 +257,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         sm90::fence_proxy_async();
         __syncwarp();
-        if (lane == 0) bars.ring.producer_publish(pos);
+        if (lane == 0) bars.v.producer_publish(pos);
       }
       return;  // no block-wide barrier follows
     }
@@ -273,15 +277,17 @@ __global__ void __launch_bounds__(384, 1)
     softmax.init();
 
     sm90::mbarrier_wait_parity(&bars.q_full, 0);
-    sm90::RingPosition<S> pos;
-    auto step = [&](bool general, int tile) {
-      bars.ring.consumer_wait(pos);
-      const unsigned char* k_tile = k_ring + pos.stage * Cfg::kTileBytes;
-      const unsigned char* v_tile = v_ring + pos.stage * Cfg::kTileBytes;
-      // S = Q K^T: D / 16 k-steps of 32 bytes, column block by column block.
-      ScoreFrag s;
-      auto& s_acc = reinterpret_cast<ScoreAcc&>(s);
-      sm90::wgmma_fence();
+    // Intra-warpgroup overlap: S = Q K^T of tile j is issued together with O += P V of tile j - 1, and the
+    // softmax of tile j runs while that P V is still in flight; o is rescaled once it has landed.
+    sm90::RingPosition<S> kpos, vpos;
+    ScoreFrag s;
+    auto& s_acc = reinterpret_cast<ScoreAcc&>(s);
+    PFrag pa;
+    float f[1][2];
+    // S = Q K^T: D / 16 k-steps of 32 bytes, column block by column block (wgmma_fence() comes first).
+    auto issue_qk = [&]() {
+      bars.k.consumer_wait(kpos);
+      const unsigned char* k_tile = k_ring + kpos.stage * Cfg::kTileBytes;
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         const int blk = ks * 32 / kSpan, byte = ks * 32 % kSpan;
@@ -291,7 +297,25 @@ __global__ void __launch_bounds__(384, 1)
         Mma::QK::fma(s_acc, dq, dk, ks > 0);
       }
       sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
+    };
+    // O += P V: P from registers (the S accumulator layout is the A fragment layout), V MN-major.
+    auto issue_pv = [&]() {
+      bars.v.consumer_wait(vpos);
+      const unsigned char* v_tile = v_ring + vpos.stage * Cfg::kTileBytes;
+#pragma unroll
+      for (int kk = 0; kk < Bc / 16; ++kk) {
+        const std::uint64_t dv = sm90::make_smem_desc(
+            v_tile + kk * 16 * kSpan, static_cast<std::uint32_t>(Bc * kSpan), 8 * kSpan, kSwz);
+        Mma::PV::template fma<sm90::Major::kMN>(o_acc, pa[0][kk], dv, true);
+      }
+      sm90::wgmma_commit();
+    };
+    auto release = [&](sm90::TmaRing<S>& ring, sm90::RingPosition<S>& at) {
+      if (lane == 0) ring.consumer_release(at);
+      at.advance();
+    };
+    // Scale, soft-cap, mask (general tiles only), then the online softmax of the scores (o's factor in f).
+    auto softmax_tile = [&](bool general, int tile) {
       if (general) {
         const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
         detail::transform_scores(
@@ -305,29 +329,45 @@ __global__ void __launch_bounds__(384, 1)
             },
             lane);
       }
-      softmax.update(s, o, p.transform.exp_scale());
-      // O += P V: P from registers (the S accumulator layout is the A fragment layout), V MN-major.
-      PFrag pa;
-      detail::pack_p<T>(s, pa);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < Bc / 16; ++kk) {
-        const std::uint64_t dv = sm90::make_smem_desc(
-            v_tile + kk * 16 * kSpan, static_cast<std::uint32_t>(Bc * kSpan), 8 * kSpan, kSwz);
-        Mma::PV::template fma<sm90::Major::kMN>(o_acc, pa[0][kk], dv, true);
-      }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
-      if (lane == 0) bars.ring.consumer_release(pos);
-      pos.advance();
+      softmax.update_scores(s, p.transform.exp_scale(), f);
     };
-    for (int tile = tile_begin; tile < tile_end;) {
-      if (tile == fast_begin && fast_begin < fast_end) {
-        for (; tile < fast_end; ++tile) step(false, tile);
-      } else {
-        step(true, tile);
-        ++tile;
+    // One steady-state step: tile `tile`'s scores, the previous tile's P V.
+    auto step = [&](bool general, int tile) {
+      sm90::wgmma_fence();
+      issue_qk();
+      issue_pv();
+      sm90::wgmma_wait<1>();  // S landed (P V may still run)
+      sm90::wgmma_fence_registers(s_acc);
+      release(bars.k, kpos);
+      softmax_tile(general, tile);
+      sm90::wgmma_wait<0>();  // P V landed: o and pa are free
+      sm90::wgmma_fence_registers(o_acc);
+      release(bars.v, vpos);
+      FragmentSoftmax<1>::rescale(o, f);
+      detail::pack_p<T>(s, pa);
+    };
+    auto is_general = [&](int tile) { return !(tile >= fast_begin && tile < fast_end); };
+    if (tile_begin < tile_end) {
+      sm90::wgmma_fence();
+      issue_qk();
+      sm90::wgmma_wait<0>();
+      sm90::wgmma_fence_registers(s_acc);
+      release(bars.k, kpos);
+      softmax_tile(is_general(tile_begin), tile_begin);  // o is still 0: no rescale
+      detail::pack_p<T>(s, pa);
+      for (int tile = tile_begin + 1; tile < tile_end;) {
+        if (tile >= fast_begin && tile < fast_end) {
+          for (; tile < fast_end; ++tile) step(false, tile);
+        } else {
+          step(true, tile);
+          ++tile;
+        }
       }
+      sm90::wgmma_fence();
+      issue_pv();
+      sm90::wgmma_wait<0>();
+      sm90::wgmma_fence_registers(o_acc);
+      release(bars.v, vpos);
     }
 
     softmax.reduce_sums();
