@@ -372,13 +372,19 @@ TEST_CASE("paged (chunked) prefill: a chunk attends to the cached prefix and to 
       const attn::PrefillArgs<f16> dense =
           with_dense_kv(base(o_dense.data(), lse_dense.data()), s, d_k.data(), d_v.data(), d_cu_k.data(),
                         c.kv_begin.data());
-      REQUIRE(attn::prefill(dense, nullptr).ok());
-      for (bool csr : {true, false}) {
-        const llmk::Status st =
-            attn::prefill_paged(base(o_paged.data(), lse_paged.data()), c.view(csr), nullptr);
-        REQUIRE_MESSAGE(st.ok(), st.message());
-        CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
-        CHECK(lse_dense.to_host() == lse_paged.to_host());
+      // Both kernels: the dispatch (the Hopper kernel on sm_90: TMA for dense K/V, the producer's gather for
+      // pages) and the mma.sync one; paged == dense bit for bit within each.
+      for (bool mma : {false, true}) {
+        CAPTURE(mma);
+        REQUIRE((mma ? attn::prefill_mma(dense, nullptr) : attn::prefill(dense, nullptr)).ok());
+        for (bool csr : {true, false}) {
+          const attn::PrefillArgs<f16> paged = base(o_paged.data(), lse_paged.data());
+          const llmk::Status st = mma ? attn::prefill_paged_mma(paged, c.view(csr), nullptr)
+                                      : attn::prefill_paged(paged, c.view(csr), nullptr);
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
+          CHECK(lse_dense.to_host() == lse_paged.to_host());
+        }
       }
       llmk::reference::AttentionProblem p;
       p.q_lens = q_lens;
@@ -671,7 +677,7 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   attn::PrefillArgs<T> dense_args =
       with_dense_kv(a, s, d_kd.data(), d_vd.data(), d_cu_k.data(), c.kv_begin.data());
   dense_args.o = o2.data();
-  REQUIRE(attn::prefill(dense_args, nullptr).ok());
+  REQUIRE(attn::prefill_mma(dense_args, nullptr).ok());  // quantized pages run the mma.sync kernel
   CHECK(same_bits(o1.to_host(), o2.to_host()));
   // Copy-on-write of a quantized page moves the codes and, for per-token-head scales, the scale rows.
   std::vector<int> spare;
@@ -745,7 +751,7 @@ TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no 
     dense.k = d_kd.data();
     dense.v = d_vd.data();
     dense.o = o_deq.data();
-    REQUIRE(attn::prefill(dense, nullptr).ok());
+    REQUIRE(attn::prefill_mma(dense, nullptr).ok());  // quantized pages run the mma.sync kernel
     CHECK(same_bits(o_paged.to_host(), o_dense.to_host()));
     CHECK(same_bits(o_quant.to_host(), o_deq.to_host()));
     llmk::reference::AttentionProblem p;

@@ -1,13 +1,15 @@
 // llmk/attention/prefill.cuh: the prefill launchers, choosing the kernel at runtime.
 //
-//   sm_90 device with sm_90a code, dense K/V, GQA group <= 128   the Hopper kernel (prefill_sm90.cuh: TMA,
-//                                                                 wgmma, warp specialization)
-//   everything else (sm_80/89, paged caches)                      the mma.sync kernel (prefill_mma.cuh)
+//   sm_90 device with sm_90a code, fp16/bf16 K/V (dense or   the Hopper kernel (prefill_sm90.cuh: TMA /
+//   cp.async paged), GQA group <= 128                                  gather, wgmma, warp specialization)
+//   everything else (sm_80/89, quantized pages)                the mma.sync kernel (prefill_mma.cuh)
 //
 // Both compute the same attention (masks, soft-cap, GQA packing, varlen, LSE) within the FlashAttention
 // tolerance rule; the explicit forms prefill_mma_with_config / prefill_sm90_with_config pin one kernel (for
 // benchmarks of variants, or bit-stable results across machines).
 #pragma once
+
+#include <type_traits>
 
 #include "llmk/attention/prefill_mma.cuh"
 #include "llmk/attention/prefill_sm90.cuh"
@@ -61,14 +63,45 @@ Status prefill_mma(const PrefillArgs<T>& args, cudaStream_t stream) {
       });
 }
 
-/// prefill_paged_with_config() for the runtime head dims {64, 96, 128, 256} (the mma.sync kernel on every
-/// architecture).
+/// Prefill over a paged KV cache (chunked prefill): the queries of each sequence (args.q with cu_seqlens_q or
+/// q_len, as for prefill_with_config) attend to the keys of the sequence's pages, bottom-right aligned:
+/// append the chunk's own K/V to the cache first (llmk::kvcache::append_kv), then a causal mask lets each new
+/// token see the cached prefix and the chunk up to itself. args.k, args.v and args.cu_seqlens_k must be null.
+/// fp16/bf16 pages run the Hopper kernel on sm_90 (its producer warpgroup gathers the rows from the pages),
+/// quantized pages and other architectures the mma.sync kernel with the tiles of Cfg.
+///
+///   llmk::kvcache::PagedKv<llmk::half> pages;   // pools, strides, page_size, num_pages, one table form
+///   a.q = chunk_q; a.cu_seqlens_q = ...; a.options.causal = true;
+///   llmk::Status s = llmk::attention::prefill_paged(a, pages, stream);
+template <class T, class Cfg, class Code = T>
+Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
+                                 cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, Code>) {
+    using HopperCfg = DefaultSm90PrefillConfig<Cfg::kHeadDim>;
+    if (args.head_dim == Cfg::kHeadDim && detail::sm90_prefill_applies<T, HopperCfg>(args))
+      return prefill_paged_sm90_with_config<T, HopperCfg>(args, pages, stream);
+  }
+  return prefill_paged_mma_with_config<T, Cfg, Code>(args, pages, stream);
+}
+
+/// prefill_paged_with_config() for the runtime head dims {64, 96, 128, 256}.
 template <class T, class Code>
 Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                      cudaStream_t stream) {
   return detail::dispatch_head_dim(
       args.head_dim, "prefill_paged_with_config<T, DefaultPrefillConfig<", [&](auto dim) {
         return prefill_paged_with_config<T, DefaultPagedPrefillConfig<decltype(dim)::value, Code>, Code>(
+            args, pages, stream);
+      });
+}
+
+/// prefill_paged() on the mma.sync kernel on every architecture.
+template <class T, class Code>
+Status prefill_paged_mma(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
+                         cudaStream_t stream) {
+  return detail::dispatch_head_dim(
+      args.head_dim, "prefill_paged_mma_with_config<T, DefaultPrefillConfig<", [&](auto dim) {
+        return prefill_paged_mma_with_config<T, DefaultPagedPrefillConfig<decltype(dim)::value, Code>, Code>(
             args, pages, stream);
       });
 }

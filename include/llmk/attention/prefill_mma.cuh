@@ -443,17 +443,12 @@ Status prefill_mma_with_config(const PrefillArgs<T>& args, cudaStream_t stream) 
   return detail::launch_prefill<T, Cfg>(args, max_q_len, kv, stream);
 }
 
-/// Prefill over a paged KV cache (chunked prefill): the queries of each sequence (args.q with cu_seqlens_q or
-/// q_len, as for prefill_with_config) attend to the keys of the sequence's pages, bottom-right aligned:
-/// append the chunk's own K/V to the cache first (llmk::kvcache::append_kv), then a causal mask lets each new
-/// token see the cached prefix and the chunk up to itself. args.k, args.v and args.cu_seqlens_k must be null.
-///
-///   llmk::kvcache::PagedKv<llmk::half> pages;   // pools, strides, page_size, num_pages, one table form
-///   a.q = chunk_q; a.cu_seqlens_q = ...; a.options.causal = true;
-///   llmk::Status s = llmk::attention::prefill_paged(a, pages, stream);
+/// Prefill over a paged KV cache (fp16/bf16 or int8/fp8 pages) on the mma.sync kernel on every
+/// architecture, with the tiles of Cfg; prefill_paged_with_config (prefill.cuh) is the dispatching form and
+/// documents the arguments.
 template <class T, class Cfg, class Code = T>
-Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
-                                 cudaStream_t stream) {
+Status prefill_paged_mma_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
+                                     cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
   LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len, /*dense_kv=*/false));

@@ -88,15 +88,17 @@ template <int HeadDim>
 using DefaultSm90PrefillConfig =
     Sm90PrefillConfig<HeadDim, (HeadDim <= 128 ? 128 : 64), (HeadDim <= 64 ? 4 : 2)>;
 
-/// What the Hopper prefill kernel reads.
-template <class T>
+/// What the Hopper prefill kernel reads. Kv: detail::RaggedKv<T> (dense K/V, loaded by TMA through k_map /
+/// v_map) or detail::PagedKvRows<T, T> (a paged cache, gathered by the producer warpgroup with cp.async).
+template <class T, class Kv>
 struct Sm90PrefillParams {
   arch::sm90::TensorMap q_map;  // [total_q, num_heads, D]: box {span, group, tokens}
-  arch::sm90::TensorMap k_map;  // [total_kv, num_kv_heads, D]: box {span, 1, Bc}
+  arch::sm90::TensorMap k_map;  // dense: [total_kv, num_kv_heads, D], box {span, 1, Bc}
   arch::sm90::TensorMap v_map;
   PrefillArgs<T> args;
   detail::ScoreTransform transform;
   int rows_per_block = 0;  // packed rows a block owns: a multiple of the GQA group, <= 128
+  Kv kv;
 };
 
 namespace detail {
@@ -133,13 +135,63 @@ struct Sm90AttentionMma<bfloat16, Bc, D> {
   using PV = arch::sm90::WGMMA_64xNx16_F32BF16BF16_RS<D>;
 };
 
+/// The paged producer: the 4 warps of the producer warpgroup (`ptid` 0..127) gather the K and V rows of each
+/// visible tile from their pages with 16-byte cp.async into the swizzled ring slots (one page lookup per row
+/// and chunk, shared by K and V; keys past the end and bad pages are zero-filled) and publish them. K_j and
+/// V_j are separate cp.async groups; a group is published (cp.async.wait_group, fence.proxy.async for wgmma,
+/// one arrival per warp) once the next one is in flight. The order K_j, publish V_{j-1}, V_j, publish K_j
+/// never waits for a slot whose release needs a tile still unpublished.
+template <class Cfg, class Kv, int S>
+LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
+                                   arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
+                                   unsigned char* v_ring, int b, int kv_head, int kv_len, int tile_begin,
+                                   int tile_end, int ptid) {
+  namespace sm90 = arch::sm90;
+  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 8;
+  auto gather = [&](bool is_k, unsigned char* tile_smem, int tile) {
+    const auto* base = is_k ? kv.any_k() : kv.any_v();
+#pragma unroll 1
+    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
+      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
+      const std::int64_t off = key < kv_len ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
+      arch::cp_async_cg16_zfill(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 16),
+                                off >= 0 ? base + off + chunk * 8 : base, off >= 0 ? 16 : 0);
+    }
+    arch::cp_async_commit();
+  };
+  auto publish = [&](sm90::TmaRing<S>& bars, const sm90::RingPosition<S>& at) {
+    arch::cp_async_wait<1>();
+    sm90::fence_proxy_async();
+    __syncwarp();
+    if (ptid % 32 == 0) bars.producer_publish(at);
+  };
+  sm90::RingPosition<S> pos, prev;
+#pragma unroll 1
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    k_bars.producer_wait(pos);
+    gather(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
+    if (tile > tile_begin) publish(v_bars, prev);  // V_{j-1}: every group but K_j landed
+    v_bars.producer_wait(pos);
+    gather(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
+    publish(k_bars, pos);  // K_j: every group but V_j landed
+    prev = pos;
+    pos.advance();
+  }
+  if (tile_end > tile_begin) {
+    arch::cp_async_wait<0>();
+    sm90::fence_proxy_async();
+    __syncwarp();
+    if (ptid % 32 == 0) v_bars.producer_publish(prev);
+  }
+}
+
 }  // namespace detail
 
 /// The kernel (see the file comment). Grid: (row tiles of the longest sequence, num_kv_heads, batch); Cfg::
 /// kThreads threads, Cfg::kSmemBytes of dynamic shared memory.
-template <class T, class Cfg>
+template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(384, 1)
-    prefill_sm90_kernel(const __grid_constant__ Sm90PrefillParams<T> p) {
+    prefill_sm90_kernel(const __grid_constant__ Sm90PrefillParams<T, Kv> p) {
   namespace sm90 = arch::sm90;
   if constexpr (!sm90::kHasWgmma) {
 #if LLMK_DEVICE_PASS
@@ -158,9 +210,9 @@ __global__ void __launch_bounds__(384, 1)
 
     const int b = static_cast<int>(blockIdx.z);
     detail::SequenceSpan seq = detail::sequence_span(args, b);
-    const bool ragged_k = args.cu_seqlens_k != nullptr;
-    seq.kv_len = ragged_k ? args.cu_seqlens_k[b + 1] - args.cu_seqlens_k[b] : args.kv_len;
-    const int k_token0 = ragged_k ? args.cu_seqlens_k[b] : b * args.kv_len;  // < 2^31: validated
+    constexpr bool kPaged = !detail::StridedKv<Kv>;
+    static_assert(!detail::IsQuantizedKv<Kv>::value, "quantized pages take the mma.sync kernel");
+    seq.kv_len = p.kv.length(b);
     const int kv_head = static_cast<int>(blockIdx.y);
     const int group = args.num_heads / args.num_kv_heads;
     const int rows_total = seq.q_len * group;
@@ -187,8 +239,9 @@ __global__ void __launch_bounds__(384, 1)
     auto& bars = *reinterpret_cast<detail::Sm90PrefillBarriers<S>*>(v_ring + S * Cfg::kTileBytes);
     static_assert(sizeof(detail::Sm90PrefillBarriers<S>) <= Cfg::kBarrierBytes);
     if (threadIdx.x == 0) {
-      bars.k.init(Cfg::kConsumerWarps);
-      bars.v.init(Cfg::kConsumerWarps);
+      // Paged: the 4 producer warps fill a slot with cp.async and each publishes its part.
+      bars.k.init(Cfg::kConsumerWarps, kPaged ? 4 : 1);
+      bars.v.init(Cfg::kConsumerWarps, kPaged ? 4 : 1);
       sm90::mbarrier_init(&bars.q_full, 1);
       sm90::mbarrier_init(&bars.tail_full, 1);
       sm90::fence_mbarrier_init();
@@ -196,11 +249,10 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
 
     const int wg = static_cast<int>(threadIdx.x / 128);
-    if (wg == 0) {  // producer warpgroup: warp 0 loads, the others only give their registers away
+    if (wg == 0) {  // producer warpgroup
       sm90::setmaxnreg_dec<40>();
-      const int lane = static_cast<int>(threadIdx.x);
-      if (lane >= 32) return;
-      if (lane == 0) {
+      const int ptid = static_cast<int>(threadIdx.x);
+      if (ptid == 0) {
         const int tokens = p.rows_per_block / group;
         sm90::mbarrier_arrive_expect_tx(&bars.q_full,
                                         static_cast<unsigned>(Cfg::kDBlocks * tokens * group * kSpan));
@@ -209,55 +261,65 @@ __global__ void __launch_bounds__(384, 1)
           const int coords[3] = {c * Cfg::kSpanElems, kv_head * group, seq.q_begin + first_query};
           sm90::tma_load(q_tile + c * Cfg::kBr * kSpan, p.q_map, &bars.q_full, coords);
         }
-        // K and V of a tile go to slot `stage` of their rings; K first (S = Q K^T needs it a tile earlier).
-        auto load = [&](const sm90::TensorMap& map, unsigned char* ring, int stage, std::uint64_t* bar,
-                        int tile) {
-#pragma unroll
-          for (int c = 0; c < Cfg::kDBlocks; ++c) {
-            const int coords[3] = {c * Cfg::kSpanElems, kv_head, k_token0 + tile * Bc};
-            sm90::tma_load(ring + stage * Cfg::kTileBytes + c * Bc * kSpan, map, bar, coords);
-          }
-        };
-        sm90::RingPosition<S> pos;
-#pragma unroll 1
-        for (int tile = tile_begin; tile < tile_end; ++tile) {
-          bars.k.producer_acquire(pos, Cfg::kTileBytes);
-          load(p.k_map, k_ring, pos.stage, bars.k.full_bar(pos), tile);
-          if (tile < tail_tile) {
-            bars.v.producer_acquire(pos, Cfg::kTileBytes);
-            load(p.v_map, v_ring, pos.stage, bars.v.full_bar(pos), tile);
-          } else {  // the tail: its V lands on tail_full, the warp publishes the slot below
-            bars.v.producer_wait(pos);
-            sm90::mbarrier_arrive_expect_tx(&bars.tail_full, Cfg::kTileBytes);
-            load(p.v_map, v_ring, pos.stage, &bars.tail_full, tile);
-          }
-          pos.advance();
-        }
       }
-      if (tail_tile < tile_end) {
-        // The whole warp zeroes V rows [valid, Bc) of the tail's slot once it landed, fences them for the
-        // async proxy (wgmma reads them) and publishes the slot.
-        __syncwarp();
-        const int i = tail_tile - tile_begin;
-        sm90::RingPosition<S> pos;
-        pos.stage = i % S;
-        pos.phase = static_cast<unsigned>((i / S) & 1);
-        sm90::mbarrier_wait_parity(&bars.tail_full, 0);
-        unsigned char* v_tile = v_ring + pos.stage * Cfg::kTileBytes;
-        const int valid = seq.kv_len - tail_tile * Bc;
-        constexpr int kChunksPerRow = kSpan / 16;
-        const int chunks = (Bc - valid) * kChunksPerRow * Cfg::kDBlocks;
-        Vector16<T> zero;
+      if constexpr (kPaged) {
+        detail::sm90_gather_pages<Cfg>(p.kv, bars.k, bars.v, k_ring, v_ring, b, kv_head, seq.kv_len,
+                                       tile_begin, tile_end, ptid);
+      } else {
+        const int lane = ptid;
+        if (lane >= 32) return;
+        const int k_token0 = static_cast<int>(p.kv.token(b, 0));  // < 2^31: validated
+        if (lane == 0) {
+          // K and V of a tile go to slot `stage` of their rings; K first (S = Q K^T needs it a tile earlier).
+          auto load = [&](const sm90::TensorMap& map, unsigned char* ring, int stage, std::uint64_t* bar,
+                          int tile) {
 #pragma unroll
-        for (int e = 0; e < Vector16<T>::kSize; ++e) zero.elements[e] = T(0.0f);
-        for (int idx = lane; idx < chunks; idx += 32) {
-          const int blk = idx % Cfg::kDBlocks, rest = idx / Cfg::kDBlocks;
-          const int row = valid + rest / kChunksPerRow, chunk = rest % kChunksPerRow;
-          store16(reinterpret_cast<T*>(v_tile + blk * Bc * kSpan + row * kSpan + chunk * 16), zero);
+            for (int c = 0; c < Cfg::kDBlocks; ++c) {
+              const int coords[3] = {c * Cfg::kSpanElems, kv_head, k_token0 + tile * Bc};
+              sm90::tma_load(ring + stage * Cfg::kTileBytes + c * Bc * kSpan, map, bar, coords);
+            }
+          };
+          sm90::RingPosition<S> pos;
+#pragma unroll 1
+          for (int tile = tile_begin; tile < tile_end; ++tile) {
+            bars.k.producer_acquire(pos, Cfg::kTileBytes);
+            load(p.k_map, k_ring, pos.stage, bars.k.full_bar(pos), tile);
+            if (tile < tail_tile) {
+              bars.v.producer_acquire(pos, Cfg::kTileBytes);
+              load(p.v_map, v_ring, pos.stage, bars.v.full_bar(pos), tile);
+            } else {  // the tail: its V lands on tail_full, the warp publishes the slot below
+              bars.v.producer_wait(pos);
+              sm90::mbarrier_arrive_expect_tx(&bars.tail_full, Cfg::kTileBytes);
+              load(p.v_map, v_ring, pos.stage, &bars.tail_full, tile);
+            }
+            pos.advance();
+          }
         }
-        sm90::fence_proxy_async();
-        __syncwarp();
-        if (lane == 0) bars.v.producer_publish(pos);
+        if (tail_tile < tile_end) {
+          // The whole warp zeroes V rows [valid, Bc) of the tail's slot once it landed, fences them for the
+          // async proxy (wgmma reads them) and publishes the slot.
+          __syncwarp();
+          const int i = tail_tile - tile_begin;
+          sm90::RingPosition<S> pos;
+          pos.stage = i % S;
+          pos.phase = static_cast<unsigned>((i / S) & 1);
+          sm90::mbarrier_wait_parity(&bars.tail_full, 0);
+          unsigned char* v_tile = v_ring + pos.stage * Cfg::kTileBytes;
+          const int valid = seq.kv_len - tail_tile * Bc;
+          constexpr int kChunksPerRow = kSpan / 16;
+          const int chunks = (Bc - valid) * kChunksPerRow * Cfg::kDBlocks;
+          Vector16<T> zero;
+#pragma unroll
+          for (int e = 0; e < Vector16<T>::kSize; ++e) zero.elements[e] = T(0.0f);
+          for (int idx = lane; idx < chunks; idx += 32) {
+            const int blk = idx % Cfg::kDBlocks, rest = idx / Cfg::kDBlocks;
+            const int row = valid + rest / kChunksPerRow, chunk = rest % kChunksPerRow;
+            store16(reinterpret_cast<T*>(v_tile + blk * Bc * kSpan + row * kSpan + chunk * 16), zero);
+          }
+          sm90::fence_proxy_async();
+          __syncwarp();
+          if (lane == 0) bars.v.producer_publish(pos);
+        }
       }
       return;  // no block-wide barrier follows
     }
@@ -453,32 +515,63 @@ bool sm90_prefill_applies(const PrefillArgs<T>& args) {
   return sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) > 0 && sm90a_runnable<Cfg>();
 }
 
-template <class T, class Cfg>
-Status launch_prefill_sm90(const PrefillArgs<T>& args, int max_q_len, cudaStream_t stream) {
+// The parameters every launch fills: arguments, transform, rows per block, the Q map.
+template <class T, class Cfg, class Kv>
+Status sm90_prefill_params(const PrefillArgs<T>& args, const Kv& kv, Sm90PrefillParams<T, Kv>* prm) {
   const int group = args.num_heads / args.num_kv_heads;
-  const int rows_per_block = sm90_prefill_rows_per_block<Cfg>(group);
-  const long long rows = static_cast<long long>(max_q_len) * group;
-  if (rows == 0) return {};
-  Sm90PrefillParams<T> prm;
-  prm.args = args;
-  prm.transform = ScoreTransform::make(args.options.softmax_scale, args.options.softcap);
-  prm.rows_per_block = rows_per_block;
+  prm->args = args;
+  prm->transform = ScoreTransform::make(args.options.softmax_scale, args.options.softcap);
+  prm->rows_per_block = sm90_prefill_rows_per_block<Cfg>(group);
+  prm->kv = kv;
   const std::int64_t total_q = args.cu_seqlens_q != nullptr
                                    ? args.cu_seqlens_q_host[args.batch]
                                    : static_cast<std::int64_t>(args.batch) * args.q_len;
+  return make_head_rows_map<T, Cfg>(args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads,
+                                    group, prm->rows_per_block / group, &prm->q_map);
+}
+
+template <class T, class Cfg, class Kv>
+Status launch_sm90_prefill_kernel(const Sm90PrefillParams<T, Kv>& prm, int max_q_len, cudaStream_t stream) {
+  const PrefillArgs<T>& args = prm.args;
+  const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
+  if (rows == 0) return {};
+  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, prm.rows_per_block)),
+                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
+  return launch(prefill_sm90_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, prm);
+}
+
+/// Dense K/V (validated arguments).
+template <class T, class Cfg>
+Status launch_prefill_sm90(const PrefillArgs<T>& args, int max_q_len, cudaStream_t stream) {
+  if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
+  const RaggedKv<T> kv{args.k,
+                       args.v,
+                       args.k_stride_token,
+                       args.k_stride_head,
+                       args.v_stride_token,
+                       args.v_stride_head,
+                       args.cu_seqlens_k,
+                       args.kv_len};
+  Sm90PrefillParams<T, RaggedKv<T>> prm;
+  LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, kv, &prm)));
   const std::int64_t total_kv = args.cu_seqlens_k != nullptr
                                     ? args.cu_seqlens_k_host[args.batch]
                                     : static_cast<std::int64_t>(args.batch) * args.kv_len;
-  LLMK_RETURN_IF_ERROR(
-      (make_head_rows_map<T, Cfg>(args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads,
-                                  group, rows_per_block / group, &prm.q_map)));
   LLMK_RETURN_IF_ERROR((make_head_rows_map<T, Cfg>(args.k, args.k_stride_token, args.k_stride_head, total_kv,
                                                    args.num_kv_heads, 1, Cfg::kBc, &prm.k_map)));
   LLMK_RETURN_IF_ERROR((make_head_rows_map<T, Cfg>(args.v, args.v_stride_token, args.v_stride_head, total_kv,
                                                    args.num_kv_heads, 1, Cfg::kBc, &prm.v_map)));
-  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, rows_per_block)),
-                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
-  return launch(prefill_sm90_kernel<T, Cfg>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, prm);
+  return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream);
+}
+
+/// A paged fp16/bf16 cache (validated arguments and view).
+template <class T, class Cfg>
+Status launch_prefill_sm90_paged(const PrefillArgs<T>& args, int max_q_len,
+                                 const kvcache::PagedKv<T, T>& view, cudaStream_t stream) {
+  if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
+  Sm90PrefillParams<T, PagedKvRows<T, T>> prm;
+  LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, PagedKvRows<T, T>{view}, &prm)));
+  return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream);
 }
 
 }  // namespace detail
@@ -503,6 +596,32 @@ Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream)
                                        args.num_heads / args.num_kv_heads,
                                        ") does not fit the 128-row query tile"));
   return detail::launch_prefill_sm90<T, Cfg>(args, max_q_len, stream);
+}
+
+/// prefill_sm90_with_config() over a paged fp16/bf16 cache (the arguments and checks of
+/// prefill_paged_with_config): the producer warpgroup gathers the K/V rows from their pages. Quantized pages
+/// are not supported here (Status::unsupported; prefill_paged runs them on the mma.sync kernel).
+template <class T, class Cfg, class Code = T>
+Status prefill_paged_sm90_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
+                                      cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
+  int max_q_len = 0;
+  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len, /*dense_kv=*/false));
+  kvcache::PagedKv<T, Code> view = pages;
+  LLMK_RETURN_IF_ERROR(
+      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
+  if constexpr (!std::is_same_v<T, Code>) {
+    return Status::unsupported("prefill_paged_sm90_with_config: quantized pages run on the mma.sync kernel");
+  } else {
+    if (!sm90a_runnable<Cfg>())
+      return Status::unsupported(
+          "prefill_paged_sm90_with_config needs an sm_90 device and a build with sm_90a code");
+    if (detail::sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
+      return Status::unsupported(str_cat("prefill_paged_sm90_with_config: the GQA group (",
+                                         args.num_heads / args.num_kv_heads,
+                                         ") does not fit the 128-row query tile"));
+    return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, view, stream);
+  }
 }
 
 }  // namespace llmk::attention

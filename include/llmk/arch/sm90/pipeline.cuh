@@ -39,10 +39,12 @@ struct TmaRing {
   std::uint64_t full[Stages];
   std::uint64_t empty[Stages];
 
-  /// One thread, before a __syncthreads: `consumer_arrivals` = arrivals that free a slot.
-  LLMK_DEVICE void init(unsigned consumer_arrivals) {
+  /// One thread, before a __syncthreads: `consumer_arrivals` = arrivals that free a slot,
+  /// `producer_arrivals` = arrivals that fill one (1: the TMA producer's arrive.expect_tx; more when several
+  /// producer threads or warps fill a slot with ordinary copies and publish it with producer_publish).
+  LLMK_DEVICE void init(unsigned consumer_arrivals, unsigned producer_arrivals = 1) {
     for (int s = 0; s < Stages; ++s) {
-      mbarrier_init(&full[s], 1);
+      mbarrier_init(&full[s], producer_arrivals);
       mbarrier_init(&empty[s], consumer_arrivals);
     }
     fence_mbarrier_init();
