@@ -673,11 +673,15 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   llmk::DeviceBuffer<T> d_qp(qp), d_kd(qc.k_deq), d_vd(qc.v_deq), o1(qp.size()), o2(qp.size());
   llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
   const attn::PrefillArgs<T> a = chunk_args<T>(s, d_qp.data(), o1.data(), d_cu_q.data(), cu_q.data());
-  REQUIRE(attn::prefill_paged(a, qc.view(c, false), nullptr).ok());
   attn::PrefillArgs<T> dense_args =
       with_dense_kv(a, s, d_kd.data(), d_vd.data(), d_cu_k.data(), c.kv_begin.data());
   dense_args.o = o2.data();
-  REQUIRE(attn::prefill_mma(dense_args, nullptr).ok());  // quantized pages run the mma.sync kernel
+  // Both kernels (sm_90: the Hopper kernel's producer dequantizes the pages into its ring).
+  REQUIRE(attn::prefill_paged(a, qc.view(c, false), nullptr).ok());
+  REQUIRE(attn::prefill(dense_args, nullptr).ok());
+  CHECK(same_bits(o1.to_host(), o2.to_host()));
+  REQUIRE(attn::prefill_paged_mma(a, qc.view(c, false), nullptr).ok());
+  REQUIRE(attn::prefill_mma(dense_args, nullptr).ok());
   CHECK(same_bits(o1.to_host(), o2.to_host()));
   // Copy-on-write of a quantized page moves the codes and, for per-token-head scales, the scale rows.
   std::vector<int> spare;
@@ -751,7 +755,7 @@ TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no 
     dense.k = d_kd.data();
     dense.v = d_vd.data();
     dense.o = o_deq.data();
-    REQUIRE(attn::prefill_mma(dense, nullptr).ok());  // quantized pages run the mma.sync kernel
+    REQUIRE(attn::prefill(dense, nullptr).ok());
     CHECK(same_bits(o_paged.to_host(), o_dense.to_host()));
     CHECK(same_bits(o_quant.to_host(), o_deq.to_host()));
     llmk::reference::AttentionProblem p;
@@ -762,6 +766,18 @@ TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no 
     p.head_dim = s.dim;
     p.options = a.options;
     llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), nullptr);
+    if (llmk::device_arch() == 900) {
+      // The Hopper kernel with one-slot rings (the producer publishes K_j before awaiting V_j's slot) and
+      // 32-key tiles, fp16 and int8 pages: the same answers as its default tiles within the rule.
+      using OneSlot = attn::Sm90PrefillConfig<64, 32, 1>;
+      a.o = o_paged.data();
+      REQUIRE(attn::prefill_paged_sm90_with_config<f16, OneSlot>(a, c.view(true), nullptr).ok());
+      llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), nullptr);
+      a.o = o_quant.data();
+      REQUIRE(attn::prefill_paged_sm90_with_config<f16, OneSlot, std::int8_t>(a, qc.view(c, false), nullptr)
+                  .ok());
+      llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, o_quant.to_host(), nullptr);
+    }
   }
 }
 

@@ -1,8 +1,8 @@
 // llmk/attention/prefill.cuh: the prefill launchers, choosing the kernel at runtime.
 //
-//   sm_90 device with sm_90a code, fp16/bf16 K/V (dense or   the Hopper kernel (prefill_sm90.cuh: TMA /
-//   cp.async paged), GQA group <= 128                                  gather, wgmma, warp specialization)
-//   everything else (sm_80/89, quantized pages)                the mma.sync kernel (prefill_mma.cuh)
+//   sm_90 device with sm_90a code, GQA group <= 128 (dense,   the Hopper kernel (prefill_sm90.cuh: TMA / page
+//   paged or quantized paged K/V)                              gather, wgmma, warp specialization)
+//   everything else (sm_80/89)                                  the mma.sync kernel (prefill_mma.cuh)
 //
 // Both compute the same attention (masks, soft-cap, GQA packing, varlen, LSE) within the FlashAttention
 // tolerance rule; the explicit forms prefill_mma_with_config / prefill_sm90_with_config pin one kernel (for
@@ -67,8 +67,8 @@ Status prefill_mma(const PrefillArgs<T>& args, cudaStream_t stream) {
 /// q_len, as for prefill_with_config) attend to the keys of the sequence's pages, bottom-right aligned:
 /// append the chunk's own K/V to the cache first (llmk::kvcache::append_kv), then a causal mask lets each new
 /// token see the cached prefix and the chunk up to itself. args.k, args.v and args.cu_seqlens_k must be null.
-/// fp16/bf16 pages run the Hopper kernel on sm_90 (its producer warpgroup gathers the rows from the pages),
-/// quantized pages and other architectures the mma.sync kernel with the tiles of Cfg.
+/// On sm_90 the Hopper kernel runs (its producer warpgroup gathers fp16/bf16 rows from the pages, or
+/// dequantizes int8/fp8 codes into its ring); elsewhere the mma.sync kernel with the tiles of Cfg.
 ///
 ///   llmk::kvcache::PagedKv<llmk::half> pages;   // pools, strides, page_size, num_pages, one table form
 ///   a.q = chunk_q; a.cu_seqlens_q = ...; a.options.causal = true;
@@ -76,11 +76,9 @@ Status prefill_mma(const PrefillArgs<T>& args, cudaStream_t stream) {
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                  cudaStream_t stream) {
-  if constexpr (std::is_same_v<T, Code>) {
-    using HopperCfg = DefaultSm90PrefillConfig<Cfg::kHeadDim>;
-    if (args.head_dim == Cfg::kHeadDim && detail::sm90_prefill_applies<T, HopperCfg>(args))
-      return prefill_paged_sm90_with_config<T, HopperCfg>(args, pages, stream);
-  }
+  using HopperCfg = DefaultSm90PrefillConfig<Cfg::kHeadDim>;
+  if (args.head_dim == Cfg::kHeadDim && detail::sm90_prefill_applies<T, HopperCfg>(args))
+    return prefill_paged_sm90_with_config<T, HopperCfg, Code>(args, pages, stream);
   return prefill_paged_mma_with_config<T, Cfg, Code>(args, pages, stream);
 }
 

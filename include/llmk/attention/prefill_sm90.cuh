@@ -137,10 +137,11 @@ struct Sm90AttentionMma<bfloat16, Bc, D> {
 
 /// The paged producer: the 4 warps of the producer warpgroup (`ptid` 0..127) gather the K and V rows of each
 /// visible tile from their pages with 16-byte cp.async into the swizzled ring slots (one page lookup per row
-/// and chunk, shared by K and V; keys past the end and bad pages are zero-filled) and publish them. K_j and
-/// V_j are separate cp.async groups; a group is published (cp.async.wait_group, fence.proxy.async for wgmma,
-/// one arrival per warp) once the next one is in flight. The order K_j, publish V_{j-1}, V_j, publish K_j
-/// never waits for a slot whose release needs a tile still unpublished.
+/// and chunk; keys past the end and bad pages are zero-filled) and publish them. K_j and V_j are separate
+/// cp.async groups; a group is published (cp.async.wait_group, fence.proxy.async for wgmma, one arrival per
+/// warp) once the next one is in flight. The order K_j, publish V_{j-1}, V_j, publish K_j never waits for a
+/// slot whose release needs a tile still unpublished (with one slot, K_j is published before V_j's slot is
+/// awaited: that slot frees only after the P V that follows S_j).
 template <class Cfg, class Kv, int S>
 LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
                                    arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
@@ -159,29 +160,81 @@ LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
     }
     arch::cp_async_commit();
   };
-  auto publish = [&](sm90::TmaRing<S>& bars, const sm90::RingPosition<S>& at) {
-    arch::cp_async_wait<1>();
+  // Publishes once every cp.async group but the newest `pending` has landed.
+  auto publish = [&](auto pending, sm90::TmaRing<S>& bars, const sm90::RingPosition<S>& at) {
+    arch::cp_async_wait<decltype(pending)::value>();
     sm90::fence_proxy_async();
     __syncwarp();
     if (ptid % 32 == 0) bars.producer_publish(at);
   };
+  using One = std::integral_constant<int, 1>;
+  using None = std::integral_constant<int, 0>;
   sm90::RingPosition<S> pos, prev;
 #pragma unroll 1
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     k_bars.producer_wait(pos);
     gather(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
-    if (tile > tile_begin) publish(v_bars, prev);  // V_{j-1}: every group but K_j landed
+    if (tile > tile_begin) publish(One{}, v_bars, prev);  // V_{j-1}: every group but K_j landed
+    if constexpr (S == 1) publish(None{}, k_bars, pos);
     v_bars.producer_wait(pos);
     gather(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
-    publish(k_bars, pos);  // K_j: every group but V_j landed
+    if constexpr (S > 1) publish(One{}, k_bars, pos);  // K_j: every group but V_j landed
     prev = pos;
     pos.advance();
   }
-  if (tile_end > tile_begin) {
-    arch::cp_async_wait<0>();
-    sm90::fence_proxy_async();
+  if (tile_end > tile_begin) publish(None{}, v_bars, prev);
+}
+
+/// The paged producer of a quantized (int8 / fp8) cache: the producer warpgroup reads each row's 8-bit codes
+/// (16 per load), dequantizes them (code * scale, rounded to T: the values the mma.sync kernel and the
+/// reference dequantization produce) and stores them into the swizzled ring slot; K_j is published before
+/// V_j's slot is awaited.
+template <class Cfg, class T, class Kv, int S>
+LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
+                                    arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
+                                    unsigned char* v_ring, int b, int kv_head, int kv_len, int tile_begin,
+                                    int tile_end, int ptid) {
+  namespace sm90 = arch::sm90;
+  using Code = typename Kv::Stored;
+  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 16;  // 16 codes per load
+  auto fill = [&](bool is_k, unsigned char* tile_smem, int tile) {
+#pragma unroll 2
+    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
+      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
+      const Code *kr = nullptr, *vr = nullptr;
+      float ks = 0.0f, vs = 0.0f;
+      if (key < kv_len) kv.code_rows(b, kv_head, key, kr, vr, ks, vs);
+      const Code* src = is_k ? kr : vr;
+      const float scale = is_k ? ks : vs;
+      Vector16<Code> codes;
+      if (src != nullptr) {
+        codes = load16(src + chunk * 16);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; ++e) codes.elements[e] = Code{};
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        Vector16<T> out;
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          out.elements[e] = T(static_cast<float>(codes.elements[8 * h + e]) * scale);
+        store16(reinterpret_cast<T*>(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 32 + h * 16)), out);
+      }
+    }
+    sm90::fence_proxy_async();  // ordinary stores, read by wgmma
     __syncwarp();
-    if (ptid % 32 == 0) v_bars.producer_publish(prev);
+  };
+  sm90::RingPosition<S> pos;
+#pragma unroll 1
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    k_bars.producer_wait(pos);
+    fill(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
+    if (ptid % 32 == 0) k_bars.producer_publish(pos);
+    v_bars.producer_wait(pos);
+    fill(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
+    if (ptid % 32 == 0) v_bars.producer_publish(pos);
+    pos.advance();
   }
 }
 
@@ -211,7 +264,6 @@ __global__ void __launch_bounds__(384, 1)
     const int b = static_cast<int>(blockIdx.z);
     detail::SequenceSpan seq = detail::sequence_span(args, b);
     constexpr bool kPaged = !detail::StridedKv<Kv>;
-    static_assert(!detail::IsQuantizedKv<Kv>::value, "quantized pages take the mma.sync kernel");
     seq.kv_len = p.kv.length(b);
     const int kv_head = static_cast<int>(blockIdx.y);
     const int group = args.num_heads / args.num_kv_heads;
@@ -262,7 +314,10 @@ __global__ void __launch_bounds__(384, 1)
           sm90::tma_load(q_tile + c * Cfg::kBr * kSpan, p.q_map, &bars.q_full, coords);
         }
       }
-      if constexpr (kPaged) {
+      if constexpr (detail::IsQuantizedKv<Kv>::value) {
+        detail::sm90_dequant_pages<Cfg, T>(p.kv, bars.k, bars.v, k_ring, v_ring, b, kv_head, seq.kv_len,
+                                           tile_begin, tile_end, ptid);
+      } else if constexpr (kPaged) {
         detail::sm90_gather_pages<Cfg>(p.kv, bars.k, bars.v, k_ring, v_ring, b, kv_head, seq.kv_len,
                                        tile_begin, tile_end, ptid);
       } else {
@@ -564,13 +619,13 @@ Status launch_prefill_sm90(const PrefillArgs<T>& args, int max_q_len, cudaStream
   return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream);
 }
 
-/// A paged fp16/bf16 cache (validated arguments and view).
-template <class T, class Cfg>
+/// A paged cache, fp16/bf16 or int8/fp8 codes (validated arguments and view).
+template <class T, class Cfg, class Code>
 Status launch_prefill_sm90_paged(const PrefillArgs<T>& args, int max_q_len,
-                                 const kvcache::PagedKv<T, T>& view, cudaStream_t stream) {
+                                 const kvcache::PagedKv<T, Code>& view, cudaStream_t stream) {
   if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
-  Sm90PrefillParams<T, PagedKvRows<T, T>> prm;
-  LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, PagedKvRows<T, T>{view}, &prm)));
+  Sm90PrefillParams<T, PagedKvRows<T, Code>> prm;
+  LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, PagedKvRows<T, Code>{view}, &prm)));
   return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream);
 }
 
@@ -598,9 +653,9 @@ Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream)
   return detail::launch_prefill_sm90<T, Cfg>(args, max_q_len, stream);
 }
 
-/// prefill_sm90_with_config() over a paged fp16/bf16 cache (the arguments and checks of
-/// prefill_paged_with_config): the producer warpgroup gathers the K/V rows from their pages. Quantized pages
-/// are not supported here (Status::unsupported; prefill_paged runs them on the mma.sync kernel).
+/// prefill_sm90_with_config() over a paged cache (the arguments and checks of prefill_paged_with_config):
+/// the producer warpgroup gathers fp16/bf16 rows from their pages with cp.async, or reads int8/fp8 codes
+/// and dequantizes them into the ring.
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_sm90_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                       cudaStream_t stream) {
@@ -610,18 +665,14 @@ Status prefill_paged_sm90_with_config(const PrefillArgs<T>& args, const kvcache:
   kvcache::PagedKv<T, Code> view = pages;
   LLMK_RETURN_IF_ERROR(
       kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
-  if constexpr (!std::is_same_v<T, Code>) {
-    return Status::unsupported("prefill_paged_sm90_with_config: quantized pages run on the mma.sync kernel");
-  } else {
-    if (!sm90a_runnable<Cfg>())
-      return Status::unsupported(
-          "prefill_paged_sm90_with_config needs an sm_90 device and a build with sm_90a code");
-    if (detail::sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
-      return Status::unsupported(str_cat("prefill_paged_sm90_with_config: the GQA group (",
-                                         args.num_heads / args.num_kv_heads,
-                                         ") does not fit the 128-row query tile"));
-    return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, view, stream);
-  }
+  if (!sm90a_runnable<Cfg>())
+    return Status::unsupported(
+        "prefill_paged_sm90_with_config needs an sm_90 device and a build with sm_90a code");
+  if (detail::sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
+    return Status::unsupported(str_cat("prefill_paged_sm90_with_config: the GQA group (",
+                                       args.num_heads / args.num_kv_heads,
+                                       ") does not fit the 128-row query tile"));
+  return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, view, stream);
 }
 
 }  // namespace llmk::attention
