@@ -198,7 +198,7 @@ LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars
   using Code = typename Kv::Stored;
   constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 16;  // 16 codes per load
   auto fill = [&](bool is_k, unsigned char* tile_smem, int tile) {
-#pragma unroll 2
+#pragma unroll 1  // 40 registers: unrolling spilled the fp8 conversions
     for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
       const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
       const Code *kr = nullptr, *vr = nullptr;
