@@ -36,9 +36,8 @@ namespace llmk::attention {
 template <class T, class Cfg>
 Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
   using HopperCfg = DefaultSm90PrefillConfig<Cfg::kHeadDim>;
-  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
-  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len));
+  LLMK_RETURN_IF_ERROR((detail::validate_prefill_launch<T, Cfg>(args, &max_q_len)));
   if (detail::sm90_prefill_applies<T, HopperCfg>(args))
     return detail::launch_prefill_sm90<T, HopperCfg>(args, max_q_len, stream);
   return prefill_mma_with_config<T, Cfg>(args, stream);

@@ -399,6 +399,23 @@ Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len, bool dense_kv =
   return {};
 }
 
+/// The checks every prefill launcher runs first: the configuration's head dim, then the arguments.
+template <class T, class Cfg>
+Status validate_prefill_launch(const PrefillArgs<T>& args, int* max_q_len) {
+  LLMK_RETURN_IF_ERROR(check_head_dim(args.head_dim, Cfg::kHeadDim));
+  return validate_prefill(args, max_q_len);
+}
+
+/// The same for a paged cache: the arguments without dense K/V, then the view (validated and completed in
+/// place: page shift, head count).
+template <class T, class Cfg, class Code>
+Status validate_prefill_paged_launch(const PrefillArgs<T>& args, kvcache::PagedKv<T, Code>* view,
+                                     int* max_q_len) {
+  LLMK_RETURN_IF_ERROR(check_head_dim(args.head_dim, Cfg::kHeadDim));
+  LLMK_RETURN_IF_ERROR(validate_prefill(args, max_q_len, /*dense_kv=*/false));
+  return kvcache::validate_paged_kv(*view, args.batch, args.num_kv_heads, args.head_dim, nullptr);
+}
+
 template <class T, class Cfg, class Kv>
 Status launch_prefill(const PrefillArgs<T>& args, int max_q_len, const Kv& kv, cudaStream_t stream) {
   const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
@@ -429,9 +446,8 @@ Status launch_prefill(const PrefillArgs<T>& args, int max_q_len, const Kv& kv, c
 /// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0).
 template <class T, class Cfg>
 Status prefill_mma_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
-  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len));
+  LLMK_RETURN_IF_ERROR((detail::validate_prefill_launch<T, Cfg>(args, &max_q_len)));
   const detail::RaggedKv<T> kv{args.k,
                                args.v,
                                args.k_stride_token,
@@ -449,12 +465,9 @@ Status prefill_mma_with_config(const PrefillArgs<T>& args, cudaStream_t stream) 
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_mma_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                      cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
-  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len, /*dense_kv=*/false));
   kvcache::PagedKv<T, Code> view = pages;
-  LLMK_RETURN_IF_ERROR(
-      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
+  LLMK_RETURN_IF_ERROR((detail::validate_prefill_paged_launch<T, Cfg>(args, &view, &max_q_len)));
   return detail::launch_prefill<T, Cfg>(args, max_q_len, detail::PagedKvRows<T, Code>{view}, stream);
 }
 

@@ -563,6 +563,19 @@ Status make_head_rows_map(const T* base, std::int64_t stride_token, std::int64_t
   return sm90::make_tensor_map(map, d);
 }
 
+/// Status::unsupported naming `launcher` where the Hopper kernel cannot run these (validated) arguments: no
+/// sm_90 device or no sm_90a code, or a GQA group above what the query tile holds.
+template <class T, class Cfg>
+Status sm90_prefill_refusal(const PrefillArgs<T>& args, const char* launcher) {
+  if (!sm90a_runnable<Cfg>())
+    return Status::unsupported(str_cat(launcher, " needs an sm_90 device and a build with sm_90a code"));
+  if (sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
+    return Status::unsupported(
+        str_cat(launcher, ": the GQA group (num_heads / num_kv_heads = ", args.num_heads / args.num_kv_heads,
+                ") does not fit the 128-row query tile"));
+  return {};
+}
+
 /// Whether the Hopper kernel runs these (validated) arguments: an sm_90a-capable device and a GQA group the
 /// Q box can hold.
 template <class T, class Cfg>
@@ -641,15 +654,9 @@ Status launch_prefill_sm90_paged(const PrefillArgs<T>& args, int max_q_len,
 ///       a, stream);   // a as for prefill_with_config
 template <class T, class Cfg>
 Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
-  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len));
-  if (!sm90a_runnable<Cfg>())
-    return Status::unsupported("prefill_sm90_with_config needs an sm_90 device and a build with sm_90a code");
-  if (detail::sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
-    return Status::unsupported(str_cat("prefill_sm90_with_config: the GQA group (num_heads / num_kv_heads = ",
-                                       args.num_heads / args.num_kv_heads,
-                                       ") does not fit the 128-row query tile"));
+  LLMK_RETURN_IF_ERROR((detail::validate_prefill_launch<T, Cfg>(args, &max_q_len)));
+  LLMK_RETURN_IF_ERROR((detail::sm90_prefill_refusal<T, Cfg>(args, "prefill_sm90_with_config")));
   return detail::launch_prefill_sm90<T, Cfg>(args, max_q_len, stream);
 }
 
@@ -659,19 +666,10 @@ Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream)
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_sm90_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                       cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_head_dim(args.head_dim, Cfg::kHeadDim));
   int max_q_len = 0;
-  LLMK_RETURN_IF_ERROR(detail::validate_prefill(args, &max_q_len, /*dense_kv=*/false));
   kvcache::PagedKv<T, Code> view = pages;
-  LLMK_RETURN_IF_ERROR(
-      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
-  if (!sm90a_runnable<Cfg>())
-    return Status::unsupported(
-        "prefill_paged_sm90_with_config needs an sm_90 device and a build with sm_90a code");
-  if (detail::sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
-    return Status::unsupported(str_cat("prefill_paged_sm90_with_config: the GQA group (",
-                                       args.num_heads / args.num_kv_heads,
-                                       ") does not fit the 128-row query tile"));
+  LLMK_RETURN_IF_ERROR((detail::validate_prefill_paged_launch<T, Cfg>(args, &view, &max_q_len)));
+  LLMK_RETURN_IF_ERROR((detail::sm90_prefill_refusal<T, Cfg>(args, "prefill_paged_sm90_with_config")));
   return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, view, stream);
 }
 
