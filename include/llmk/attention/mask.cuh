@@ -44,6 +44,23 @@ struct Mask {
   }
 };
 
+/// The Bc-key tiles a block of queries [first_query, last_query] visits: [begin, end) holds every key any of
+/// them sees; from unmasked_begin up to (not including) unmasked_end every query sees every key of a tile
+/// (the kernels' hot loop: no mask test), when unmasked_begin < unmasked_end.
+struct TileSpan {
+  int begin, end, unmasked_begin, unmasked_end, kv_end;
+};
+LLMK_HOST_DEVICE TileSpan visible_tiles(const Mask& mask, int first_query, int last_query, int bc) {
+  const int kv_first = mask.first_key(first_query), kv_end = mask.end_key(last_query);
+  TileSpan t;
+  t.kv_end = kv_end;
+  t.begin = kv_first / bc;
+  t.end = kv_first < kv_end ? ceil_div(kv_end, bc) : t.begin;
+  t.unmasked_begin = max(t.begin, ceil_div(mask.first_key(last_query), bc));
+  t.unmasked_end = mask.end_key(first_query) / bc;  // <= kv_end / bc: end_key grows with the query
+  return t;
+}
+
 /// Builds the mask of one sequence from the user-facing options.
 LLMK_HOST_DEVICE Mask make_mask(int q_len, int kv_len, bool causal, int window_left, int window_right) {
   Mask m;

@@ -134,21 +134,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                               args.options.window_right);
   // Keys any row of the tile can see, in whole Bc tiles.
   const int first_query = row0 / group, last_query = (row0 + rows_here - 1) / group;
-  const int kv_first = mask.first_key(first_query), kv_end = mask.end_key(last_query);
-  const int tile_begin = kv_first / Bc;
-  const int tile_end = kv_first < kv_end ? ceil_div(kv_end, Bc) : tile_begin;
+  const TileSpan tiles = visible_tiles(mask, first_query, last_query, Bc);
+  const int kv_end = tiles.kv_end, tile_begin = tiles.begin, tile_end = tiles.end;
 
   // Tiles that every row of the block sees whole (no key of them is masked for any row): the hot loop runs
   // them without a mask test. The others (window edges, the causal diagonal, a partial last tile) and every
   // tile under a soft-cap take the general step.
-  const int fast_begin = max(tile_begin, ceil_div(mask.first_key(last_query), Bc));
+  const int fast_begin = tiles.unmasked_begin;
   // The copies a hot step issues (tiles up to `tile + max(S - 1, 1)`) must be whole tiles too, so the hot
   // loop stops that many tiles before the first partial one.
   constexpr int kLookahead = S >= 2 ? S - 1 : 1;
   const int fast_end =
-      transform.softcap
-          ? fast_begin
-          : max(fast_begin, min(min(tile_end, mask.end_key(first_query) / Bc), kv_end / Bc - kLookahead));
+      transform.softcap ? fast_begin : max(fast_begin, min(tiles.unmasked_end, kv_end / Bc - kLookahead));
 
   const int warp_row0 = warp * Cfg::kWarpRows;
   float o[kMmaM][kD8][4];

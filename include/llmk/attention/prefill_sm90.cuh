@@ -275,13 +275,11 @@ __global__ void __launch_bounds__(384, 1)
     const Mask mask = make_mask(seq.q_len, seq.kv_len, args.options.causal, args.options.window_left,
                                 args.options.window_right);
     const int first_query = row0 / group, last_query = (row0 + rows_here - 1) / group;
-    const int kv_first = mask.first_key(first_query), kv_end = mask.end_key(last_query);
-    const int tile_begin = kv_first / Bc;
-    const int tile_end = kv_first < kv_end ? ceil_div(kv_end, Bc) : tile_begin;
+    const TileSpan tiles = visible_tiles(mask, first_query, last_query, Bc);
+    const int tile_begin = tiles.begin, tile_end = tiles.end;
     // Tiles every row sees whole take the step without a mask test (no soft-cap: it transforms every tile).
-    const int fast_begin = max(tile_begin, ceil_div(mask.first_key(last_query), Bc));
-    const int fast_end =
-        p.transform.softcap ? fast_begin : max(fast_begin, min(mask.end_key(first_query) / Bc, kv_end / Bc));
+    const int fast_begin = tiles.unmasked_begin;
+    const int fast_end = p.transform.softcap ? fast_begin : max(fast_begin, tiles.unmasked_end);
     // The last tile, when it reaches past the sequence's keys (its V rows there get zeroed); else tile_end.
     const int tail_tile = tile_end > tile_begin && tile_end * Bc > seq.kv_len ? tile_end - 1 : tile_end;
 
