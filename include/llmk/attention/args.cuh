@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "llmk/config.cuh"
+#include "llmk/core/numeric.cuh"
 
 namespace llmk::attention {
 
@@ -52,6 +53,46 @@ struct PrefillArgs {
   const int* cu_seqlens_q_host = nullptr;
   const int* cu_seqlens_k_host = nullptr;
   int q_len = 0, kv_len = 0;  // used when the offsets are null
+
+  int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  AttentionOptions options;
+};
+
+/// Where the descale factors of an fp8 operand live: one value for the whole tensor, or one per KV head
+/// (FlashAttention-3's per-head granularity; the query heads of a GQA group share their KV head's value).
+enum class Fp8Descale : int { kPerTensor = 0, kPerKvHead = 1 };
+
+/// The device arrays of fp8 descale factors: value = code * descale. Each holds 1 float (kPerTensor) or
+/// num_kv_heads floats (kPerKvHead), 4-byte aligned. Read on the device, so their values are not validated:
+/// a non-finite or zero descale gives non-finite or zero outputs.
+struct Fp8Descales {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  Fp8Descale mode = Fp8Descale::kPerTensor;
+};
+
+/// Arguments of prefill_fp8(): PrefillArgs with e4m3 Q, K and V (their codes times the descale factors are
+/// the values attended to) and a T = half / bfloat16 output. Strides are in elements (bytes) and multiples of
+/// 16 for Q/K/V, multiples of 8 for O. See PrefillArgs for the shapes, offsets and options.
+template <class T>
+struct PrefillFp8Args {
+  const float8_e4m3* q = nullptr;
+  std::int64_t q_stride_token = 0, q_stride_head = 0;
+  const float8_e4m3* k = nullptr;
+  std::int64_t k_stride_token = 0, k_stride_head = 0;
+  const float8_e4m3* v = nullptr;
+  std::int64_t v_stride_token = 0, v_stride_head = 0;
+  T* o = nullptr;
+  std::int64_t o_stride_token = 0, o_stride_head = 0;
+  float* lse = nullptr;
+  Fp8Descales descale;
+
+  const int* cu_seqlens_q = nullptr;
+  const int* cu_seqlens_k = nullptr;
+  const int* cu_seqlens_q_host = nullptr;
+  const int* cu_seqlens_k_host = nullptr;
+  int q_len = 0, kv_len = 0;
 
   int batch = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   AttentionOptions options;

@@ -7,3 +7,4 @@
 #include "llmk/attention/mask.cuh"
 #include "llmk/attention/online_softmax.cuh"
 #include "llmk/attention/prefill.cuh"
+#include "llmk/attention/prefill_fp8.cuh"

@@ -140,8 +140,9 @@ struct FragmentSoftmax {
 
   /// update() without the output accumulator: the new max, p in s, l, and each row's factor f for o (apply
   /// it with rescale() once o may be touched: a pipelined kernel's P V of the previous tile may still be
-  /// writing o here).
-  template <int kN8>
+  /// writing o here). kExpBias scales p and l by 2^kExpBias (an fp8 P stays out of the subnormals); o / l is
+  /// unchanged, the LSE needs m - kExpBias.
+  template <int kExpBias = 0, int kN8>
   LLMK_DEVICE void update_scores(float (&s)[kMmaM][kN8][4], float c, float (&f)[kMmaM][2]) {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi)
@@ -157,7 +158,8 @@ struct FragmentSoftmax {
         f[mi][r] = exp2_shifted(m[mi][r], mx);
         m[mi][r] = mx;
         // -inf (nothing visible yet): shift by 0, so masked scores give exactly 0 (exp2_shifted's rule)
-        const float neg_m = mx == -INFINITY ? 0.0f : -mx;
+        float neg_m = mx == -INFINITY ? 0.0f : -mx;
+        if constexpr (kExpBias != 0) neg_m += static_cast<float>(kExpBias);
         float sum = l[mi][r] * f[mi][r];
 #pragma unroll
         for (int ni = 0; ni < kN8; ++ni)

@@ -336,23 +336,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
 namespace detail {
 
-template <class T>
-Status validate_prefill(const PrefillArgs<T>& a, int* max_q_len, bool dense_kv = true) {
+/// The checks of PrefillArgs<T> (and PrefillFp8Args<T>: 1-byte Q/K/V elements, so strides in multiples of
+/// 16).
+template <class Args>
+Status validate_prefill(const Args& a, int* max_q_len, bool dense_kv = true) {
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(a.o)>>;
+  constexpr int kIn = static_cast<int>(sizeof(*a.q));
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "prefill supports half and bfloat16");
   if (a.batch < 1) return Status::invalid_argument("batch", str_cat("must be >= 1, got ", a.batch));
   LLMK_RETURN_IF_ERROR(check_heads(a.num_heads, a.num_kv_heads));
   LLMK_RETURN_IF_ERROR(check_options(a.options));
   const std::int64_t d = a.head_dim;
-  LLMK_RETURN_IF_ERROR(
-      check_rows("q", a.q, "q_stride_head", a.q_stride_head, "q_stride_token", a.q_stride_token, true, d));
+  LLMK_RETURN_IF_ERROR(check_rows("q", a.q, "q_stride_head", a.q_stride_head, "q_stride_token",
+                                  a.q_stride_token, true, d, kIn));
   LLMK_RETURN_IF_ERROR(
       check_rows("o", a.o, "o_stride_head", a.o_stride_head, "o_stride_token", a.o_stride_token, true, d));
   if (a.lse != nullptr) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("lse", a.lse));
   if (dense_kv) {
-    LLMK_RETURN_IF_ERROR(
-        check_rows("k", a.k, "k_stride_head", a.k_stride_head, "k_stride_token", a.k_stride_token, true, d));
-    LLMK_RETURN_IF_ERROR(
-        check_rows("v", a.v, "v_stride_head", a.v_stride_head, "v_stride_token", a.v_stride_token, true, d));
+    LLMK_RETURN_IF_ERROR(check_rows("k", a.k, "k_stride_head", a.k_stride_head, "k_stride_token",
+                                    a.k_stride_token, true, d, kIn));
+    LLMK_RETURN_IF_ERROR(check_rows("v", a.v, "v_stride_head", a.v_stride_head, "v_stride_token",
+                                    a.v_stride_token, true, d, kIn));
     if ((a.cu_seqlens_q == nullptr) != (a.cu_seqlens_k == nullptr))
       return Status::invalid_argument("cu_seqlens_q/cu_seqlens_k", "give both or neither");
   } else if (a.cu_seqlens_k != nullptr || a.k != nullptr || a.v != nullptr) {

@@ -44,6 +44,8 @@
 #include "llmk/attention/mask.cuh"
 #include "llmk/attention/online_softmax.cuh"
 #include "llmk/attention/prefill_mma.cuh"
+#include "llmk/attention/prefill_sm90_layout.cuh"
+#include "llmk/attention/prefill_sm90_producers.cuh"
 #include "llmk/attention/tile_ops.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/hopper_support.cuh"
@@ -56,38 +58,6 @@
 
 namespace llmk::attention {
 
-/// Tiling of the Hopper prefill kernel: head dim (a multiple of 16 up to 256), Bc keys per KV tile (a
-/// multiple of 16 up to 256), Stages K+V slots in the TMA ring. The query tile is 128 rows (two consumer
-/// warpgroups of 64).
-template <int HeadDim, int Bc, int Stages>
-struct Sm90PrefillConfig {
-  static_assert(HeadDim % 16 == 0 && HeadDim >= 16 && HeadDim <= 256,
-                "head dim must be a multiple of 16 in [16, 256]");
-  static_assert(Bc % 16 == 0 && Bc >= 16 && Bc <= 256, "Bc must be a multiple of 16 in [16, 256]");
-  static_assert(Stages >= 1 && Stages <= 8, "the ring has 1..8 slots");
-  static constexpr int kHeadDim = HeadDim, kBr = 128, kBc = Bc, kStages = Stages;
-  static constexpr int kThreads = 384, kConsumerWarps = 8;
-  /// Bytes of a column block's row: the widest swizzle span that divides a row of the head dim.
-  static constexpr int kSpan = HeadDim % 64 == 0 ? 128 : HeadDim % 32 == 0 ? 64 : 32;
-  static constexpr arch::sm90::SmemSwizzle kSwizzle = kSpan == 128  ? arch::sm90::SmemSwizzle::k128B
-                                                      : kSpan == 64 ? arch::sm90::SmemSwizzle::k64B
-                                                                    : arch::sm90::SmemSwizzle::k32B;
-  static constexpr int kSpanElems = kSpan / 2;
-  static constexpr int kDBlocks = HeadDim / kSpanElems;
-  static constexpr int kQBytes = kBr * HeadDim * 2;
-  static constexpr int kTileBytes = Bc * HeadDim * 2;  // one K or V tile
-  static constexpr int kBarrierBytes = 1024;
-  static constexpr std::size_t kSmemBytes =
-      static_cast<std::size_t>(kQBytes) + 2ull * Stages * kTileBytes + kBarrierBytes + 1024;  // + alignment
-  static_assert(kSmemBytes <= 227 * 1024, "Q, the K/V ring and the barriers must fit in 227 KiB");
-};
-
-/// Defaults per head dim: 128 x 128 tiles in a 4-slot ring up to head dim 64, 128 x 128 in 2 slots up to
-/// 128, 128 x 64 in 2 slots above (d256: 194 KiB of shared memory).
-template <int HeadDim>
-using DefaultSm90PrefillConfig =
-    Sm90PrefillConfig<HeadDim, (HeadDim <= 128 ? 128 : 64), (HeadDim <= 64 ? 4 : 2)>;
-
 /// What the Hopper prefill kernel reads. Kv: detail::RaggedKv<T> (dense K/V, loaded by TMA through k_map /
 /// v_map) or detail::PagedKvRows<T, T> (a paged cache, gathered by the producer warpgroup with cp.async).
 template <class T, class Kv>
@@ -95,31 +65,14 @@ struct Sm90PrefillParams {
   arch::sm90::TensorMap q_map;  // [total_q, num_heads, D]: box {span, group, tokens}
   arch::sm90::TensorMap k_map;  // dense: [total_kv, num_kv_heads, D], box {span, 1, Bc}
   arch::sm90::TensorMap v_map;
-  PrefillArgs<T> args;
+  PrefillArgs<T> args;  // shapes, strides, output and options (Q, K and V are read through the maps and kv)
+  Fp8Descales descale;  // fp8 kernels: the descale factors (K and V from the pages' scales when paged)
   detail::ScoreTransform transform;
   int rows_per_block = 0;  // packed rows a block owns: a multiple of the GQA group, <= 128
   Kv kv;
 };
 
 namespace detail {
-
-/// The barriers of the kernel, after the tiles.
-template <int Stages>
-struct Sm90PrefillBarriers {
-  arch::sm90::TmaRing<Stages> k;  // K tiles: a slot is free once the S = Q K^T reading it completed
-  arch::sm90::TmaRing<Stages> v;  // V tiles: free once the P V reading it completed (one tile later)
-  std::uint64_t q_full;           // the Q tile landed
-  std::uint64_t tail_full;        // the last tile's V landed, before the producer zeroes its tail
-};
-
-/// Offset of byte `b` (16-aligned chunks stay whole) of row `r` in a K-major tile of `rows` rows stored as
-/// column blocks of Cfg::kSpan bytes, with the tile's swizzle (tiles start at a multiple of 1024).
-template <class Cfg>
-LLMK_HOST_DEVICE int swizzled_offset(int rows, int r, int b) {
-  const int off = (b / Cfg::kSpan) * rows * Cfg::kSpan + r * Cfg::kSpan + b % Cfg::kSpan;
-  constexpr int kChunkMask = Cfg::kSpan / 16 - 1;
-  return off ^ (((off >> 7) & kChunkMask) << 4);
-}
 
 /// The wgmma atoms of an element type: S = Q K^T (both from shared memory) and O += P V (P in registers).
 template <class T, int Bc, int D>
@@ -134,114 +87,17 @@ struct Sm90AttentionMma<bfloat16, Bc, D> {
   using QK = arch::sm90::WGMMA_64xNx16_F32BF16BF16_SS<Bc>;
   using PV = arch::sm90::WGMMA_64xNx16_F32BF16BF16_RS<D>;
 };
-
-/// The paged producer: the 4 warps of the producer warpgroup (`ptid` 0..127) gather the K and V rows of each
-/// visible tile from their pages with 16-byte cp.async into the swizzled ring slots (one page lookup per row
-/// and chunk; keys past the end and bad pages are zero-filled) and publish them. K_j and V_j are separate
-/// cp.async groups; a group is published (cp.async.wait_group, fence.proxy.async for wgmma, one arrival per
-/// warp) once the next one is in flight. The order K_j, publish V_{j-1}, V_j, publish K_j never waits for a
-/// slot whose release needs a tile still unpublished (with one slot, K_j is published before V_j's slot is
-/// awaited: that slot frees only after the P V that follows S_j).
-template <class Cfg, class Kv, int S>
-LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
-                                   arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
-                                   unsigned char* v_ring, int b, int kv_head, int kv_len, int tile_begin,
-                                   int tile_end, int ptid) {
-  namespace sm90 = arch::sm90;
-  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 8;
-  auto gather = [&](bool is_k, unsigned char* tile_smem, int tile) {
-    const auto* base = is_k ? kv.any_k() : kv.any_v();
-#pragma unroll 1
-    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
-      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
-      const std::int64_t off = key < kv_len ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
-      arch::cp_async_cg16_zfill(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 16),
-                                off >= 0 ? base + off + chunk * 8 : base, off >= 0 ? 16 : 0);
-    }
-    arch::cp_async_commit();
-  };
-  // Publishes once every cp.async group but the newest `pending` has landed.
-  auto publish = [&](auto pending, sm90::TmaRing<S>& bars, const sm90::RingPosition<S>& at) {
-    arch::cp_async_wait<decltype(pending)::value>();
-    sm90::fence_proxy_async();
-    __syncwarp();
-    if (ptid % 32 == 0) bars.producer_publish(at);
-  };
-  using One = std::integral_constant<int, 1>;
-  using None = std::integral_constant<int, 0>;
-  sm90::RingPosition<S> pos, prev;
-#pragma unroll 1
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    k_bars.producer_wait(pos);
-    gather(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
-    if (tile > tile_begin) publish(One{}, v_bars, prev);  // V_{j-1}: every group but K_j landed
-    if constexpr (S == 1) publish(None{}, k_bars, pos);
-    v_bars.producer_wait(pos);
-    gather(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
-    if constexpr (S > 1) publish(One{}, k_bars, pos);  // K_j: every group but V_j landed
-    prev = pos;
-    pos.advance();
-  }
-  if (tile_end > tile_begin) publish(None{}, v_bars, prev);
-}
-
-/// The paged producer of a quantized (int8 / fp8) cache: the producer warpgroup reads each row's 8-bit codes
-/// (16 per load), dequantizes them (code * scale, rounded to T: the values the mma.sync kernel and the
-/// reference dequantization produce) and stores them into the swizzled ring slot; K_j is published before
-/// V_j's slot is awaited.
-template <class Cfg, class T, class Kv, int S>
-LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
-                                    arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
-                                    unsigned char* v_ring, int b, int kv_head, int kv_len, int tile_begin,
-                                    int tile_end, int ptid) {
-  namespace sm90 = arch::sm90;
-  using Code = typename Kv::Stored;
-  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 16;  // 16 codes per load
-  auto fill = [&](bool is_k, unsigned char* tile_smem, int tile) {
-#pragma unroll 1  // 40 registers: unrolling spilled the fp8 conversions
-    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
-      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
-      const Code *kr = nullptr, *vr = nullptr;
-      float ks = 0.0f, vs = 0.0f;
-      if (key < kv_len) kv.code_rows(b, kv_head, key, kr, vr, ks, vs);
-      const Code* src = is_k ? kr : vr;
-      const float scale = is_k ? ks : vs;
-      Vector16<Code> codes;
-      if (src != nullptr) {
-        codes = load16(src + chunk * 16);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 16; ++e) codes.elements[e] = Code{};
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        Vector16<T> out;
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          out.elements[e] = T(static_cast<float>(codes.elements[8 * h + e]) * scale);
-        store16(reinterpret_cast<T*>(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 32 + h * 16)), out);
-      }
-    }
-    sm90::fence_proxy_async();  // ordinary stores, read by wgmma
-    __syncwarp();
-  };
-  sm90::RingPosition<S> pos;
-#pragma unroll 1
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    k_bars.producer_wait(pos);
-    fill(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
-    if (ptid % 32 == 0) k_bars.producer_publish(pos);
-    v_bars.producer_wait(pos);
-    fill(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
-    if (ptid % 32 == 0) v_bars.producer_publish(pos);
-    pos.advance();
-  }
-}
+template <int Bc, int D>
+struct Sm90AttentionMma<float8_e4m3, Bc, D> {  // V transposed (K-major), P e4m3 in registers
+  using QK = arch::sm90::WGMMA_64xNx32_F32E4M3E4M3_SS<Bc>;
+  using PV = arch::sm90::WGMMA_64xNx32_F32E4M3E4M3_RS<D>;
+};
 
 }  // namespace detail
 
 /// The kernel (see the file comment). Grid: (row tiles of the longest sequence, num_kv_heads, batch); Cfg::
-/// kThreads threads, Cfg::kSmemBytes of dynamic shared memory.
+/// kThreads threads, Cfg::kSmemBytes of dynamic shared memory. Cfg::kFp8: Q/K/V are e4m3 codes (dense:
+/// RaggedKv<float8_e4m3>; paged: PagedKvRows<T, float8_e4m3> read without dequantizing), T the output.
 template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ Sm90PrefillParams<T, Kv> p) {
@@ -253,12 +109,17 @@ __global__ void __launch_bounds__(384, 1)
   } else {
     constexpr int D = Cfg::kHeadDim, Bc = Cfg::kBc, S = Cfg::kStages, kSpan = Cfg::kSpan;
     constexpr int kD8 = D / 8;
+    constexpr bool kFp8 = Cfg::kFp8;
     constexpr sm90::SmemSwizzle kSwz = Cfg::kSwizzle;
-    using Mma = detail::Sm90AttentionMma<T, Bc, D>;
+    // fp8: p = 2^(s c - m + 8) in (0, 256] keeps small probabilities out of e4m3's subnormals; o / l and
+    // the LSE (m - 8) undo it.
+    constexpr int kExpBias = kFp8 ? 8 : 0;
+    using Mma = detail::Sm90AttentionMma<std::conditional_t<kFp8, float8_e4m3, T>, Bc, D>;
     using ScoreFrag =
         float[1][Cfg::kBc / 8][4];         // the S accumulator in the mma.m16n8 view of FragmentSoftmax
     using ScoreAcc = float[Cfg::kBc / 2];  // the same registers as the wgmma D operand
-    using PFrag = std::uint32_t[1][Cfg::kBc / 16][4];
+    using PFrag = std::conditional_t<kFp8, std::uint32_t[(Cfg::kBc + 31) / 32][4],  // fp8: k32 steps
+                                     std::uint32_t[1][Cfg::kBc / 16][4]>;
     const PrefillArgs<T>& args = p.args;
 
     const int b = static_cast<int>(blockIdx.z);
@@ -285,15 +146,23 @@ __global__ void __launch_bounds__(384, 1)
 
     unsigned char* q_tile = sm90::align_shared<1024>(dynamic_smem());
     unsigned char* k_ring = q_tile + Cfg::kQBytes;
-    unsigned char* v_ring = k_ring + S * Cfg::kTileBytes;
-    auto& bars = *reinterpret_cast<detail::Sm90PrefillBarriers<S>*>(v_ring + S * Cfg::kTileBytes);
+    unsigned char* v_ring = k_ring + S * Cfg::kTileBytes;   // fp8: transposed V
+    unsigned char* staging = v_ring + S * Cfg::kTileBytes;  // fp8: V as loaded, then the output
+    unsigned char* barrier_bytes = staging;
+    if constexpr (kFp8) barrier_bytes += Cfg::kStagingBytes;
+    auto& bars = *reinterpret_cast<detail::Sm90PrefillBarriers<S>*>(barrier_bytes);
     static_assert(sizeof(detail::Sm90PrefillBarriers<S>) <= Cfg::kBarrierBytes);
     if (threadIdx.x == 0) {
-      // Paged: the 4 producer warps fill a slot with cp.async and each publishes its part.
+      // Paged: the 4 producer warps fill a slot with cp.async and each publishes its part; fp8: the 4 warps
+      // transpose V into its slot.
       bars.k.init(Cfg::kConsumerWarps, kPaged ? 4 : 1);
-      bars.v.init(Cfg::kConsumerWarps, kPaged ? 4 : 1);
+      bars.v.init(Cfg::kConsumerWarps, kPaged || kFp8 ? 4 : 1);
       sm90::mbarrier_init(&bars.q_full, 1);
       sm90::mbarrier_init(&bars.tail_full, 1);
+      if constexpr (kFp8) {
+        sm90::mbarrier_init(&bars.v_staged[0], 1);
+        sm90::mbarrier_init(&bars.v_staged[1], 1);
+      }
       sm90::fence_mbarrier_init();
     }
     __syncthreads();
@@ -312,38 +181,72 @@ __global__ void __launch_bounds__(384, 1)
           sm90::tma_load(q_tile + c * Cfg::kBr * kSpan, p.q_map, &bars.q_full, coords);
         }
       }
-      if constexpr (detail::IsQuantizedKv<Kv>::value) {
+      if constexpr (kFp8 && kPaged) {
+        detail::sm90_gather_fp8_pages<Cfg>(p.kv, bars.k, bars.v, k_ring, v_ring, staging, b, kv_head,
+                                           seq.kv_len, tile_begin, tile_end, ptid);
+      } else if constexpr (detail::IsQuantizedKv<Kv>::value) {
         detail::sm90_dequant_pages<Cfg, T>(p.kv, bars.k, bars.v, k_ring, v_ring, b, kv_head, seq.kv_len,
                                            tile_begin, tile_end, ptid);
       } else if constexpr (kPaged) {
         detail::sm90_gather_pages<Cfg>(p.kv, bars.k, bars.v, k_ring, v_ring, b, kv_head, seq.kv_len,
                                        tile_begin, tile_end, ptid);
       } else {
+        const int k_token0 = static_cast<int>(p.kv.token(b, 0));  // < 2^31: validated
+        // A K or V tile (its column blocks) to `dst`, landing on `bar`.
+        auto load = [&](const sm90::TensorMap& map, unsigned char* dst, std::uint64_t* bar, int tile) {
+#pragma unroll
+          for (int c = 0; c < Cfg::kDBlocks; ++c) {
+            const int coords[3] = {c * Cfg::kSpanElems, kv_head, k_token0 + tile * Bc};
+            sm90::tma_load(dst + c * Bc * kSpan, map, bar, coords);
+          }
+        };
+        if constexpr (kFp8) {
+          // K by TMA into its ring; V by TMA into two staging slots, transposed by the whole warpgroup into
+          // the V ring (keys past the sequence zeroed there) and published by each warp.
+          const int count = tile_end - tile_begin;
+          auto stage_v = [&](int i) {
+            sm90::mbarrier_arrive_expect_tx(&bars.v_staged[i & 1], Cfg::kTileBytes);
+            load(p.v_map, staging + (i & 1) * Cfg::kTileBytes, &bars.v_staged[i & 1], tile_begin + i);
+          };
+          if (ptid == 0)
+            for (int i = 0; i < 2 && i < count; ++i) stage_v(i);
+          sm90::RingPosition<S> pos;
+#pragma unroll 1
+          for (int i = 0; i < count; ++i) {
+            const int tile = tile_begin + i;
+            if (ptid == 0) {
+              bars.k.producer_acquire(pos, Cfg::kTileBytes);
+              load(p.k_map, k_ring + pos.stage * Cfg::kTileBytes, bars.k.full_bar(pos), tile);
+            }
+            sm90::mbarrier_wait_parity(&bars.v_staged[i & 1], static_cast<unsigned>((i >> 1) & 1));
+            bars.v.producer_wait(pos);
+            detail::sm90_transpose_v<Cfg>(staging + (i & 1) * Cfg::kTileBytes,
+                                          v_ring + pos.stage * Cfg::kTileBytes, seq.kv_len - tile * Bc, ptid);
+            sm90::fence_proxy_async();  // ordinary stores, read by wgmma
+            __syncwarp();
+            if (ptid % 32 == 0) bars.v.producer_publish(pos);
+            sm90::warpgroup_sync();  // every warp is done reading the staging slot
+            if (ptid == 0 && i + 2 < count) stage_v(i + 2);
+            pos.advance();
+          }
+          return;
+        }
         const int lane = ptid;
         if (lane >= 32) return;
-        const int k_token0 = static_cast<int>(p.kv.token(b, 0));  // < 2^31: validated
         if (lane == 0) {
           // K and V of a tile go to slot `stage` of their rings; K first (S = Q K^T needs it a tile earlier).
-          auto load = [&](const sm90::TensorMap& map, unsigned char* ring, int stage, std::uint64_t* bar,
-                          int tile) {
-#pragma unroll
-            for (int c = 0; c < Cfg::kDBlocks; ++c) {
-              const int coords[3] = {c * Cfg::kSpanElems, kv_head, k_token0 + tile * Bc};
-              sm90::tma_load(ring + stage * Cfg::kTileBytes + c * Bc * kSpan, map, bar, coords);
-            }
-          };
           sm90::RingPosition<S> pos;
 #pragma unroll 1
           for (int tile = tile_begin; tile < tile_end; ++tile) {
             bars.k.producer_acquire(pos, Cfg::kTileBytes);
-            load(p.k_map, k_ring, pos.stage, bars.k.full_bar(pos), tile);
+            load(p.k_map, k_ring + pos.stage * Cfg::kTileBytes, bars.k.full_bar(pos), tile);
             if (tile < tail_tile) {
               bars.v.producer_acquire(pos, Cfg::kTileBytes);
-              load(p.v_map, v_ring, pos.stage, bars.v.full_bar(pos), tile);
+              load(p.v_map, v_ring + pos.stage * Cfg::kTileBytes, bars.v.full_bar(pos), tile);
             } else {  // the tail: its V lands on tail_full, the warp publishes the slot below
               bars.v.producer_wait(pos);
               sm90::mbarrier_arrive_expect_tx(&bars.tail_full, Cfg::kTileBytes);
-              load(p.v_map, v_ring, pos.stage, &bars.tail_full, tile);
+              load(p.v_map, v_ring + pos.stage * Cfg::kTileBytes, &bars.tail_full, tile);
             }
             pos.advance();
           }
@@ -382,6 +285,24 @@ __global__ void __launch_bounds__(384, 1)
     const int tid = static_cast<int>(threadIdx.x % 128), w = tid / 32, lane = tid % 32;
     const int warp_row0 = 64 * half + 16 * w;  // this warp's first row of the tile
 
+    // fp8: the descale factors fold into the score scale (Q, K) and the output (V).
+    detail::ScoreTransform transform = p.transform;
+    float v_descale = 1.0f;
+    if constexpr (kFp8) {
+      const int h = p.descale.mode == Fp8Descale::kPerKvHead ? kv_head : 0;
+      float k_descale = 0.0f;
+      if constexpr (kPaged) {
+        k_descale = p.kv.pages.scale(p.kv.pages.k_scales, 0, 0, kv_head);
+        v_descale = p.kv.pages.scale(p.kv.pages.v_scales, 0, 0, kv_head);
+      } else {
+        k_descale = p.descale.k[h];
+        v_descale = p.descale.v[h];
+      }
+      const float qk = p.descale.q[h] * k_descale;
+      transform.scale_log2 *= qk;
+      transform.pre *= qk;
+    }
+
     float o[1][kD8][4];
 #pragma unroll
     for (int di = 0; di < kD8; ++di)
@@ -399,12 +320,13 @@ __global__ void __launch_bounds__(384, 1)
     auto& s_acc = reinterpret_cast<ScoreAcc&>(s);
     PFrag pa;
     float f[1][2];
-    // S = Q K^T: D / 16 k-steps of 32 bytes, column block by column block (wgmma_fence() comes first).
+    // S = Q K^T: k-steps of 32 bytes along the head dim, column block by column block (wgmma_fence() comes
+    // first).
     auto issue_qk = [&]() {
       bars.k.consumer_wait(kpos);
       const unsigned char* k_tile = k_ring + kpos.stage * Cfg::kTileBytes;
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
+      for (int ks = 0; ks < Cfg::kKSteps; ++ks) {
         const int blk = ks * 32 / kSpan, byte = ks * 32 % kSpan;
         const std::uint64_t dq = sm90::make_smem_desc(
             q_tile + blk * Cfg::kBr * kSpan + half * 64 * kSpan + byte, 16, 8 * kSpan, kSwz);
@@ -413,17 +335,35 @@ __global__ void __launch_bounds__(384, 1)
       }
       sm90::wgmma_commit();
     };
-    // O += P V: P from registers (the S accumulator layout is the A fragment layout), V MN-major.
+    // O += P V: P from registers (16-bit: the S accumulator layout is the A fragment layout; fp8: packed in
+    // register order against V transposed in the same key order), V MN-major (16-bit) or K-major (fp8).
     auto issue_pv = [&]() {
       bars.v.consumer_wait(vpos);
       const unsigned char* v_tile = v_ring + vpos.stage * Cfg::kTileBytes;
+      if constexpr (kFp8) {
 #pragma unroll
-      for (int kk = 0; kk < Bc / 16; ++kk) {
-        const std::uint64_t dv = sm90::make_smem_desc(
-            v_tile + kk * 16 * kSpan, static_cast<std::uint32_t>(Bc * kSpan), 8 * kSpan, kSwz);
-        Mma::PV::template fma<sm90::Major::kMN>(o_acc, pa[0][kk], dv, true);
+        for (int kk = 0; kk < Bc / 32; ++kk) {
+          constexpr int kVtSpan = Cfg::kVtSpan;
+          const int blk = kk * 32 / kVtSpan, byte = kk * 32 % kVtSpan;
+          const std::uint64_t dv =
+              sm90::make_smem_desc(v_tile + blk * D * kVtSpan + byte, 16, 8 * kVtSpan, Cfg::kVtSwizzle);
+          Mma::PV::fma(o_acc, pa[kk], dv, true);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+          const std::uint64_t dv = sm90::make_smem_desc(
+              v_tile + kk * 16 * kSpan, static_cast<std::uint32_t>(Bc * kSpan), 8 * kSpan, kSwz);
+          Mma::PV::template fma<sm90::Major::kMN>(o_acc, pa[0][kk], dv, true);
+        }
       }
       sm90::wgmma_commit();
+    };
+    auto pack = [&]() {
+      if constexpr (kFp8)
+        detail::pack_p_fp8(s, pa);
+      else
+        detail::pack_p<T>(s, pa);
     };
     auto release = [&](sm90::TmaRing<S>& ring, sm90::RingPosition<S>& at) {
       if (lane == 0) ring.consumer_release(at);
@@ -434,7 +374,7 @@ __global__ void __launch_bounds__(384, 1)
       if (general) {
         const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
         detail::transform_scores(
-            s, p.transform, masked, tile * Bc,
+            s, transform, masked, tile * Bc,
             [&](int, int r, int& first, int& end) {
               // padding rows copy the last real row: finite, unused
               const int local = min(warp_row0 + lane / 4 + 8 * r, rows_here - 1);
@@ -444,7 +384,7 @@ __global__ void __launch_bounds__(384, 1)
             },
             lane);
       }
-      softmax.update_scores(s, p.transform.exp_scale(), f);
+      softmax.template update_scores<kExpBias>(s, transform.exp_scale(), f);
     };
     // One steady-state step: tile `tile`'s scores, the previous tile's P V.
     auto step = [&](bool general, int tile) {
@@ -459,7 +399,7 @@ __global__ void __launch_bounds__(384, 1)
       sm90::wgmma_fence_registers(o_acc);
       release(bars.v, vpos);
       FragmentSoftmax<1>::rescale(o, f);
-      detail::pack_p<T>(s, pa);
+      pack();
     };
     auto is_general = [&](int tile) { return !(tile >= fast_begin && tile < fast_end); };
     if (tile_begin < tile_end) {
@@ -469,7 +409,7 @@ __global__ void __launch_bounds__(384, 1)
       sm90::wgmma_fence_registers(s_acc);
       release(bars.k, kpos);
       softmax_tile(is_general(tile_begin), tile_begin);  // o is still 0: no rescale
-      detail::pack_p<T>(s, pa);
+      pack();
       for (int tile = tile_begin + 1; tile < tile_end;) {
         if (tile >= fast_begin && tile < fast_end) {
           for (; tile < fast_end; ++tile) step(false, tile);
@@ -487,9 +427,18 @@ __global__ void __launch_bounds__(384, 1)
 
     softmax.reduce_sums();
     softmax.normalize(o);
-    // The warpgroup's Q rows become its output staging: every wgmma that read them has completed (each warp
-    // waited for its groups; the barrier makes that true for the whole warpgroup).
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int di = 0; di < kD8; ++di)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[0][di][e] *= v_descale;
+    }
+    // The output is staged in shared memory: 16-bit kernels in the warpgroup's Q rows (every wgmma that read
+    // them has completed: each warp waited for its groups, the barrier makes that true for the warpgroup);
+    // fp8 in the V staging slots, which the producer no longer reads once the last V tile was published.
     sm90::warpgroup_sync();
+    constexpr int kOutSpan = Cfg::kOutSpan;
+    unsigned char* out_tile = kFp8 ? staging : q_tile;
     {
       const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -497,8 +446,9 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int di = 0; di < kD8; ++di) {
           const std::uint32_t packed = detail::MmaFor<T>::pack(o[0][di][2 * r], o[0][di][2 * r + 1]);
-          const int off = detail::swizzled_offset<Cfg>(Cfg::kBr, warp_row0 + g + 8 * r, di * 16 + 4 * t);
-          *reinterpret_cast<std::uint32_t*>(q_tile + off) = packed;
+          const int off =
+              detail::swizzled_span_offset<kOutSpan>(Cfg::kBr, warp_row0 + g + 8 * r, di * 16 + 4 * t);
+          *reinterpret_cast<std::uint32_t*>(out_tile + off) = packed;
         }
     }
     __syncwarp();
@@ -510,7 +460,7 @@ __global__ void __launch_bounds__(384, 1)
       T* dst = args.o + (static_cast<std::int64_t>(seq.q_begin) + token) * args.o_stride_token +
                static_cast<std::int64_t>(head) * args.o_stride_head + chunk * 8;
       store16(dst, load16(reinterpret_cast<const T*>(
-                       q_tile + detail::swizzled_offset<Cfg>(Cfg::kBr, local, chunk * 16))));
+                       out_tile + detail::swizzled_span_offset<kOutSpan>(Cfg::kBr, local, chunk * 16))));
     }
 
     if (args.lse != nullptr && lane % 4 == 0) {
@@ -520,7 +470,7 @@ __global__ void __launch_bounds__(384, 1)
         if (local >= rows_here) continue;
         const int packed = row0 + local, token = packed / group, head = kv_head * group + packed % group;
         args.lse[(static_cast<std::int64_t>(seq.q_begin) + token) * args.num_heads + head] =
-            lse_from_state(softmax.m[0][r], softmax.l[0][r]);
+            lse_from_state(softmax.m[0][r] - static_cast<float>(kExpBias), softmax.l[0][r]);
       }
     }
   }
@@ -539,14 +489,16 @@ constexpr int sm90_prefill_rows_per_block(int group) {
   return 0;
 }
 
-/// The TMA map of a [tokens, heads, D] tensor in boxes {span, box_heads, box_tokens}.
+/// The TMA map of a [tokens, heads, D] tensor of 16-bit or 8-bit elements in boxes {span, box_heads,
+/// box_tokens}.
 template <class T, class Cfg>
 Status make_head_rows_map(const T* base, std::int64_t stride_token, std::int64_t stride_head,
                           std::int64_t tokens, int heads, int box_heads, int box_tokens,
                           arch::sm90::TensorMap* map) {
   namespace sm90 = arch::sm90;
   sm90::TensorMapDesc d;
-  d.elem = sm90::TmaElem::kU16;
+  static_assert(sizeof(T) == Cfg::kElemBytes, "the configuration's element size");
+  d.elem = sizeof(T) == 1 ? sm90::TmaElem::kU8 : sm90::TmaElem::kU16;
   d.rank = 3;
   d.global = base;
   d.dims[0] = static_cast<std::uint64_t>(Cfg::kHeadDim);
@@ -563,8 +515,8 @@ Status make_head_rows_map(const T* base, std::int64_t stride_token, std::int64_t
 
 /// Status::unsupported naming `launcher` where the Hopper kernel cannot run these (validated) arguments: no
 /// sm_90 device or no sm_90a code, or a GQA group above what the query tile holds.
-template <class T, class Cfg>
-Status sm90_prefill_refusal(const PrefillArgs<T>& args, const char* launcher) {
+template <class T, class Cfg, class Args = PrefillArgs<T>>
+Status sm90_prefill_refusal(const Args& args, const char* launcher) {
   if (!sm90a_runnable<Cfg>())
     return Status::unsupported(str_cat(launcher, " needs an sm_90 device and a build with sm_90a code"));
   if (sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
@@ -581,19 +533,55 @@ bool sm90_prefill_applies(const PrefillArgs<T>& args) {
   return sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) > 0 && sm90a_runnable<Cfg>();
 }
 
-// The parameters every launch fills: arguments, transform, rows per block, the Q map.
-template <class T, class Cfg, class Kv>
-Status sm90_prefill_params(const PrefillArgs<T>& args, const Kv& kv, Sm90PrefillParams<T, Kv>* prm) {
+/// The shapes, strides, output and options of fp8 arguments as PrefillArgs (Q, K and V left null: the
+/// kernel reads them through its maps and K/V view).
+template <class T>
+PrefillArgs<T> prefill_shape(const PrefillFp8Args<T>& f) {
+  PrefillArgs<T> a;
+  a.q_stride_token = f.q_stride_token;
+  a.q_stride_head = f.q_stride_head;
+  a.k_stride_token = f.k_stride_token;
+  a.k_stride_head = f.k_stride_head;
+  a.v_stride_token = f.v_stride_token;
+  a.v_stride_head = f.v_stride_head;
+  a.o = f.o;
+  a.o_stride_token = f.o_stride_token;
+  a.o_stride_head = f.o_stride_head;
+  a.lse = f.lse;
+  a.cu_seqlens_q = f.cu_seqlens_q;
+  a.cu_seqlens_k = f.cu_seqlens_k;
+  a.cu_seqlens_q_host = f.cu_seqlens_q_host;
+  a.cu_seqlens_k_host = f.cu_seqlens_k_host;
+  a.q_len = f.q_len;
+  a.kv_len = f.kv_len;
+  a.batch = f.batch;
+  a.num_heads = f.num_heads;
+  a.num_kv_heads = f.num_kv_heads;
+  a.head_dim = f.head_dim;
+  a.options = f.options;
+  return a;
+}
+
+// The parameters every launch fills: arguments (PrefillArgs<T> or PrefillFp8Args<T>), transform, rows per
+// block, the Q map.
+template <class T, class Cfg, class Kv, class Args>
+Status sm90_prefill_params(const Args& args, const Kv& kv, Sm90PrefillParams<T, Kv>* prm) {
   const int group = args.num_heads / args.num_kv_heads;
-  prm->args = args;
+  if constexpr (std::is_same_v<Args, PrefillArgs<T>>) {
+    prm->args = args;
+  } else {
+    prm->args = prefill_shape(args);
+    prm->descale = args.descale;
+  }
   prm->transform = ScoreTransform::make(args.options.softmax_scale, args.options.softcap);
   prm->rows_per_block = sm90_prefill_rows_per_block<Cfg>(group);
   prm->kv = kv;
   const std::int64_t total_q = args.cu_seqlens_q != nullptr
                                    ? args.cu_seqlens_q_host[args.batch]
                                    : static_cast<std::int64_t>(args.batch) * args.q_len;
-  return make_head_rows_map<T, Cfg>(args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads,
-                                    group, prm->rows_per_block / group, &prm->q_map);
+  return make_head_rows_map<std::remove_cv_t<std::remove_pointer_t<decltype(args.q)>>, Cfg>(
+      args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads, group,
+      prm->rows_per_block / group, &prm->q_map);
 }
 
 template <class T, class Cfg, class Kv>
@@ -606,34 +594,36 @@ Status launch_sm90_prefill_kernel(const Sm90PrefillParams<T, Kv>& prm, int max_q
   return launch(prefill_sm90_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, prm);
 }
 
-/// Dense K/V (validated arguments).
-template <class T, class Cfg>
-Status launch_prefill_sm90(const PrefillArgs<T>& args, int max_q_len, cudaStream_t stream) {
+/// Dense K/V (validated PrefillArgs<T> or PrefillFp8Args<T>).
+template <class T, class Cfg, class Args>
+Status launch_prefill_sm90(const Args& args, int max_q_len, cudaStream_t stream) {
+  using In = std::remove_cv_t<std::remove_pointer_t<decltype(args.k)>>;
   if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
-  const RaggedKv<T> kv{args.k,
-                       args.v,
-                       args.k_stride_token,
-                       args.k_stride_head,
-                       args.v_stride_token,
-                       args.v_stride_head,
-                       args.cu_seqlens_k,
-                       args.kv_len};
-  Sm90PrefillParams<T, RaggedKv<T>> prm;
+  const RaggedKv<In> kv{args.k,
+                        args.v,
+                        args.k_stride_token,
+                        args.k_stride_head,
+                        args.v_stride_token,
+                        args.v_stride_head,
+                        args.cu_seqlens_k,
+                        args.kv_len};
+  Sm90PrefillParams<T, RaggedKv<In>> prm;
   LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, kv, &prm)));
   const std::int64_t total_kv = args.cu_seqlens_k != nullptr
                                     ? args.cu_seqlens_k_host[args.batch]
                                     : static_cast<std::int64_t>(args.batch) * args.kv_len;
-  LLMK_RETURN_IF_ERROR((make_head_rows_map<T, Cfg>(args.k, args.k_stride_token, args.k_stride_head, total_kv,
-                                                   args.num_kv_heads, 1, Cfg::kBc, &prm.k_map)));
-  LLMK_RETURN_IF_ERROR((make_head_rows_map<T, Cfg>(args.v, args.v_stride_token, args.v_stride_head, total_kv,
-                                                   args.num_kv_heads, 1, Cfg::kBc, &prm.v_map)));
+  LLMK_RETURN_IF_ERROR((make_head_rows_map<In, Cfg>(args.k, args.k_stride_token, args.k_stride_head, total_kv,
+                                                    args.num_kv_heads, 1, Cfg::kBc, &prm.k_map)));
+  LLMK_RETURN_IF_ERROR((make_head_rows_map<In, Cfg>(args.v, args.v_stride_token, args.v_stride_head, total_kv,
+                                                    args.num_kv_heads, 1, Cfg::kBc, &prm.v_map)));
   return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream);
 }
 
-/// A paged cache, fp16/bf16 or int8/fp8 codes (validated arguments and view).
-template <class T, class Cfg, class Code>
-Status launch_prefill_sm90_paged(const PrefillArgs<T>& args, int max_q_len,
-                                 const kvcache::PagedKv<T, Code>& view, cudaStream_t stream) {
+/// A paged cache, fp16/bf16 or int8/fp8 codes (validated arguments and view; fp8 arguments with an fp8
+/// configuration read e4m3 codes without dequantizing).
+template <class T, class Cfg, class Code, class Args>
+Status launch_prefill_sm90_paged(const Args& args, int max_q_len, const kvcache::PagedKv<T, Code>& view,
+                                 cudaStream_t stream) {
   if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
   Sm90PrefillParams<T, PagedKvRows<T, Code>> prm;
   LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, PagedKvRows<T, Code>{view}, &prm)));

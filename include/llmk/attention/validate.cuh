@@ -49,25 +49,26 @@ inline Status check_tensor_pointer(std::string_view name, const void* p) {
   return {};
 }
 
-/// A stride in elements of a 2-byte type: positive multiple of 8 (16 bytes), so every row stays aligned.
-inline Status check_stride(std::string_view name, std::int64_t stride) {
-  if (stride <= 0 || stride % 8 != 0)
-    return Status::invalid_argument(
-        name,
-        str_cat("must be a positive multiple of 8 elements (16 bytes) so rows stay 16-byte aligned, got ",
-                stride));
+/// A stride in elements of `elem_bytes` bytes: a positive multiple of 16 bytes, so every row stays aligned.
+inline Status check_stride(std::string_view name, std::int64_t stride, int elem_bytes = 2) {
+  const int per16 = 16 / elem_bytes;
+  if (stride <= 0 || stride % per16 != 0)
+    return Status::invalid_argument(name,
+                                    str_cat("must be a positive multiple of ", per16, " elements (16 bytes) ",
+                                            "so rows stay 16-byte aligned, got ", stride));
   return {};
 }
 
 /// One side of an attention operand, [outer, heads, head_dim] with element strides: a non-null 16-byte
-/// aligned pointer, strides that are multiples of 8 elements (the outer one only when it is used), and a head
+/// aligned pointer, strides that are multiples of 16 bytes (the outer one only when it is used), and a head
 /// stride that covers a row.
 inline Status check_rows(std::string_view name, const void* p, std::string_view head_stride_name,
                          std::int64_t head_stride, std::string_view outer_stride_name,
-                         std::int64_t outer_stride, bool outer_used, std::int64_t head_dim) {
+                         std::int64_t outer_stride, bool outer_used, std::int64_t head_dim,
+                         int elem_bytes = 2) {
   LLMK_RETURN_IF_ERROR(check_tensor_pointer(name, p));
-  LLMK_RETURN_IF_ERROR(check_stride(head_stride_name, head_stride));
-  if (outer_used) LLMK_RETURN_IF_ERROR(check_stride(outer_stride_name, outer_stride));
+  LLMK_RETURN_IF_ERROR(check_stride(head_stride_name, head_stride, elem_bytes));
+  if (outer_used) LLMK_RETURN_IF_ERROR(check_stride(outer_stride_name, outer_stride, elem_bytes));
   if (head_stride < head_dim)
     return Status::invalid_argument(head_stride_name,
                                     str_cat("must be >= head_dim (", head_dim, "), got ", head_stride));

@@ -193,6 +193,36 @@ void attention_fp64(const AttentionProblem& p, const T* q, const T* k, const T* 
   });
 }
 
+/// fp8 attention's reference: Q, K and V given as 8-bit float codes (e4m3 / e5m2) with descale factors
+/// (value = code * descale), dequantized exactly in fp64 and attended by attention_fp64. Each descale
+/// array holds one value (per_kv_head false) or num_kv_heads values; a query head uses its KV head's.
+///
+///   llmk::reference::attention_fp8_fp64(pr, q8.data(), k8.data(), v8.data(), &qs, &ks, &vs, false,
+///                                       out.data(), lse.data());
+template <class Code>
+void attention_fp8_fp64(const AttentionProblem& p, const Code* q, const Code* k, const Code* v,
+                        const float* q_descale, const float* k_descale, const float* v_descale,
+                        bool per_kv_head, double* out, double* lse) {
+  p.validate();
+  const int d = p.head_dim, group = p.num_heads / p.num_kv_heads;
+  auto dequant = [&](const Code* x, std::int64_t tokens, int heads, int heads_per_kv, const float* descale) {
+    std::vector<double> y(static_cast<std::size_t>(tokens * heads * d));
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (int h = 0; h < heads; ++h) {
+        const double s = descale[per_kv_head ? h / heads_per_kv : 0];
+        for (int e = 0; e < d; ++e) {
+          const std::size_t i = static_cast<std::size_t>((t * heads + h) * d + e);
+          y[i] = static_cast<double>(x[i].to_float()) * s;
+        }
+      }
+    return y;
+  };
+  const std::vector<double> qd = dequant(q, p.total_q(), p.num_heads, group, q_descale);
+  const std::vector<double> kd = dequant(k, p.total_kv(), p.num_kv_heads, 1, k_descale);
+  const std::vector<double> vd = dequant(v, p.total_kv(), p.num_kv_heads, 1, v_descale);
+  attention_fp64(p, qd.data(), kd.data(), vd.data(), out, lse);
+}
+
 /// "Naive same-precision" attention: what a straightforward framework implementation in T computes, the
 /// baseline of the FlashAttention tolerance rule. Per row, with every "round" a round-to-nearest-even to T:
 ///   s_j = round(sum_d q_d k_jd)      accumulated in fp32 over d = 0, 1, ... (products exact for 16-bit T)

@@ -1,0 +1,201 @@
+// llmk/attention/prefill_sm90_producers.cuh: what the producer warpgroup of the Hopper prefill kernel
+// (prefill_sm90.cuh) runs besides TMA: the page gather of a paged fp16/bf16 cache (cp.async into the swizzled
+// ring), the dequantizing reader of an int8/fp8 cache, and the fp8 kernel's transposition of V.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "llmk/arch/cp_async.cuh"
+#include "llmk/arch/sm90/mbarrier.cuh"
+#include "llmk/arch/sm90/pipeline.cuh"
+#include "llmk/arch/sm90/warp_specialization.cuh"
+#include "llmk/attention/kv_access.cuh"
+#include "llmk/attention/prefill_sm90_layout.cuh"
+#include "llmk/config.cuh"
+#include "llmk/core/vector.cuh"
+
+namespace llmk::attention::detail {
+
+/// The paged producer: the 4 warps of the producer warpgroup (`ptid` 0..127) gather the K and V rows of each
+/// visible tile from their pages with 16-byte cp.async into the swizzled ring slots (one page lookup per row
+/// and chunk; keys past the end and bad pages are zero-filled) and publish them. K_j and V_j are separate
+/// cp.async groups; a group is published (cp.async.wait_group, fence.proxy.async for wgmma, one arrival per
+/// warp) once the next one is in flight. The order K_j, publish V_{j-1}, V_j, publish K_j never waits for a
+/// slot whose release needs a tile still unpublished (with one slot, K_j is published before V_j's slot is
+/// awaited: that slot frees only after the P V that follows S_j).
+template <class Cfg, class Kv, int S>
+LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
+                                   arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
+                                   unsigned char* v_ring, int b, int kv_head, int kv_len, int tile_begin,
+                                   int tile_end, int ptid) {
+  namespace sm90 = arch::sm90;
+  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 8;
+  auto gather = [&](bool is_k, unsigned char* tile_smem, int tile) {
+    const auto* base = is_k ? kv.any_k() : kv.any_v();
+#pragma unroll 1
+    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
+      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
+      const std::int64_t off = key < kv_len ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
+      arch::cp_async_cg16_zfill(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 16),
+                                off >= 0 ? base + off + chunk * 8 : base, off >= 0 ? 16 : 0);
+    }
+    arch::cp_async_commit();
+  };
+  // Publishes once every cp.async group but the newest `pending` has landed.
+  auto publish = [&](auto pending, sm90::TmaRing<S>& bars, const sm90::RingPosition<S>& at) {
+    arch::cp_async_wait<decltype(pending)::value>();
+    sm90::fence_proxy_async();
+    __syncwarp();
+    if (ptid % 32 == 0) bars.producer_publish(at);
+  };
+  using One = std::integral_constant<int, 1>;
+  using None = std::integral_constant<int, 0>;
+  sm90::RingPosition<S> pos, prev;
+#pragma unroll 1
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    k_bars.producer_wait(pos);
+    gather(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
+    if (tile > tile_begin) publish(One{}, v_bars, prev);  // V_{j-1}: every group but K_j landed
+    if constexpr (S == 1) publish(None{}, k_bars, pos);
+    v_bars.producer_wait(pos);
+    gather(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
+    if constexpr (S > 1) publish(One{}, k_bars, pos);  // K_j: every group but V_j landed
+    prev = pos;
+    pos.advance();
+  }
+  if (tile_end > tile_begin) publish(None{}, v_bars, prev);
+}
+
+/// The paged producer of a quantized (int8 / fp8) cache: the producer warpgroup reads each row's 8-bit codes
+/// (16 per load), dequantizes them (code * scale, rounded to T: the values the mma.sync kernel and the
+/// reference dequantization produce) and stores them into the swizzled ring slot; K_j is published before
+/// V_j's slot is awaited.
+template <class Cfg, class T, class Kv, int S>
+LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
+                                    arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
+                                    unsigned char* v_ring, int b, int kv_head, int kv_len, int tile_begin,
+                                    int tile_end, int ptid) {
+  namespace sm90 = arch::sm90;
+  using Code = typename Kv::Stored;
+  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 16;  // 16 codes per load
+  auto fill = [&](bool is_k, unsigned char* tile_smem, int tile) {
+#pragma unroll 1  // 40 registers: unrolling spilled the fp8 conversions
+    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
+      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
+      const Code *kr = nullptr, *vr = nullptr;
+      float ks = 0.0f, vs = 0.0f;
+      if (key < kv_len) kv.code_rows(b, kv_head, key, kr, vr, ks, vs);
+      const Code* src = is_k ? kr : vr;
+      const float scale = is_k ? ks : vs;
+      Vector16<Code> codes;
+      if (src != nullptr) {
+        codes = load16(src + chunk * 16);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; ++e) codes.elements[e] = Code{};
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        Vector16<T> out;
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          out.elements[e] = T(static_cast<float>(codes.elements[8 * h + e]) * scale);
+        store16(reinterpret_cast<T*>(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 32 + h * 16)), out);
+      }
+    }
+    sm90::fence_proxy_async();  // ordinary stores, read by wgmma
+    __syncwarp();
+  };
+  sm90::RingPosition<S> pos;
+#pragma unroll 1
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    k_bars.producer_wait(pos);
+    fill(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
+    if (ptid % 32 == 0) k_bars.producer_publish(pos);
+    v_bars.producer_wait(pos);
+    fill(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
+    if (ptid % 32 == 0) v_bars.producer_publish(pos);
+    pos.advance();
+  }
+}
+
+/// A 4 x 4 byte transpose: row i of the result holds byte i of w[0..3] (w[0]'s in the low byte).
+LLMK_DEVICE void transpose_bytes_4x4(std::uint32_t (&w)[4]) {
+  const std::uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
+  const std::uint32_t t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);
+  w[0] = __byte_perm(t0, t2, 0x5410);
+  w[1] = __byte_perm(t0, t2, 0x7632);
+  w[2] = __byte_perm(t1, t3, 0x5410);
+  w[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+/// fp8: the producer warpgroup (`ptid` 0..127) transposes a staged V tile (rows = keys, the K tiles' layout)
+/// into a Vt slot (rows = head dims, keys in fp8_vt_key order), zeroing keys >= `valid` (past the sequence:
+/// P is 0 there, but 0 * NaN is not). A unit is 4 keys x 4 dims: 4 word loads, 8 byte permutes, 4 word
+/// stores; the lanes of a warp cover consecutive key quads, so each store writes whole 128-byte rows.
+template <class Cfg>
+LLMK_DEVICE void sm90_transpose_v(const unsigned char* staged, unsigned char* vt, int valid, int ptid) {
+  constexpr int Bc = Cfg::kBc, D = Cfg::kHeadDim, kQuads = Bc / 4;
+#pragma unroll 1
+  for (int u = ptid; u < kQuads * (D / 4); u += 128) {
+    const int quad = u % kQuads, d0 = 4 * (u / kQuads);
+    std::uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int key = fp8_vt_key(4 * quad + j);
+      w[j] = key < valid ? *reinterpret_cast<const std::uint32_t*>(staged + swizzled_offset<Cfg>(Bc, key, d0))
+                         : 0u;
+    }
+    transpose_bytes_4x4(w);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      *reinterpret_cast<std::uint32_t*>(vt + swizzled_span_offset<Cfg::kVtSpan>(D, d0 + i, 4 * quad)) = w[i];
+  }
+}
+
+/// fp8 over a paged e4m3 cache (read without dequantizing: the pages' per-tensor / per-head scales are the
+/// descale factors): the warpgroup gathers K_j's codes into the K ring and V_j's into staging slot 0 with
+/// cp.async (one page lookup per row and 16-code chunk, zero-fill past the sequence and for bad pages),
+/// publishes K_j, then transposes V_j into the V ring as the dense fp8 path does. K_j is published before
+/// V_j's slot is awaited, so one-slot rings cannot deadlock.
+template <class Cfg, class Kv, int S>
+LLMK_DEVICE void sm90_gather_fp8_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
+                                       arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
+                                       unsigned char* v_ring, unsigned char* staging, int b, int kv_head,
+                                       int kv_len, int tile_begin, int tile_end, int ptid) {
+  namespace sm90 = arch::sm90;
+  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 16;  // 16 codes per copy
+  const auto* any = kv.any_k();
+  sm90::RingPosition<S> pos;
+#pragma unroll 1
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    k_bars.producer_wait(pos);
+    unsigned char* k_tile = k_ring + pos.stage * Cfg::kTileBytes;
+#pragma unroll 1
+    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
+      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
+      const std::int64_t off = key < kv_len ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
+      const int dst = swizzled_offset<Cfg>(Bc, row, chunk * 16);
+      arch::cp_async_cg16_zfill(k_tile + dst, off >= 0 ? kv.any_k() + off + chunk * 16 : any,
+                                off >= 0 ? 16 : 0);
+      arch::cp_async_cg16_zfill(staging + dst, off >= 0 ? kv.any_v() + off + chunk * 16 : any,
+                                off >= 0 ? 16 : 0);
+    }
+    arch::cp_async_commit();
+    arch::cp_async_wait<0>();
+    sm90::fence_proxy_async();  // the K slot is read by wgmma
+    __syncwarp();
+    if (ptid % 32 == 0) k_bars.producer_publish(pos);
+    sm90::warpgroup_sync();  // every thread's V copies landed in the staging slot
+    v_bars.producer_wait(pos);
+    sm90_transpose_v<Cfg>(staging, v_ring + pos.stage * Cfg::kTileBytes, kv_len - tile * Bc, ptid);
+    sm90::fence_proxy_async();
+    __syncwarp();
+    if (ptid % 32 == 0) v_bars.producer_publish(pos);
+    sm90::warpgroup_sync();  // the staging slot is free
+    pos.advance();
+  }
+}
+
+}  // namespace llmk::attention::detail

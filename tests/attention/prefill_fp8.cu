@@ -1,0 +1,448 @@
+// Tests of llmk::attention::prefill_fp8 / prefill_paged_fp8 (the Hopper kernel over e4m3 Q, K, V) against the
+// fp64 reference of the dequantized inputs, in the simulator (which reports sm_90) and on an sm_90 GPU.
+//
+// The tolerance follows from the one rounding fp16 attention does not have: P rounded to e4m3 (relative
+// error <= 2^-4 above 2^-6, absolute <= 2^-10 below, with p scaled into (0, 256]). Per element:
+//   |out - ref| <= (2^-4 + kv_len * 2^-18) * max |v| + 2^-8 * |ref| + 1e-4       (a bound, never reached)
+// and, since the roundings of many keys cancel, over the whole output:
+//   rms(out - ref) <= 0.08 * rms(ref)            (measured: about 0.02; a zero, shuffled or mis-scaled output
+//                                                 is at 1 or more)
+// LSEs (computed from the unrounded p) within 1e-3.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "attention/attention_check.hpp"
+#include "llmk/attention/prefill_fp8.cuh"
+#include "llmk/core/memory.cuh"
+#include "support/test_env.hpp"
+
+namespace {
+
+using f16 = llmk::half;
+using bf16 = llmk::bfloat16;
+using e4m3 = llmk::float8_e4m3;
+namespace attn = llmk::attention;
+namespace kv = llmk::kvcache;
+
+struct Case {
+  std::vector<int> q_lens, kv_lens;  // per sequence (varlen offsets when there are several)
+  int heads = 2, kv_heads = 2, dim = 64;
+  bool causal = false;
+  int window_left = -1;
+  float softcap = 0.0f;
+  bool per_head = false;  // descales per KV head (else per tensor)
+};
+
+// Host inputs: codes and descales, and the problem they describe.
+struct Inputs {
+  llmk::reference::AttentionProblem p;
+  std::vector<e4m3> q, k, v;
+  std::vector<float> qs, ks, vs;
+  std::vector<int> cu_q, cu_k;
+};
+
+Inputs make_inputs(const Case& c, std::mt19937& rng) {
+  Inputs in;
+  in.p.q_lens = c.q_lens;
+  in.p.kv_lens = c.kv_lens;
+  in.p.num_heads = c.heads;
+  in.p.num_kv_heads = c.kv_heads;
+  in.p.head_dim = c.dim;
+  in.p.options.softmax_scale = attn::default_scale(c.dim);
+  in.p.options.causal = c.causal;
+  in.p.options.window_left = c.window_left;
+  in.p.options.softcap = c.softcap;
+  in.q = llmk::test::random_tensor<e4m3>(in.p.q_elements(), 4.0f, rng);
+  in.k = llmk::test::random_tensor<e4m3>(in.p.kv_elements(), 4.0f, rng);
+  in.v = llmk::test::random_tensor<e4m3>(in.p.kv_elements(), 4.0f, rng);
+  std::uniform_real_distribution<float> scale(0.2f, 0.6f);
+  const int n = c.per_head ? c.kv_heads : 1;
+  for (auto* s : {&in.qs, &in.ks, &in.vs})
+    for (int i = 0; i < n; ++i) s->push_back(scale(rng));
+  in.cu_q.assign(1, 0);
+  in.cu_k.assign(1, 0);
+  for (std::size_t b = 0; b < c.q_lens.size(); ++b) {
+    in.cu_q.push_back(in.cu_q.back() + c.q_lens[b]);
+    in.cu_k.push_back(in.cu_k.back() + c.kv_lens[b]);
+  }
+  return in;
+}
+
+// The device copies of the inputs and the arguments over them (varlen offsets always).
+struct Device {
+  llmk::DeviceBuffer<e4m3> q, k, v;
+  llmk::DeviceBuffer<float> qs, ks, vs, lse;
+  llmk::DeviceBuffer<int> cu_q, cu_k;
+  explicit Device(const Inputs& in)
+      : q(in.q),
+        k(in.k),
+        v(in.v),
+        qs(in.qs),
+        ks(in.ks),
+        vs(in.vs),
+        lse(static_cast<std::size_t>(in.p.total_q() * in.p.num_heads)),
+        cu_q(in.cu_q),
+        cu_k(in.cu_k) {}
+};
+
+template <class T>
+attn::PrefillFp8Args<T> args_of(const Inputs& in, Device& d, T* o, bool per_head) {
+  const auto& p = in.p;
+  attn::PrefillFp8Args<T> a;
+  a.q = d.q.data();
+  a.k = d.k.data();
+  a.v = d.v.data();
+  a.o = o;
+  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(p.num_heads) * p.head_dim;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(p.num_kv_heads) * p.head_dim;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = p.head_dim;
+  a.lse = d.lse.data();
+  a.descale = {d.qs.data(), d.ks.data(), d.vs.data(),
+               per_head ? attn::Fp8Descale::kPerKvHead : attn::Fp8Descale::kPerTensor};
+  a.cu_seqlens_q = d.cu_q.data();
+  a.cu_seqlens_k = d.cu_k.data();
+  a.cu_seqlens_q_host = in.cu_q.data();
+  a.cu_seqlens_k_host = in.cu_k.data();
+  a.batch = p.batch();
+  a.num_heads = p.num_heads;
+  a.num_kv_heads = p.num_kv_heads;
+  a.head_dim = p.head_dim;
+  a.options = p.options;
+  return a;
+}
+
+// Worst relative rms error seen, reported by the last test (docs/attention.md quotes it).
+double g_worst_rms = 0.0, g_worst_max = 0.0;
+
+template <class T>
+void check_fp8(const Inputs& in, const std::vector<T>& got, const std::vector<float>& lse, bool per_head) {
+  const auto& p = in.p;
+  std::vector<double> ref(static_cast<std::size_t>(p.q_elements())),
+      ref_lse(static_cast<std::size_t>(p.total_q() * p.num_heads));
+  llmk::reference::attention_fp8_fp64(p, in.q.data(), in.k.data(), in.v.data(), in.qs.data(), in.ks.data(),
+                                      in.vs.data(), per_head, ref.data(), ref_lse.data());
+  double vmax = 0.0;
+  for (std::size_t i = 0; i < in.v.size(); ++i)
+    vmax = std::max(vmax,
+                    std::fabs(in.v[i].to_float() *
+                              static_cast<double>(in.vs[per_head ? (i / p.head_dim) % p.num_kv_heads : 0])));
+  const int max_kv = *std::max_element(p.kv_lens.begin(), p.kv_lens.end());
+  const double slack = (1.0 / 16 + max_kv / 262144.0) * vmax;
+  double err2 = 0.0, ref2 = 0.0, worst = 0.0;
+  int bad = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::fabs(static_cast<double>(got[i].to_float()) - ref[i]);
+    if (!(e <= slack + std::fabs(ref[i]) / 256 + 1e-4) && bad++ < 3)
+      MESSAGE("element " << i << ": got " << got[i].to_float() << ", want " << ref[i]);
+    if (std::isfinite(e)) worst = std::max(worst, e);
+    err2 += e * e;
+    ref2 += ref[i] * ref[i];
+  }
+  const double rms = std::sqrt(err2 / std::max(ref2, 1e-30));
+  INFO("rms error / rms ref = " << rms << ", max error " << worst << " (bound " << slack << " + |ref|/256)");
+  CHECK(bad == 0);
+  CHECK(rms <= 0.08);
+  g_worst_rms = std::max(g_worst_rms, rms);
+  g_worst_max = std::max(g_worst_max, worst / std::max(vmax, 1e-30));
+  int bad_lse = 0;
+  for (std::size_t i = 0; i < ref_lse.size(); ++i) {
+    const double g = lse[i], r = ref_lse[i];
+    const bool ok = std::isinf(r) ? g == r : std::fabs(g - r) <= 1e-3;
+    if (!ok && bad_lse++ < 3) MESSAGE("lse[" << i << "] = " << g << ", want " << r);
+  }
+  CHECK(bad_lse == 0);
+}
+
+// Runs `launch` on fresh inputs for case c and checks the result; returns the output.
+template <class T, class Launch>
+std::vector<T> run_case(const Case& c, std::mt19937& rng, Launch&& launch) {
+  CAPTURE(c.dim);
+  CAPTURE(c.heads);
+  CAPTURE(c.kv_heads);
+  CAPTURE(c.causal);
+  CAPTURE(c.window_left);
+  CAPTURE(c.softcap);
+  CAPTURE(c.per_head);
+  INFO("q_lens[0] = " << c.q_lens[0] << ", kv_lens[0] = " << c.kv_lens[0] << ", batch " << c.q_lens.size());
+  const Inputs in = make_inputs(c, rng);
+  Device d(in);
+  llmk::DeviceBuffer<T> o(static_cast<std::size_t>(in.p.q_elements()));  // poisoned
+  const llmk::Status s = launch(args_of<T>(in, d, o.data(), c.per_head));
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  REQUIRE(llmk::device_synchronize().ok());
+  const std::vector<T> got = o.to_host();
+  check_fp8(in, got, d.lse.to_host(), c.per_head);
+  return got;
+}
+
+template <class T>
+llmk::Status dispatch(const attn::PrefillFp8Args<T>& a) {
+  return attn::prefill_fp8(a, nullptr);
+}
+
+bool hopper() {
+  return llmk::device_arch() == 900;
+}
+
+}  // namespace
+
+TEST_CASE("prefill_fp8: head dims 64, 96, 128, 256; lengths 1..200; causal and not") {
+  if (!hopper()) return;  // refusal: tested below
+  std::mt19937 rng(301);
+  const std::vector<int> lens = llmk::test::fast() ? std::vector<int>{70} : std::vector<int>{1, 70, 200};
+  for (int dim : {64, 96, 128, 256})
+    for (int len : lens)
+      for (bool causal : {false, true}) {
+        if (llmk::test::fast() && dim == 96 && causal) continue;
+        Case c;
+        c.q_lens = {len};
+        c.kv_lens = {len};
+        c.dim = dim;
+        c.causal = causal;
+        run_case<f16>(c, rng, dispatch<f16>);
+      }
+}
+
+TEST_CASE("prefill_fp8: GQA and MQA, varlen, windows, soft-cap, per-KV-head descales, bf16 output") {
+  if (!hopper()) return;
+  std::mt19937 rng(302);
+  {
+    Case c;  // GQA 4, varlen with a decode-like sequence, bottom-right causal, per-head descales, bf16
+    c.q_lens = {37, 129, 1};
+    c.kv_lens = {37, 300, 5};
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.dim = 128;
+    c.causal = true;
+    c.per_head = true;
+    run_case<bf16>(c, rng, [](const attn::PrefillFp8Args<bf16>& a) {
+      return attn::prefill_fp8_with_config<bf16, attn::DefaultSm90Fp8PrefillConfig<128>>(a, nullptr);
+    });
+  }
+  {
+    Case c;  // MQA, sliding window and soft-cap
+    c.q_lens = {90};
+    c.kv_lens = {150};
+    c.heads = 4;
+    c.kv_heads = 1;
+    c.dim = 64;
+    c.causal = true;
+    c.window_left = 31;
+    c.softcap = 30.0f;
+    c.per_head = true;
+    run_case<f16>(c, rng, dispatch<f16>);
+  }
+}
+
+TEST_CASE("prefill_fp8: custom configurations (d192 with 3 slots and GQA 6; d64 with one 32-key slot)") {
+  if (!hopper()) return;
+  std::mt19937 rng(303);
+  {
+    Case c;  // 126 rows per block (whole groups of 6), a ring that wraps
+    c.q_lens = {llmk::test::pick(60, 30)};
+    c.kv_lens = {llmk::test::pick(230, 140)};
+    c.heads = 12;
+    c.kv_heads = 2;
+    c.dim = 192;
+    c.causal = true;
+    c.window_left = 100;
+    run_case<f16>(c, rng, [](const attn::PrefillFp8Args<f16>& a) {
+      return attn::prefill_fp8_with_config<f16, attn::Sm90Fp8PrefillConfig<192, 64, 3>>(a, nullptr);
+    });
+  }
+  {
+    Case c;  // one slot: K_j is published before V_j's slot is awaited
+    c.q_lens = {40};
+    c.kv_lens = {150};
+    c.dim = 64;
+    run_case<f16>(c, rng, [](const attn::PrefillFp8Args<f16>& a) {
+      return attn::prefill_fp8_with_config<f16, attn::Sm90Fp8PrefillConfig<64, 32, 1>>(a, nullptr);
+    });
+  }
+}
+
+TEST_CASE("prefill_fp8: a NaN in the next sequence's keys and values stays out of this one") {
+  // Sequence 0 (37 keys) ends inside a key tile whose other rows are sequence 1's: the transposition zeroes
+  // V there, the mask hides K.
+  if (!hopper()) return;
+  std::mt19937 rng(304);
+  Case c;
+  c.q_lens = {37, 50};
+  c.kv_lens = {37, 50};
+  c.dim = 128;
+  const Inputs in = make_inputs(c, rng);
+  Inputs poisoned = in;
+  const e4m3 nan = e4m3::from_bits(0x7F);
+  poisoned.k[(37 + 2) * 2 * 128 + 3] = nan;
+  poisoned.v[(37 + 1) * 2 * 128 + 9] = nan;
+  poisoned.v[(37 + 4) * 2 * 128 + 128 + 100] = nan;
+  Device d(poisoned);
+  llmk::DeviceBuffer<f16> o(static_cast<std::size_t>(in.p.q_elements()));
+  REQUIRE(attn::prefill_fp8(args_of<f16>(poisoned, d, o.data(), false), nullptr).ok());
+  const std::vector<f16> got = o.to_host();
+  int bad = 0;
+  for (int i = 0; i < 37 * 2 * 128; ++i) bad += !std::isfinite(got[static_cast<std::size_t>(i)].to_float());
+  CHECK(bad == 0);
+}
+
+namespace {
+
+// The inputs' K and V as an e4m3 paged cache (NHD, block table, pages in shuffled order) with the inputs'
+// descales as its scales.
+struct Pages {
+  llmk::DeviceBuffer<e4m3> k, v;
+  llmk::DeviceBuffer<int> table, lens;
+  llmk::DeviceBuffer<float> ks, vs;
+  std::vector<int> table_host, lens_host;
+  kv::PagedKv<f16, e4m3> view;
+
+  Pages(const Inputs& in, int page_size, bool per_head, std::mt19937& rng) {
+    const auto& p = in.p;
+    const int batch = p.batch(), d = p.head_dim, h = p.num_kv_heads;
+    int max_blocks = 0, pages = 0;
+    for (int len : p.kv_lens) {
+      max_blocks = std::max(max_blocks, (len + page_size - 1) / page_size);
+      pages += (len + page_size - 1) / page_size;
+    }
+    std::vector<int> order(static_cast<std::size_t>(pages));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    table_host.assign(static_cast<std::size_t>(batch * std::max(max_blocks, 1)), 0);
+    const kv::PageStrides st = kv::make_nhd_strides(page_size, h, d);
+    std::vector<e4m3> kp(static_cast<std::size_t>(pages * st.page), e4m3(1.0f)),
+        vp(static_cast<std::size_t>(pages * st.page), e4m3(1.0f));
+    int next = 0;
+    for (int b = 0; b < batch; ++b) {
+      const int len = p.kv_lens[static_cast<std::size_t>(b)];
+      for (int blk = 0; blk * page_size < len; ++blk) table_host[b * max_blocks + blk] = order[next++];
+      for (int t = 0; t < len; ++t)
+        for (int hh = 0; hh < h; ++hh)
+          for (int e = 0; e < d; ++e) {
+            const std::int64_t src = ((in.cu_k[b] + t) * h + hh) * d + e;
+            const std::int64_t dst = table_host[b * max_blocks + t / page_size] * st.page +
+                                     (t % page_size) * st.slot + hh * st.head + e;
+            kp[static_cast<std::size_t>(dst)] = in.k[static_cast<std::size_t>(src)];
+            vp[static_cast<std::size_t>(dst)] = in.v[static_cast<std::size_t>(src)];
+          }
+    }
+    lens_host = p.kv_lens;
+    k = llmk::DeviceBuffer<e4m3>(kp);
+    v = llmk::DeviceBuffer<e4m3>(vp);
+    table = llmk::DeviceBuffer<int>(table_host);
+    lens = llmk::DeviceBuffer<int>(lens_host);
+    ks = llmk::DeviceBuffer<float>(in.ks);
+    vs = llmk::DeviceBuffer<float>(in.vs);
+    view.k_pages = k.data();
+    view.v_pages = v.data();
+    view.scale_mode = per_head ? kv::KvScale::kPerHead : kv::KvScale::kPerTensor;
+    view.k_scales = ks.data();
+    view.v_scales = vs.data();
+    view.strides = st;
+    view.page_size = page_size;
+    view.num_pages = pages;
+    view.block_table = table.data();
+    view.max_blocks_per_seq = std::max(max_blocks, 1);
+    view.seq_lens = lens.data();
+    view.seq_lens_host = lens_host.data();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("prefill_paged_fp8: e4m3 pages read directly == dense fp8 bit for bit (page sizes 16 and 5)") {
+  if (!hopper()) return;
+  std::mt19937 rng(305);
+  for (int page_size : {16, 5})
+    for (bool per_head : {false, true}) {
+      if (llmk::test::fast() && page_size == 5 && !per_head) continue;
+      CAPTURE(page_size);
+      CAPTURE(per_head);
+      Case c;
+      c.q_lens = {45, 20};
+      c.kv_lens = {45, 170};
+      c.heads = 4;
+      c.kv_heads = 2;
+      c.dim = 128;
+      c.causal = true;
+      c.per_head = per_head;
+      const Inputs in = make_inputs(c, rng);
+      Device d(in);
+      llmk::DeviceBuffer<f16> dense(static_cast<std::size_t>(in.p.q_elements())),
+          paged(static_cast<std::size_t>(in.p.q_elements()));
+      attn::PrefillFp8Args<f16> a = args_of<f16>(in, d, dense.data(), per_head);
+      REQUIRE(attn::prefill_fp8(a, nullptr).ok());
+      const std::vector<f16> want = dense.to_host();
+      check_fp8(in, want, d.lse.to_host(), per_head);
+      Pages pages(in, page_size, per_head, rng);
+      a.o = paged.data();
+      a.k = a.v = nullptr;
+      a.cu_seqlens_k = a.cu_seqlens_k_host = nullptr;
+      a.descale.k = a.descale.v = nullptr;
+      const llmk::Status s = attn::prefill_paged_fp8(a, pages.view, nullptr);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+      const std::vector<f16> got = paged.to_host();
+      int differ = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) differ += got[i].bits != want[i].bits;
+      CHECK(differ == 0);
+    }
+}
+
+TEST_CASE("prefill_fp8: bad arguments are rejected with the rule that failed; refused off sm_90") {
+  std::mt19937 rng(306);
+  Case c;
+  c.q_lens = {20};
+  c.kv_lens = {20};
+  c.dim = 64;
+  const Inputs in = make_inputs(c, rng);
+  Device d(in);
+  llmk::DeviceBuffer<f16> o(static_cast<std::size_t>(in.p.q_elements()));
+  const attn::PrefillFp8Args<f16> good = args_of<f16>(in, d, o.data(), false);
+  auto expect = [](const attn::PrefillFp8Args<f16>& a, const char* needle) {
+    const llmk::Status s = attn::prefill_fp8(a, nullptr);
+    CHECK_MESSAGE(s.code() == llmk::Status::Code::kInvalidArgument, s.message());
+    CHECK_MESSAGE(s.message().find(needle) != std::string::npos, s.message());
+  };
+  attn::PrefillFp8Args<f16> a = good;
+  a.descale.q = nullptr;
+  expect(a, "descale.q");
+  a = good;
+  a.descale.v = reinterpret_cast<const float*>(reinterpret_cast<const char*>(good.descale.v) + 2);
+  expect(a, "descale.v");
+  a = good;
+  a.descale.mode = static_cast<attn::Fp8Descale>(7);
+  expect(a, "descale.mode");
+  a = good;
+  a.q_stride_head = 72;  // a multiple of 8 elements: enough for fp16, not 16 bytes of e4m3
+  expect(a, "q_stride_head");
+  a = good;
+  a.head_dim = 80;
+  expect(a, "head_dim");
+  {
+    Pages pages(in, 16, false, rng);
+    a = good;
+    a.k = a.v = nullptr;
+    a.cu_seqlens_k = a.cu_seqlens_k_host = nullptr;
+    const llmk::Status s = attn::prefill_paged_fp8(a, pages.view, nullptr);
+    CHECK(s.code() == llmk::Status::Code::kInvalidArgument);
+    CHECK_MESSAGE(s.message().find("descale.k/descale.v") != std::string::npos, s.message());
+  }
+  if (!hopper()) {
+    CHECK(attn::prefill_fp8(good, nullptr).code() == llmk::Status::Code::kUnsupported);
+    return;
+  }
+#if defined(LLMK_SIM)
+  setenv("LLMK_SIM_ARCH", "800", 1);
+  const llmk::Status refused = attn::prefill_fp8(good, nullptr);
+  unsetenv("LLMK_SIM_ARCH");
+  CHECK(refused.code() == llmk::Status::Code::kUnsupported);
+  CHECK_MESSAGE(refused.message().find("prefill_fp8") != std::string::npos, refused.message());
+#endif
+  MESSAGE("fp8 prefill accuracy over these tests: worst rms(out - ref) / rms(ref) = "
+          << g_worst_rms << ", worst max |out - ref| / max |v| = " << g_worst_max);
+}
