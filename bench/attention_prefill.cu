@@ -1,9 +1,10 @@
 // Throughput of prefill attention (llmk/attention/prefill.cuh) over a batch of equal-length sequences,
 // token-major Q/K/V/O. BM_Prefill runs what prefill() dispatches to: the Hopper kernel (prefill_sm90.cuh:
 // TMA + wgmma, warp-specialized) on sm_90, the mma.sync kernel elsewhere; BM_PrefillMma pins the mma.sync
-// kernel (prefill_mma, FlashAttention-2 style) for the comparison on the same GPU. On a GPU: device time from
-// CUDA events; in the simulator: the cost of simulating it (tiny shapes only; those numbers say nothing about
-// a GPU).
+// kernel (prefill_mma, FlashAttention-2 style) for the comparison on the same GPU; BM_PrefillFp8 runs
+// prefill_fp8 (e4m3 Q/K/V, fp16 output, QGMMA; sm_90 only, FlashAttention-3's fp8 benchmark). On a GPU:
+// device time from CUDA events; in the simulator: the cost of simulating it (tiny shapes only; those numbers
+// say nothing about a GPU).
 //
 // Shapes follow FlashAttention-2's benchmark (benchmarks/benchmark_flash_attention.py): 16k tokens in total
 // (batch = 16384 / seq) and model dim 2048 (heads = 2048 / head_dim), so every row does the same work per
@@ -18,7 +19,8 @@
 //            score matrix (the masked-out tiles the kernel skips are not counted; the diagonal tiles it
 //            computes in full are counted as half). Softmax and scaling FLOPs are not counted. With GQA the
 //            FLOPs are those of the query heads. This is the number to compare with FA2's/FA3's TFLOP/s.
-//   bytes/s  bytes = Q, K and V read once + O written once (the compulsory traffic; K/V with kv_heads).
+//   bytes/s  bytes = Q, K and V read once + O written once (the compulsory traffic; K/V with kv_heads; fp8:
+//            1-byte Q/K/V, 2-byte O).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include <type_traits>
 
 #include "llmk/attention/prefill.cuh"
+#include "llmk/attention/prefill_fp8.cuh"
 #include "llmk/core/memory.cuh"
 #include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
@@ -90,6 +93,45 @@ void BM_Prefill(benchmark::State& state) {
   llmk::bench::set_throughput(state, flops, bytes);
 }
 
+// fp8: normal(0, 1) values as e4m3 codes, descales 1 (per tensor), half output.
+void BM_PrefillFp8(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0)), seq = static_cast<int>(state.range(1)),
+            heads = static_cast<int>(state.range(2)), kv_heads = static_cast<int>(state.range(3)),
+            d = static_cast<int>(state.range(4));
+  const std::size_t tokens = static_cast<std::size_t>(batch) * seq;
+  const std::size_t q_count = tokens * heads * d, kv_count = tokens * kv_heads * d;
+  llmk::DeviceBuffer<llmk::float8_e4m3> q(q_count), k(kv_count), v(kv_count);
+  llmk::DeviceBuffer<half> o(q_count);
+  llmk::bench::fill_normal(q, 1);
+  llmk::bench::fill_normal(k, 2);
+  llmk::bench::fill_normal(v, 3);
+  const llmk::DeviceBuffer<float> ones(std::vector<float>{1.0f, 1.0f, 1.0f});
+
+  attn::PrefillFp8Args<half> a;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.o = o.data();
+  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(heads) * d;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = d;
+  a.descale = {ones.data(), ones.data() + 1, ones.data() + 2, attn::Fp8Descale::kPerTensor};
+  a.q_len = a.kv_len = seq;
+  a.batch = batch;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = d;
+  a.options.softmax_scale = attn::default_scale(d);
+  a.options.causal = state.range(5) != 0;
+
+  llmk::bench::time_iterations(state, [&] { return attn::prefill_fp8(a, nullptr); });
+
+  const double flops =
+      4.0 * batch * heads * static_cast<double>(seq) * seq * d / (a.options.causal ? 2.0 : 1.0);
+  const double bytes = (q_count + 2.0 * kv_count) * 1.0 + q_count * sizeof(half);
+  llmk::bench::set_throughput(state, flops, bytes);
+}
+
 #if defined(LLMK_CUDA)
 constexpr int kTotalTokens = 16384;  // FA2: batch = 16384 / seq
 constexpr int kModelDim = 2048;      // FA2: heads = 2048 / head_dim
@@ -116,6 +158,10 @@ void gqa_args(benchmark::internal::Benchmark* b) {
   for (int causal : {0, 1})
     for (int seq : kSeqLens) b->Args({kTotalTokens / seq, seq, 32, 8, 128, causal});
 }
+// fp8: FlashAttention-3's fp8 shapes, head dims 64, 128, 256 (MHA, model dim 2048).
+void fp8_args(benchmark::internal::Benchmark* b) {
+  add_mha(b, {64, 128, 256});
+}
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
 #else
 // The simulator: one head of dim 64 and 64 or 128 tokens (one 128-row query tile over one or two 64-key
@@ -133,6 +179,9 @@ void gqa_args(benchmark::internal::Benchmark* b) {
 void mma_args(benchmark::internal::Benchmark* b) {
   b->Args({1, 64, 1, 1, 64, 1});
 }
+void fp8_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 64, 1, 1, 64, 1});
+}
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
 #endif
 
@@ -144,5 +193,6 @@ BENCHMARK_TEMPLATE(BM_Prefill, half)->Apply(gqa_args) LLMK_ARG_NAMES LLMK_BENCH_
 BENCHMARK_TEMPLATE(BM_Prefill, half, MmaKernel)
     ->Name("BM_PrefillMma<half>")
     ->Apply(mma_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK(BM_PrefillFp8)->Name("BM_PrefillFp8<half>")->Apply(fp8_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
 
 }  // namespace

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # ---- per-SM facts shared by every Hopper part (GH100) -------------------------------------------------------------
+MUFU_EX2_PER_SM_CLK = 16  # ex2 per clock per SM (4 per sub-partition): CUDA guide throughput table, FA3 paper
 ISSUE_SLOTS_PER_SM = 4  # whitepaper: 4 SM sub-partitions, each issues one warp-instruction per clock
 WGMMA_F16_FLOP_PER_CLK_SM = 4096  # whitepaper: 1024 dense fp16 FMA/clk per SM on A100, 2x per SM-clock on H100
 # mma.sync (HMMA/IMMA, what llmk and FlashAttention-2 issue) on sm_90 reaches only part of the wgmma rate. No NVIDIA

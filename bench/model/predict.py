@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .hardware import ISSUE_SLOTS_PER_SM, MMA_SYNC_FRACTION, Gpu
+from .hardware import ISSUE_SLOTS_PER_SM, MMA_SYNC_FRACTION, MUFU_EX2_PER_SM_CLK, Gpu
 from .sass import KernelRow, Match
 from .work import Family, Work
 
@@ -128,15 +128,22 @@ def predict(work: Work, gpu: Gpu, family: Family, m: Match | None, copy_bw: floa
     kind, op = kind_from_sass(family, row)
     fpi = OPCODES[op][1] if op else OPCODES["HMMA"][1]
     sms_used = min(gpu.sms, m.blocks) if m.blocks else gpu.sms
-    issue_clk = row.ipt / ISSUE_SLOTS_PER_SM
+    # ipt counts one warp's instructions per tensor-core instruction. An mma.sync is one warp's; a wgmma is issued
+    # by the 4 warps of a warpgroup (each runs the loop), so its issue cost per SM is 4 x ipt slots.
+    warps_per_tc = 4 if op and op.endswith("GMMA") else 1
+    issue_clk = row.ipt * warps_per_tc / ISSUE_SLOTS_PER_SM
     times, bounds, achieved = [], [], None
     for frac in (MMA_SYNC_FRACTION[1], MMA_SYNC_FRACTION[0]):
         rate_clk = peak(gpu, kind, frac) / (gpu.sms * gpu.tc_clk_hz)  # FLOP/clk/SM
         tensor_clk = fpi / rate_clk
         clk = max(issue_clk, tensor_clk)
         compute = (work.tensor_work / fpi) * clk / (sms_used * gpu.sustained_clk_hz)
-        times.append(max(mem, compute))
-        bounds.append("memory" if mem >= compute else ("issue" if issue_clk >= tensor_clk else "tensor"))
+        # attention: the exponentials run on the MUFU units beside the tensor cores (FlashAttention-3's limit
+        # for fp8 and small head dims); the slower of the two bounds the loop
+        mufu = work.exps / (MUFU_EX2_PER_SM_CLK * sms_used * gpu.sustained_clk_hz)
+        times.append(max(mem, compute, mufu))
+        bounds.append("memory" if mem >= max(compute, mufu) else "mufu" if mufu > compute else
+                      ("issue" if issue_clk >= tensor_clk else "tensor"))
         if achieved is None and compute > 0:
             achieved = work.flops / compute
     notes = [f"{op} ipt {row.ipt:.2f}"]

@@ -42,6 +42,14 @@ def prefill_mma_cases() -> list[str]:
             if "/d:128/" in c and c.startswith("BM_Prefill<half>") and "/heads:16/" in c]
 
 
+def prefill_fp8_cases() -> list[str]:
+    """BM_PrefillFp8: e4m3 Q/K/V, half output, MHA at head dims 64, 128, 256."""
+    def mha(c: str) -> bool:
+        return c.split("/heads:")[1].split("/")[0] == c.split("/kv_heads:")[1].split("/")[0]
+    return [c.replace("BM_Prefill<", "BM_PrefillFp8<") for c in prefill_cases()
+            if c.startswith("BM_Prefill<half>") and mha(c)]
+
+
 def decode_shapes() -> list[tuple[int, int, int, int, int]]:
     """(batch, kv_len, heads, kv_heads, d) of BM_Decode: GQA 32/8 then MHA 32/32, d 128."""
     out = []
@@ -140,7 +148,7 @@ def obs_cases() -> list[str]:
 
 def default_cases(anchors: bool = False) -> list[str]:
     """Every GPU benchmark name of the llmk binaries (+ the anchors when asked)."""
-    out = prefill_cases() + prefill_mma_cases() + decode_cases()
+    out = prefill_cases() + prefill_mma_cases() + prefill_fp8_cases() + decode_cases()
     if anchors:
         out += prefill_cases("SDPA_Prefill") + decode_cases("SDPA_Decode") + ["BM_DeviceCopy/MiB:1024/manual_time"]
     out += quant_gemm_cases(anchors) + tile_gemm_cases(anchors) + paged_cases() + quantize_cases() + obs_cases()

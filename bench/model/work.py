@@ -33,6 +33,7 @@ class Work:
     traffic: float
     tensor_work: float
     note: str = ""
+    exps: float = 0.0  # exponentials (MUFU.EX2): one per attention score the kernel computes
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,15 @@ def prefill(a, t):
     q, kv = b * s * h * d, b * s * kvh * d
     flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
     byts = (2.0 * q + 2.0 * kv) * sz
-    return Work(flops, byts, byts, flops)
+    return Work(flops, byts, byts, flops, exps=flops / (4.0 * d))
+
+
+def prefill_fp8(a, t):  # e4m3 Q/K/V (1 byte), 16-bit O
+    b, s, h, kvh, d, causal = a["batch"], a["seq"], a["heads"], a["kv_heads"], a["d"], a["causal"]
+    q, kv = b * s * h * d, b * s * kvh * d
+    flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
+    byts = (q + 2.0 * kv) * 1.0 + q * _size(t)
+    return Work(flops, byts, byts, flops, exps=flops / (4.0 * d))
 
 
 def decode(a, t, code_size=None, per_row_scales=False):
@@ -231,6 +240,8 @@ _F = [
            "bench/attention_prefill.cu (prefill(): the Hopper kernel on sm_90)"),
     Family("BM_PrefillMma", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "llmk",
            "bench/attention_prefill.cu (prefill_mma: the mma.sync kernel)"),
+    Family("BM_PrefillFp8", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill_fp8, "wgmma_f8", "llmk",
+           "bench/attention_prefill.cu (prefill_fp8: e4m3 Q/K/V on the Hopper kernel)"),
     Family("SDPA_Prefill", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "anchor",
            "bench/anchors/torch_sdpa.py (BM_Prefill's formulas)"),
     Family("BM_Decode", DEC, decode, "mma_f16", "llmk", "bench/attention_decode.cu"),

@@ -199,7 +199,8 @@ TEST_CASE("prefill_fp8: head dims 64, 96, 128, 256; lengths 1..200; causal and n
   for (int dim : {64, 96, 128, 256})
     for (int len : lens)
       for (bool causal : {false, true}) {
-        if (llmk::test::fast() && dim == 96 && causal) continue;
+        // Sanitizer builds: each head dim once, causal and not alternating.
+        if (llmk::test::fast() && causal != (dim == 64 || dim == 128)) continue;
         Case c;
         c.q_lens = {len};
         c.kv_lens = {len};
@@ -360,7 +361,7 @@ TEST_CASE("prefill_paged_fp8: e4m3 pages read directly == dense fp8 bit for bit 
   std::mt19937 rng(305);
   for (int page_size : {16, 5})
     for (bool per_head : {false, true}) {
-      if (llmk::test::fast() && page_size == 5 && !per_head) continue;
+      if (llmk::test::fast() && page_size == 16) continue;
       CAPTURE(page_size);
       CAPTURE(per_head);
       Case c;

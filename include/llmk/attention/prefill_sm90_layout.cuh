@@ -71,14 +71,17 @@ struct Sm90PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 2> {
   static_assert(kSmemBytes <= 227 * 1024, "Q, the K/V ring and the barriers must fit in 227 KiB");
 };
 
-/// Tiling of the fp8 (e4m3 Q/K/V) Hopper prefill kernel: head dim and Bc multiples of 32 (the k-steps of an
-/// 8-bit wgmma), Stages slots of K and of transposed V. V tiles land in two staging slots (TMA or cp.async)
-/// and the producer warpgroup transposes them into the ring; the epilogue stages the 16-bit output there.
+/// Tiling of the fp8 (e4m3 Q/K/V) Hopper prefill kernel: head dim a multiple of 32 (the k-steps of an 8-bit
+/// wgmma; 64 when Bc = 32), Bc 32, 64, 128 or 256, Stages slots of K and of transposed V. V tiles land in two
+/// staging slots (TMA or cp.async) and the producer warpgroup transposes them into the ring; the epilogue
+/// stages the 16-bit output there.
 template <int HeadDim, int Bc, int Stages>
 struct Sm90Fp8PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 1> {
   using Tiles = detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 1>;
   static_assert(HeadDim % 32 == 0, "fp8 prefill: the head dim must be a multiple of 32");
-  static_assert(Bc % 32 == 0, "fp8 prefill: Bc must be a multiple of 32");
+  static_assert(Bc == 32 || Bc == 64 || Bc == 128 || Bc == 256,
+                "fp8 prefill: Bc is 32, 64, 128 or 256 (the V transposition's thread layout)");
+  static_assert(HeadDim % (512 / Bc) == 0, "fp8 prefill: with Bc = 32 the head dim must be a multiple of 64");
   static constexpr bool kFp8 = true;
   static constexpr int kVtSpan = detail::span_of_row(Bc);  // Vt rows are Bc bytes
   static constexpr arch::sm90::SmemSwizzle kVtSwizzle = detail::kSwizzleOfSpan<kVtSpan>;

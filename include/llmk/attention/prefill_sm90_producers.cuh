@@ -134,24 +134,54 @@ LLMK_DEVICE void transpose_bytes_4x4(std::uint32_t (&w)[4]) {
 /// into a Vt slot (rows = head dims, keys in fp8_vt_key order), zeroing keys >= `valid` (past the sequence:
 /// P is 0 there, but 0 * NaN is not). A unit is 4 keys x 4 dims: 4 word loads, 8 byte permutes, 4 word
 /// stores; the lanes of a warp cover consecutive key quads, so each store writes whole 128-byte rows.
+///
+/// 128 threads cover whole rows of quads (Sm90Fp8PrefillConfig: Bc in {32, 64, 128, 256}), so a thread keeps
+/// its 4 keys for the whole tile and steps the head dim by a multiple of 8 rows: the keys' offsets and
+/// swizzles, and the Vt rows' (a step of 8 rows keeps a row's swizzle), are computed once, so a unit costs
+/// about one instruction per address (a first version recomputed them: 145 instructions per unit, more than
+/// the consumers issue).
 template <class Cfg>
 LLMK_DEVICE void sm90_transpose_v(const unsigned char* staged, unsigned char* vt, int valid, int ptid) {
-  constexpr int Bc = Cfg::kBc, D = Cfg::kHeadDim, kQuads = Bc / 4;
-#pragma unroll 1
-  for (int u = ptid; u < kQuads * (D / 4); u += 128) {
-    const int quad = u % kQuads, d0 = 4 * (u / kQuads);
-    std::uint32_t w[4];
+  constexpr int Bc = Cfg::kBc, D = Cfg::kHeadDim, kQuads = Bc / 4, kSpan = Cfg::kSpan, kVtSpan = Cfg::kVtSpan;
+  constexpr int kStep = 4 * 128 / kQuads;  // head dims a pass advances (Sm90Fp8PrefillConfig: D % kStep == 0)
+  const int quad = ptid % kQuads, d_first = 4 * (ptid / kQuads);  // d_first < kStep <= kSpan
+  // Key row j's offset with its swizzle term and this thread's first column folded in: byte d_first + c of
+  // the row (c a multiple of kStep, below kSpan) is at row[j] ^ c (the row offset is a multiple of kSpan,
+  // the swizzle term and the column lie below it, and d_first's bits are below kStep's).
+  int row[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int key = fp8_vt_key(4 * quad + j);
-      w[j] = key < valid ? *reinterpret_cast<const std::uint32_t*>(staged + swizzled_offset<Cfg>(Bc, key, d0))
-                         : 0u;
-    }
-    transpose_bytes_4x4(w);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      *reinterpret_cast<std::uint32_t*>(vt + swizzled_span_offset<Cfg::kVtSpan>(D, d0 + i, 4 * quad)) = w[i];
+  for (int j = 0; j < 4; ++j) {
+    const int off = fp8_vt_key(4 * quad + j) * kSpan;
+    row[j] = (off | (((off >> 7) & (kSpan / 16 - 1)) << 4)) ^ d_first;
   }
+  int dst[4];  // offsets, not pointers: 40 registers
+#pragma unroll
+  for (int i = 0; i < 4; ++i) dst[i] = swizzled_span_offset<kVtSpan>(D, d_first + i, 4 * quad);
+  auto passes = [&](auto masked) {
+    bool keep[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) keep[j] = !masked || fp8_vt_key(4 * quad + j) < valid;
+#pragma unroll 1
+    for (int blk = 0; blk < D / kSpan; ++blk)  // the staged tile's column blocks
+#pragma unroll 1                               // 48 registers: unrolled passes spilled
+      for (int c = 0; c < kSpan; c += kStep) {
+        std::uint32_t w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          w[j] = *reinterpret_cast<const std::uint32_t*>(staged + blk * Bc * kSpan + (row[j] ^ c));
+          if constexpr (decltype(masked)::value) w[j] = keep[j] ? w[j] : 0u;
+        }
+        transpose_bytes_4x4(w);
+        const int pass = (blk * kSpan + c) / kStep;  // Vt rows d_first + i + pass * kStep
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          *reinterpret_cast<std::uint32_t*>(vt + dst[i] + pass * kStep * kVtSpan) = w[i];
+      }
+  };
+  if (valid >= Bc)
+    passes(std::false_type{});
+  else
+    passes(std::true_type{});
 }
 
 /// fp8 over a paged e4m3 cache (read without dequantizing: the pages' per-tensor / per-head scales are the
