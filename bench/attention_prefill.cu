@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <vector>
 
 #include "llmk/attention/prefill.cuh"
 #include "llmk/attention/prefill_fp8.cuh"
@@ -52,34 +53,53 @@ llmk::Status run_prefill(const attn::PrefillArgs<T>& a) {
 // The mma.sync kernel on every architecture (half, runtime head dims).
 struct MmaKernel {};
 
+// The benchmark's arguments: batch, seq (= q_len = kv_len), heads, kv_heads, d, causal.
+struct Shape {
+  int batch, seq, heads, kv_heads, d;
+  bool causal;
+  explicit Shape(const benchmark::State& st)
+      : batch(static_cast<int>(st.range(0))),
+        seq(static_cast<int>(st.range(1))),
+        heads(static_cast<int>(st.range(2))),
+        kv_heads(static_cast<int>(st.range(3))),
+        d(static_cast<int>(st.range(4))),
+        causal(st.range(5) != 0) {}
+  std::size_t q_count() const { return static_cast<std::size_t>(batch) * seq * heads * d; }
+  std::size_t kv_count() const { return static_cast<std::size_t>(batch) * seq * kv_heads * d; }
+  double flops() const {
+    return 4.0 * batch * heads * static_cast<double>(seq) * seq * d / (causal ? 2.0 : 1.0);
+  }
+};
+
+// PrefillArgs<T> or PrefillFp8Args<T> over token-major tensors of the shape.
+template <class Args, class In, class Out>
+Args prefill_args(const Shape& s, const In* q, const In* k, const In* v, Out* o) {
+  Args a;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.o = o;
+  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(s.heads) * s.d;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.d;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = s.d;
+  a.q_len = a.kv_len = s.seq;
+  a.batch = s.batch;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.d;
+  a.options.softmax_scale = attn::default_scale(s.d);
+  a.options.causal = s.causal;
+  return a;
+}
+
 template <class T, class Kernel = void>
 void BM_Prefill(benchmark::State& state) {
-  const int batch = static_cast<int>(state.range(0)), seq = static_cast<int>(state.range(1)),
-            heads = static_cast<int>(state.range(2)), kv_heads = static_cast<int>(state.range(3)),
-            d = static_cast<int>(state.range(4));
-  const bool causal = state.range(5) != 0;
-  const std::size_t tokens = static_cast<std::size_t>(batch) * seq;
-  const std::size_t q_count = tokens * heads * d, kv_count = tokens * kv_heads * d;
-  llmk::DeviceBuffer<T> q(q_count), k(kv_count), v(kv_count), o(q_count);
+  const Shape s(state);
+  llmk::DeviceBuffer<T> q(s.q_count()), k(s.kv_count()), v(s.kv_count()), o(s.q_count());
   llmk::bench::fill_normal(q, 1);
   llmk::bench::fill_normal(k, 2);
   llmk::bench::fill_normal(v, 3);
-
-  attn::PrefillArgs<T> a;
-  a.q = q.data();
-  a.k = k.data();
-  a.v = v.data();
-  a.o = o.data();
-  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(heads) * d;
-  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
-  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = d;
-  a.q_len = a.kv_len = seq;
-  a.batch = batch;
-  a.num_heads = heads;
-  a.num_kv_heads = kv_heads;
-  a.head_dim = d;
-  a.options.softmax_scale = attn::default_scale(d);
-  a.options.causal = causal;
+  const auto a = prefill_args<attn::PrefillArgs<T>>(s, q.data(), k.data(), v.data(), o.data());
 
   llmk::bench::time_iterations(state, [&] {
     if constexpr (std::is_same_v<Kernel, MmaKernel>)
@@ -87,49 +107,24 @@ void BM_Prefill(benchmark::State& state) {
     else
       return run_prefill(a);
   });
-
-  const double flops = 4.0 * batch * heads * static_cast<double>(seq) * seq * d / (causal ? 2.0 : 1.0);
-  const double bytes = (2.0 * q_count + 2.0 * kv_count) * sizeof(T);
-  llmk::bench::set_throughput(state, flops, bytes);
+  llmk::bench::set_throughput(state, s.flops(), (2.0 * s.q_count() + 2.0 * s.kv_count()) * sizeof(T));
 }
 
 // fp8: normal(0, 1) values as e4m3 codes, descales 1 (per tensor), half output.
 void BM_PrefillFp8(benchmark::State& state) {
-  const int batch = static_cast<int>(state.range(0)), seq = static_cast<int>(state.range(1)),
-            heads = static_cast<int>(state.range(2)), kv_heads = static_cast<int>(state.range(3)),
-            d = static_cast<int>(state.range(4));
-  const std::size_t tokens = static_cast<std::size_t>(batch) * seq;
-  const std::size_t q_count = tokens * heads * d, kv_count = tokens * kv_heads * d;
-  llmk::DeviceBuffer<llmk::float8_e4m3> q(q_count), k(kv_count), v(kv_count);
-  llmk::DeviceBuffer<half> o(q_count);
+  const Shape s(state);
+  llmk::DeviceBuffer<llmk::float8_e4m3> q(s.q_count()), k(s.kv_count()), v(s.kv_count());
+  llmk::DeviceBuffer<half> o(s.q_count());
   llmk::bench::fill_normal(q, 1);
   llmk::bench::fill_normal(k, 2);
   llmk::bench::fill_normal(v, 3);
   const llmk::DeviceBuffer<float> ones(std::vector<float>{1.0f, 1.0f, 1.0f});
-
-  attn::PrefillFp8Args<half> a;
-  a.q = q.data();
-  a.k = k.data();
-  a.v = v.data();
-  a.o = o.data();
-  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(heads) * d;
-  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
-  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = d;
+  auto a = prefill_args<attn::PrefillFp8Args<half>>(s, q.data(), k.data(), v.data(), o.data());
   a.descale = {ones.data(), ones.data() + 1, ones.data() + 2, attn::Fp8Descale::kPerTensor};
-  a.q_len = a.kv_len = seq;
-  a.batch = batch;
-  a.num_heads = heads;
-  a.num_kv_heads = kv_heads;
-  a.head_dim = d;
-  a.options.softmax_scale = attn::default_scale(d);
-  a.options.causal = state.range(5) != 0;
 
   llmk::bench::time_iterations(state, [&] { return attn::prefill_fp8(a, nullptr); });
-
-  const double flops =
-      4.0 * batch * heads * static_cast<double>(seq) * seq * d / (a.options.causal ? 2.0 : 1.0);
-  const double bytes = (q_count + 2.0 * kv_count) * 1.0 + q_count * sizeof(half);
-  llmk::bench::set_throughput(state, flops, bytes);
+  llmk::bench::set_throughput(state, s.flops(),
+                              (s.q_count() + 2.0 * s.kv_count()) * 1.0 + s.q_count() * sizeof(half));
 }
 
 #if defined(LLMK_CUDA)

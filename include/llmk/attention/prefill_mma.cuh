@@ -336,6 +336,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
 namespace detail {
 
+/// The dense K/V view of prefill arguments (PrefillArgs<T>, or PrefillFp8Args<T>: e4m3 rows).
+template <class Args>
+auto ragged_kv(const Args& a) {
+  using In = std::remove_cv_t<std::remove_pointer_t<decltype(a.k)>>;
+  return RaggedKv<In>{
+      a.k,     a.v, a.k_stride_token, a.k_stride_head, a.v_stride_token, a.v_stride_head, a.cu_seqlens_k,
+      a.kv_len};
+}
+
 /// The checks of PrefillArgs<T> (and PrefillFp8Args<T>: 1-byte Q/K/V elements, so strides in multiples of
 /// 16).
 template <class Args>
@@ -449,15 +458,7 @@ template <class T, class Cfg>
 Status prefill_mma_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
   int max_q_len = 0;
   LLMK_RETURN_IF_ERROR((detail::validate_prefill_launch<T, Cfg>(args, &max_q_len)));
-  const detail::RaggedKv<T> kv{args.k,
-                               args.v,
-                               args.k_stride_token,
-                               args.k_stride_head,
-                               args.v_stride_token,
-                               args.v_stride_head,
-                               args.cu_seqlens_k,
-                               args.kv_len};
-  return detail::launch_prefill<T, Cfg>(args, max_q_len, kv, stream);
+  return detail::launch_prefill<T, Cfg>(args, max_q_len, detail::ragged_kv(args), stream);
 }
 
 /// Prefill over a paged KV cache (fp16/bf16 or int8/fp8 pages) on the mma.sync kernel on every

@@ -601,14 +601,7 @@ template <class T, class Cfg, class Args>
 Status launch_prefill_sm90(const Args& args, int max_q_len, cudaStream_t stream) {
   using In = std::remove_cv_t<std::remove_pointer_t<decltype(args.k)>>;
   if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
-  const RaggedKv<In> kv{args.k,
-                        args.v,
-                        args.k_stride_token,
-                        args.k_stride_head,
-                        args.v_stride_token,
-                        args.v_stride_head,
-                        args.cu_seqlens_k,
-                        args.kv_len};
+  const RaggedKv<In> kv = ragged_kv(args);
   Sm90PrefillParams<T, RaggedKv<In>> prm;
   LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, kv, &prm)));
   const std::int64_t total_kv = args.cu_seqlens_k != nullptr
