@@ -29,6 +29,11 @@
 // Q is loaded by one rank-3 box {span, group, tokens} per column block: the packed rows of T tokens x group
 // heads land in row order. Rows per block are therefore a multiple of the group (128 / group rounded down,
 // and to whole 128-byte boxes); the rest of the 128-row tile is padding no one stores.
+//
+// fp8 (Sm90Fp8PrefillConfig, prefill_fp8.cuh): the same kernel with e4m3 Q/K/V and QGMMA for both products.
+// The producer (setmaxnreg 48; consumers 224) loads V into two staging slots and transposes it into the V
+// ring (8-bit wgmma reads B K-major only), in the key order of P's registers (prefill_sm90_layout.cuh);
+// descales fold into the exp2 scale and the output, and the output is staged in the V staging slots.
 #pragma once
 
 #include <cstdint>
