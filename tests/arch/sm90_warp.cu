@@ -1,6 +1,8 @@
-// Tests of stmatrix (every count, with and without .trans), elect.sync, setmaxnreg and warpgroup_sync
-// (llmk/arch/sm90/stmatrix.cuh, warp_specialization.cuh) against the PTX ISA's descriptions, and the
-// simulator's checks of setmaxnreg (the same count across the warpgroup, a whole warpgroup).
+// Tests of stmatrix (every count, with and without .trans), elect.sync, setmaxnreg, warpgroup_sync, the named
+// barriers and the warpgroup turns built on them (llmk/arch/sm90/stmatrix.cuh, warp_specialization.cuh,
+// llmk/arch/named_barrier.cuh, sm90/warpgroup_turns.cuh) against the PTX ISA's descriptions, and the
+// simulator's checks of setmaxnreg (the same count across the warpgroup, a whole warpgroup) and of named
+// barriers (counts, ids, over-arrival, arrivals no bar.sync consumed, deadlocks).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -8,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "llmk/arch/named_barrier.cuh"
 #include "llmk/arch/sm90/stmatrix.cuh"
 #include "llmk/arch/sm90/warp_specialization.cuh"
+#include "llmk/arch/sm90/warpgroup_turns.cuh"
 #include "llmk/core/launch.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/core/smem.cuh"
@@ -18,6 +22,8 @@
 namespace {
 
 using namespace llmk::arch::sm90;
+using llmk::arch::named_barrier_arrive;
+using llmk::arch::named_barrier_sync;
 
 using llmk::test::hopper_available;
 
@@ -176,6 +182,116 @@ TEST_CASE("setmaxnreg misuse is reported: counts that differ in a warpgroup, a p
   st = llmk::launch(setmaxnreg_kernel, dim3(1), dim3(96), 0, nullptr, out.data(), 0);
   REQUIRE(!st.ok());
   CHECK(st.message().find("the block has only 96 threads") != std::string::npos);
+}
+#endif
+
+// Two warpgroups take `turns` turns each; in its turn a warpgroup appends its index to a log in shared memory
+// and reads what the other wrote there (the turn orders both: a race otherwise). Without the turns the log's
+// order would follow the scheduler's.
+__global__ void __launch_bounds__(256, 1) warpgroup_turns_kernel(int* log, int* seen, int turns) {
+  int* shared_log = reinterpret_cast<int*>(llmk::dynamic_smem());  // [2 * turns] entries, then [1] length
+  int& length = shared_log[2 * turns];
+  const int t = static_cast<int>(threadIdx.x), wg = t / 128;
+  if (t == 0) length = 0;
+  __syncthreads();
+  WarpgroupTurns<2, 3> order{wg};  // ids 1, 2: warpgroup_sync's
+  order.start(turns > 0);
+  for (int i = 0; i < turns; ++i) {
+    order.wait();
+    const int before = length;
+    if (t % 128 == 0) seen[wg * turns + i] = before > 0 ? shared_log[before - 1] : -1;
+    named_barrier_sync(5 + wg, 128);  // the warpgroup has read `length` before its leader bumps it
+    if (t % 128 == 0) {
+      shared_log[before] = wg;
+      length = before + 1;
+    }
+    order.pass(i == turns - 1);
+  }
+  __syncthreads();
+  for (int i = t; i < 2 * turns; i += 256) log[i] = shared_log[i];
+}
+
+TEST_CASE(
+    "warpgroup turns alternate the warpgroups; bar.arrive orders the passer's writes before the waiter") {
+  for (int turns : {0, 1, 5}) {
+    CAPTURE(turns);
+    llmk::DeviceBuffer<int> log(std::vector<int>(static_cast<std::size_t>(2 * turns + 1), -7));
+    llmk::DeviceBuffer<int> seen(std::vector<int>(static_cast<std::size_t>(2 * turns + 1), -7));
+    const llmk::Status st =
+        llmk::launch(warpgroup_turns_kernel, dim3(1), dim3(256), (2 * turns + 1) * sizeof(int), nullptr,
+                     log.data(), seen.data(), turns);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+#if defined(LLMK_CUDA)
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+#endif
+    const std::vector<int> got = log.to_host(), saw = seen.to_host();
+    for (int i = 0; i < 2 * turns; ++i) CHECK(got[static_cast<std::size_t>(i)] == i % 2);
+    for (int i = 0; i < turns; ++i) {
+      CHECK(saw[static_cast<std::size_t>(i)] == (i == 0 ? -1 : 1));  // warpgroup 0 sees 1's last entry
+      CHECK(saw[static_cast<std::size_t>(turns + i)] == 0);
+    }
+  }
+}
+
+#if defined(LLMK_SIM)
+// Misuse of the named barriers, one per mode; each must be reported by the simulator.
+__global__ void __launch_bounds__(256, 1) named_barrier_misuse_kernel(int mode) {
+  const int t = static_cast<int>(threadIdx.x), wg = t / 128;
+  switch (mode) {
+    case 0:  // the two warpgroups give different thread counts for one phase
+      if (wg == 0)
+        named_barrier_arrive(4, 256);
+      else
+        named_barrier_sync(4, 224);
+      break;
+    case 1:  // warpgroup 0 passes twice before warpgroup 1 waited once
+      if (wg == 0) {
+        named_barrier_arrive(4, 256);
+        named_barrier_arrive(4, 256);
+      } else {
+        named_barrier_sync(4, 256);
+      }
+      break;
+    case 2:  // a phase completed by arrivals only
+      named_barrier_arrive(4, 256);
+      break;
+    case 3:  // an arrival that no bar.sync consumes
+      if (wg == 0) named_barrier_arrive(4, 256);
+      break;
+    case 4:  // warpgroup 1 waits for a pass that never comes
+      if (wg == 1) named_barrier_sync(4, 256);
+      break;
+    case 5:  // an id of warpgroup_sync
+      named_barrier_sync(2, 256);
+      break;
+    case 6:  // not whole warps
+      named_barrier_sync(4, 100);
+      break;
+    default:
+      break;
+  }
+}
+
+TEST_CASE("named barrier misuse is reported with the barrier and the rule") {
+  const char* expected[] = {
+      "the thread count differs from the 256 of this phase's first arrival",
+      "the thread arrives a second time in one phase of named barrier 4",
+      "completes a phase of named barrier 4 (phase 0: 256 of 256 threads arrived, 0 of them waiting",
+      "named barrier arrivals that no bar.sync consumed",
+      "named barrier phase never completes: 128 threads wait at bar.sync",
+      "bar.sync 2: barriers 1..2 belong to warpgroup_sync in a block of 256 threads",
+      "bar.sync 4, 100: the thread count must be a non-zero multiple of 32",
+  };
+  for (int mode = 0; mode < 7; ++mode) {
+    CAPTURE(mode);
+    const llmk::Status st = llmk::launch(named_barrier_misuse_kernel, dim3(1), dim3(256), 0, nullptr, mode);
+    REQUIRE(!st.ok());
+    CHECK_MESSAGE(st.message().find(expected[mode]) != std::string::npos, st.message());
+  }
+  // The deadlock report names the barrier and its count.
+  const llmk::Status st = llmk::launch(named_barrier_misuse_kernel, dim3(1), dim3(256), 0, nullptr, 4);
+  CHECK(st.message().find("named barrier 4 (phase 0: 128 of 256 threads arrived, 128 of them waiting") !=
+        std::string::npos);
 }
 #endif
 

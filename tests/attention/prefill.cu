@@ -585,3 +585,36 @@ TEST_CASE("prefill: Hopper kernel, a custom configuration (d64, Bc = 48, 3-slot 
     run_case<f16>(c, rng, launch);
   }
 }
+
+TEST_CASE(
+    "prefill: Hopper kernel, GQA groups above 128 (blocks of one token's heads); a prime group refused") {
+  // Group 192: blocks of 96 heads; group 160 (two KV heads): blocks of 80. Group 131 has no divisor in [64,
+  // 128]: the Hopper launcher refuses it and the dispatch runs the mma.sync kernel.
+  using Cfg = attn::DefaultSm90PrefillConfig<64>;
+  static_assert(attn::detail::sm90_prefill_rows_per_block<Cfg>(6) == 126);
+  static_assert(attn::detail::sm90_prefill_rows_per_block<Cfg>(128) == 128);
+  static_assert(attn::detail::sm90_prefill_rows_per_block<Cfg>(192) == 96);
+  static_assert(attn::detail::sm90_prefill_rows_per_block<Cfg>(160) == 80);
+  static_assert(attn::detail::sm90_prefill_rows_per_block<Cfg>(1024) == 128);
+  static_assert(attn::detail::sm90_prefill_rows_per_block<Cfg>(131) == 0);
+  if (llmk::device_arch() != 900) return;
+  std::mt19937 rng(116);
+  auto launch = [](const attn::PrefillArgs<f16>& a) {
+    return attn::prefill_sm90_with_config<f16, Cfg>(a, nullptr);
+  };
+  for (auto [heads, kv_heads] : std::vector<std::pair<int, int>>{{192, 1}, {320, 2}}) {
+    Case c = uniform(5, llmk::test::pick(37, 21), 64, true);
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    run_case<f16>(c, rng, launch);
+  }
+  Case c = uniform(2, 19, 64, false);
+  c.heads = 131;
+  c.kv_heads = 1;
+  run_case<f16>(c, rng, [](const attn::PrefillArgs<f16>& a) {
+    const llmk::Status refused = attn::prefill_sm90_with_config<f16, Cfg>(a, nullptr);
+    CHECK(refused.code() == llmk::Status::Code::kUnsupported);
+    CHECK(refused.message().find("GQA group (num_heads / num_kv_heads = 131)") != std::string::npos);
+    return attn::prefill(a, nullptr);
+  });
+}

@@ -210,7 +210,8 @@ TEST_CASE("prefill_fp8: head dims 64, 96, 128, 256; lengths 1..200; causal and n
       }
 }
 
-TEST_CASE("prefill_fp8: GQA and MQA, varlen, windows, soft-cap, per-KV-head descales, bf16 output") {
+TEST_CASE(
+    "prefill_fp8: GQA (4 and 192) and MQA, varlen, windows, soft-cap, per-KV-head descales, bf16 output") {
   if (!hopper()) return;
   std::mt19937 rng(302);
   {
@@ -237,6 +238,16 @@ TEST_CASE("prefill_fp8: GQA and MQA, varlen, windows, soft-cap, per-KV-head desc
     c.window_left = 31;
     c.softcap = 30.0f;
     c.per_head = true;
+    run_case<f16>(c, rng, dispatch<f16>);
+  }
+  {
+    Case c;  // a GQA group above 128 (192: blocks of 96 heads of one token), d128 (ping-pong)
+    c.q_lens = {3};
+    c.kv_lens = {41};
+    c.heads = 192;
+    c.kv_heads = 1;
+    c.dim = 128;
+    c.causal = true;
     run_case<f16>(c, rng, dispatch<f16>);
   }
 }

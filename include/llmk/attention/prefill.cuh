@@ -1,8 +1,9 @@
 // llmk/attention/prefill.cuh: the prefill launchers, choosing the kernel at runtime.
 //
-//   sm_90 device with sm_90a code, GQA group <= 128 (dense,   the Hopper kernel (prefill_sm90.cuh: TMA / page
-//   paged or quantized paged K/V)                              gather, wgmma, warp specialization)
-//   everything else (sm_80/89)                                  the mma.sync kernel (prefill_mma.cuh)
+//   sm_90 device with sm_90a code (dense, paged or quantized   the Hopper kernel (prefill_sm90.cuh: TMA /
+//   page paged K/V; GQA groups up to 128, larger ones that have a   gather, wgmma, warp specialization)
+//   divisor in [64, 128])
+//   everything else (sm_80/89; a prime group above 128)        the mma.sync kernel (prefill_mma.cuh)
 //
 // Both compute the same attention (masks, soft-cap, GQA packing, varlen, LSE) within the FlashAttention
 // tolerance rule; the explicit forms prefill_mma_with_config / prefill_sm90_with_config pin one kernel (for

@@ -78,7 +78,7 @@ Status validate_prefill_fp8_launch(const PrefillFp8Args<T>& args, bool dense_kv,
 ///
 /// Errors: the Status::invalid_argument checks of prefill_with_config (Q/K/V strides in multiples of 16
 /// elements), a null or misaligned descale array, an unknown descale mode; Status::unsupported without an
-/// sm_90 device and sm_90a code, or for a GQA group above 128.
+/// sm_90 device and sm_90a code, or for a GQA group above 128 without a divisor in [64, 128].
 template <class T, class Cfg>
 Status prefill_fp8_with_config(const PrefillFp8Args<T>& args, cudaStream_t stream) {
   int max_q_len = 0;

@@ -18,6 +18,15 @@
 //   fence.proxy.async, then publishes full[s]    free the slot (empty[s])
 //                                              O / l -> shared (Q's rows) -> 16-byte stores; LSE
 //
+// Overlap. Within a consumer, S = Q K^T of tile j is issued with O += P V of tile j - 1, and the softmax of
+// tile j runs while that P V is in flight. Between the consumers (Cfg::kPingPong, head dims <= 128): they
+// issue those wgmmas in turns (named barriers 4 and 5, arch/sm90/warpgroup_turns.cuh), so warpgroup 1's
+// softmax runs while warpgroup 2's wgmmas hold the tensor cores and the other way round:
+//
+//   warpgroup 1:  [issue QK PV]  softmax j ......  [issue QK PV]  softmax j+1 ...
+//   warpgroup 2:     wait turn   [issue QK PV]  softmax j ......  [issue QK PV] ...
+//   tensor cores:  WG1 j         WG2 j          WG1 j+1         WG2 j+1
+//
 // Shared tiles are K-major in column blocks of `span` bytes (128 when D % 64 == 0, else 64 or 32) with the
 // matching swizzle: exactly what the TMA box of a column block writes and what wgmma descriptors read. V is
 // the B operand of P V with N = D contiguous: the same tile read through an MN-major descriptor (LBO = one
@@ -28,7 +37,9 @@
 //
 // Q is loaded by one rank-3 box {span, group, tokens} per column block: the packed rows of T tokens x group
 // heads land in row order. Rows per block are therefore a multiple of the group (128 / group rounded down,
-// and to whole 128-byte boxes); the rest of the 128-row tile is padding no one stores.
+// and to whole 128-byte boxes); the rest of the 128-row tile is padding no one stores. A group above 128 is
+// cut into blocks of `rows` heads of one token (box {span, rows, 1}; rows the largest divisor of the group
+// in [64, 128]), so every block still holds a single query's mask.
 //
 // fp8 (Sm90Fp8PrefillConfig, prefill_fp8.cuh): the same kernel with e4m3 Q/K/V and QGMMA for both products.
 // The producer (setmaxnreg 48; consumers 224) loads V into two staging slots and transposes it into the V
@@ -44,6 +55,7 @@
 #include "llmk/arch/sm90/pipeline.cuh"
 #include "llmk/arch/sm90/tma.cuh"
 #include "llmk/arch/sm90/warp_specialization.cuh"
+#include "llmk/arch/sm90/warpgroup_turns.cuh"
 #include "llmk/arch/sm90/wgmma.cuh"
 #include "llmk/attention/args.cuh"
 #include "llmk/attention/mask.cuh"
@@ -73,11 +85,14 @@ struct Sm90PrefillParams {
   PrefillArgs<T> args;  // shapes, strides, output and options (Q, K and V are read through the maps and kv)
   Fp8Descales descale;  // fp8 kernels: the descale factors (K and V from the pages' scales when paged)
   detail::ScoreTransform transform;
-  int rows_per_block = 0;  // packed rows a block owns: a multiple of the GQA group, <= 128
+  int rows_per_block = 0;  // packed rows a block owns (<= 128): whole GQA groups, or part of one above 128
   Kv kv;
 };
 
 namespace detail {
+
+/// The first of the two named barriers of the consumers' turns (1..3 are warpgroup_sync's).
+inline constexpr int kSm90PrefillTurnBarrier = 4;
 
 /// The wgmma atoms of an element type: S = Q K^T (both from shared memory) and O += P V (P in registers).
 template <class T, int Bc, int D>
@@ -178,12 +193,13 @@ __global__ void __launch_bounds__(384, 1)
       sm90::setmaxnreg_dec<kFp8 ? 48 : 40>();
       const int ptid = static_cast<int>(threadIdx.x);
       if (ptid == 0) {
-        const int tokens = p.rows_per_block / group;
+        // The box: tokens x whole groups, or (groups above 128) rows_per_block heads of one token.
         sm90::mbarrier_arrive_expect_tx(&bars.q_full,
-                                        static_cast<unsigned>(Cfg::kDBlocks * tokens * group * kSpan));
+                                        static_cast<unsigned>(Cfg::kDBlocks * p.rows_per_block * kSpan));
 #pragma unroll
         for (int c = 0; c < Cfg::kDBlocks; ++c) {
-          const int coords[3] = {c * Cfg::kSpanElems, kv_head * group, seq.q_begin + first_query};
+          const int coords[3] = {c * Cfg::kSpanElems, kv_head * group + row0 % group,
+                                 seq.q_begin + first_query};
           sm90::tma_load(q_tile + c * Cfg::kBr * kSpan, p.q_map, &bars.q_full, coords);
         }
       }
@@ -319,6 +335,16 @@ __global__ void __launch_bounds__(384, 1)
     FragmentSoftmax<1> softmax;
     softmax.init();
 
+    // Ping-pong: the consumer warpgroups issue each tile's wgmmas in turns (see the file comment).
+    const sm90::WarpgroupTurns<2, detail::kSm90PrefillTurnBarrier> turns{half};
+    auto wait_turn = [&]() {
+      if constexpr (Cfg::kPingPong) turns.wait();
+    };
+    auto pass_turn = [&](int tile) {
+      if constexpr (Cfg::kPingPong) turns.pass(tile == tile_end - 1);
+    };
+    if constexpr (Cfg::kPingPong) turns.start(tile_begin < tile_end);
+
     sm90::mbarrier_wait_parity(&bars.q_full, 0);
     // Intra-warpgroup overlap: S = Q K^T of tile j is issued together with O += P V of tile j - 1, and the
     // softmax of tile j runs while that P V is still in flight; o is rescaled once it has landed.
@@ -395,9 +421,11 @@ __global__ void __launch_bounds__(384, 1)
     };
     // One steady-state step: tile `tile`'s scores, the previous tile's P V.
     auto step = [&](bool general, int tile) {
+      wait_turn();
       sm90::wgmma_fence();
       issue_qk();
       issue_pv();
+      pass_turn(tile);
       sm90::wgmma_wait<1>();  // S landed (P V may still run)
       sm90::wgmma_fence_registers(s_acc);
       release(bars.k, kpos);
@@ -410,8 +438,10 @@ __global__ void __launch_bounds__(384, 1)
     };
     auto is_general = [&](int tile) { return !(tile >= fast_begin && tile < fast_end); };
     if (tile_begin < tile_end) {
+      wait_turn();
       sm90::wgmma_fence();
       issue_qk();
+      pass_turn(tile_begin);
       sm90::wgmma_wait<0>();
       sm90::wgmma_fence_registers(s_acc);
       release(bars.k, kpos);
@@ -485,14 +515,22 @@ __global__ void __launch_bounds__(384, 1)
 
 namespace detail {
 
-/// Packed rows per block of the Hopper kernel for a GQA group: whole groups (the Q box is tokens x group
-/// heads), at most 128, and whole 128-byte boxes per column block; 0 when no such count exists (group >
-/// 128, or a 32-byte span with an odd group above 32).
+/// Packed rows per block of the Hopper kernel for a GQA group, in whole 128-byte boxes per column block
+/// (rows x span bytes). Groups up to 128: whole groups (the Q box is tokens x group heads), as many as fit
+/// the 128-row tile. Larger groups: one token's heads split evenly, the largest divisor of the group in
+/// [64, 128] (the tile at least half full; the Q box is 1 token x rows heads). 0 when no such count exists
+/// (a group above 128 without such a divisor, e.g. a prime; or a 32-byte span with an odd group above 32):
+/// the launchers then run the mma.sync kernel.
 template <class Cfg>
 constexpr int sm90_prefill_rows_per_block(int group) {
-  if (group < 1 || group > Cfg::kBr) return 0;
-  for (int tokens = Cfg::kBr / group; tokens > 0; --tokens)
-    if ((tokens * group * Cfg::kSpan) % 128 == 0) return tokens * group;
+  if (group < 1) return 0;
+  if (group <= Cfg::kBr) {
+    for (int tokens = Cfg::kBr / group; tokens > 0; --tokens)
+      if ((tokens * group * Cfg::kSpan) % 128 == 0) return tokens * group;
+    return 0;
+  }
+  for (int rows = Cfg::kBr; rows >= Cfg::kBr / 2; --rows)
+    if (group % rows == 0 && (rows * Cfg::kSpan) % 128 == 0) return rows;
   return 0;
 }
 
@@ -521,7 +559,8 @@ Status make_head_rows_map(const T* base, std::int64_t stride_token, std::int64_t
 }
 
 /// Status::unsupported naming `launcher` where the Hopper kernel cannot run these (validated) arguments: no
-/// sm_90 device or no sm_90a code, or a GQA group above what the query tile holds.
+/// sm_90 device or no sm_90a code, or a GQA group the query tile cannot be cut for
+/// (sm90_prefill_rows_per_block).
 template <class T, class Cfg, class Args = PrefillArgs<T>>
 Status sm90_prefill_refusal(const Args& args, const char* launcher) {
   if (!sm90a_runnable<Cfg>())
@@ -529,7 +568,8 @@ Status sm90_prefill_refusal(const Args& args, const char* launcher) {
   if (sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) == 0)
     return Status::unsupported(
         str_cat(launcher, ": the GQA group (num_heads / num_kv_heads = ", args.num_heads / args.num_kv_heads,
-                ") does not fit the 128-row query tile"));
+                ") has no row count for the 128-row query tile (whole groups up to 128; above, a divisor in "
+                "[64, 128])"));
   return {};
 }
 
@@ -587,8 +627,9 @@ Status sm90_prefill_params(const Args& args, const Kv& kv, Sm90PrefillParams<T, 
                                    ? args.cu_seqlens_q_host[args.batch]
                                    : static_cast<std::int64_t>(args.batch) * args.q_len;
   return make_head_rows_map<std::remove_cv_t<std::remove_pointer_t<decltype(args.q)>>, Cfg>(
-      args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads, group,
-      prm->rows_per_block / group, &prm->q_map);
+      args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads,
+      group <= prm->rows_per_block ? group : prm->rows_per_block,
+      group <= prm->rows_per_block ? prm->rows_per_block / group : 1, &prm->q_map);
 }
 
 template <class T, class Cfg, class Kv>
@@ -634,7 +675,8 @@ Status launch_prefill_sm90_paged(const Args& args, int max_q_len, const kvcache:
 
 /// Prefill attention on the Hopper kernel with an explicit tile configuration (dense K/V; the arguments,
 /// checks and results of prefill_mma_with_config). Returns Status::unsupported where it cannot run: no
-/// sm_90 device or no sm_90a code in the build, or a GQA group above 128 (num_heads / num_kv_heads).
+/// sm_90 device or no sm_90a code in the build, or a GQA group (num_heads / num_kv_heads) above 128 without
+/// a divisor in [64, 128].
 ///
 ///   llmk::Status s = llmk::attention::prefill_sm90_with_config<llmk::half,
 ///                                                              llmk::attention::Sm90PrefillConfig<128, 64,

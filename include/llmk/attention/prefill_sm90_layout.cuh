@@ -64,6 +64,10 @@ template <int HeadDim, int Bc, int Stages>
 struct Sm90PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 2> {
   using Tiles = detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 2>;
   static constexpr bool kFp8 = false;
+  /// The consumer warpgroups issue their wgmmas in turns (ping-pong), so one's softmax overlaps the other's
+  /// tensor-core work: up to head dim 128, where the softmax is a large share of a tile (FlashAttention-3
+  /// makes the same choice from its measurements; at d256 the GEMMs dominate and turns would only wait).
+  static constexpr bool kPingPong = HeadDim <= 128;
   static constexpr int kOutSpan = Tiles::kSpan;  // the epilogue stages the output in Q's rows
   static constexpr std::size_t kSmemBytes = static_cast<std::size_t>(Tiles::kQBytes) +
                                             2ull * Stages * Tiles::kTileBytes + Tiles::kBarrierBytes +
@@ -83,6 +87,9 @@ struct Sm90Fp8PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 1> {
                 "fp8 prefill: Bc is 32, 64, 128 or 256 (the V transposition's thread layout)");
   static_assert(HeadDim % (512 / Bc) == 0, "fp8 prefill: with Bc = 32 the head dim must be a multiple of 64");
   static constexpr bool kFp8 = true;
+  /// Ping-pong from head dim 128 (FlashAttention-3's choice for fp8: below, the tiles are too short for the
+  /// turns to pay).
+  static constexpr bool kPingPong = HeadDim >= 128;
   static constexpr int kVtSpan = detail::span_of_row(Bc);  // Vt rows are Bc bytes
   static constexpr arch::sm90::SmemSwizzle kVtSwizzle = detail::kSwizzleOfSpan<kVtSpan>;
   static constexpr int kOutSpan = detail::span_of_row(HeadDim * 2);  // 16-bit output rows

@@ -77,7 +77,16 @@ struct Settings {
 
 namespace detail {
 
-enum class WaitState : std::uint8_t { kRunnable, kBarrier, kWarp, kActiveMask, kMbarrier, kDone, kFailed };
+enum class WaitState : std::uint8_t {
+  kRunnable,
+  kBarrier,
+  kWarp,
+  kActiveMask,
+  kMbarrier,
+  kNamedBarrier,
+  kDone,
+  kFailed
+};
 
 struct Block;
 
@@ -109,9 +118,10 @@ struct Thread {
   const void* in = nullptr;
   void* out = nullptr;
   unsigned active_mask_result = 0;
-  std::size_t wait_bar = 0;       // kMbarrier: arena offset of the mbarrier waited on
+  std::size_t wait_bar = 0;       // kMbarrier: arena offset of the mbarrier waited on (kNamedBarrier: its id)
   unsigned wait_parity = 0;       //            and the parity of the phase waited for
-  std::uint64_t woken_phase = 0;  //            the phase whose completion woke it
+  std::uint64_t woken_phase = 0;  //            the phase whose completion woke it (both kinds)
+  std::uint64_t named_arrived[16] = {};  // per named barrier: 1 + the phase of this thread's last arrival
   bool aborting = false;  // set when the block is abandoned: the fiber unwinds at its suspension point
   // TSan sync objects (their addresses): released by this thread when it arrives at a rendezvous, and by the
   // thread completing the rendezvous for this thread to acquire when it leaves. See
@@ -137,6 +147,22 @@ struct Warp {
 
 struct Launch;
 
+// One of the 16 named barriers of a block (bar.sync / bar.arrive with a thread count,
+// llmk/sim/named_barrier.hpp).
+struct NamedBarrier {
+  unsigned expected = 0;  // threads of the current phase, from its first arrival (0: no arrival yet)
+  unsigned arrived = 0;   // threads arrived in the current phase
+  unsigned waiting = 0;   // of them, by bar.sync (suspended until the phase completes)
+  std::uint64_t completed = 0;
+  std::source_location first_loc{};  // the current phase's first arrival
+  std::deque<int> phase_sync;        // TSan sync object of each phase: arrivals release, bar.sync acquires
+
+  int* sync_of(std::uint64_t phase) {
+    while (phase_sync.size() <= phase) phase_sync.push_back(0);
+    return &phase_sync[static_cast<std::size_t>(phase)];
+  }
+};
+
 struct Block {
   Launch* launch = nullptr;
   uint3 block_idx{};
@@ -147,6 +173,7 @@ struct Block {
   unsigned barrier_epoch = 0;  // __syncthreads completed so far
   std::uint64_t mbarrier_serial = 0;
   AsyncProxyState async;
+  NamedBarrier named[16];
   int start_tsan_sync = 0;
   int end_tsan_sync = 0;
   unsigned char* smem = nullptr;
@@ -629,4 +656,5 @@ inline void cp_async_wait_group(int n) {
 }  // namespace llmk::sim
 
 #include "llmk/sim/async_proxy.hpp"
+#include "llmk/sim/named_barrier.hpp"
 #include "llmk/sim/scheduler.hpp"

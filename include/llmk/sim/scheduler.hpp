@@ -78,6 +78,8 @@ inline const char* state_name(WaitState s) {
       return "waits in __activemask";
     case WaitState::kMbarrier:
       return "waits on an mbarrier";
+    case WaitState::kNamedBarrier:
+      return "waits at bar.sync";
     case WaitState::kDone:
       return "exited";
     case WaitState::kFailed:
@@ -109,6 +111,7 @@ inline std::string describe_block_threads(const Block& b) {
       os << " " << s.op << " (mask 0x" << std::hex << s.mask << std::dec << ")";
     if (s.state == WaitState::kMbarrier)
       os << " at shared offset " << hex_offset(s.wait_bar) << " for parity " << s.wait_parity;
+    if (s.state == WaitState::kNamedBarrier) os << " " << s.wait_bar;
     if (s.state == WaitState::kDone)
       os << (s.where.line() ? " after its last synchronisation at " + format_loc(s.where) : std::string());
     else if (s.where.line())
@@ -145,13 +148,14 @@ LLMK_SIM_BOOKKEEPING bool resolve_quiescence(Block& b) {
 
 inline std::string deadlock_report(const Block& b) {
   std::ostringstream os;
-  unsigned at_barrier = 0, exited = 0, in_warp = 0, at_mbarrier = 0;
+  unsigned at_barrier = 0, exited = 0, in_warp = 0, at_mbarrier = 0, at_named = 0;
   for (const Thread& t : b.threads) {
     ThreadSnapshot s = snapshot(t);
     at_barrier += s.state == WaitState::kBarrier;
     exited += s.state == WaitState::kDone;
     in_warp += s.state == WaitState::kWarp;
     at_mbarrier += s.state == WaitState::kMbarrier;
+    at_named += s.state == WaitState::kNamedBarrier;
   }
   os << "llmk-sim: deadlock in block " << format_dim(b.block_idx) << " of grid " << format_dim(b.launch->grid)
      << ", block size " << format_dim(b.launch->block) << " (kernel " << b.launch->kernel_name
@@ -166,6 +170,12 @@ inline std::string deadlock_report(const Block& b) {
        << " wait in warp collectives (a phase needs all its arrivals and a tx-count "
           "of 0: expect_tx bytes that no copy delivers, or copies that deliver more, leave it pending)"
        << describe_waited_mbarriers(b);
+  else if (at_named > 0)
+    os << "named barrier phase never completes: " << at_named << " threads wait at bar.sync, " << exited
+       << " exited, " << in_warp
+       << " wait in warp collectives (a phase needs as many arrivals as its thread "
+          "count)"
+       << describe_pending_named_barriers(b);
   else
     os << "warp collective never completes: a lane named in its mask never arrives (llmk requires every lane "
           "named in a mask to reach the collective; a lane that exited does not count as arrived): "
@@ -281,6 +291,18 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
          << " finished while bulk copies into its shared memory were in flight (LLMK_SIM_SEED="
          << settings.seed << "): some thread must wait on their mbarrier phase before the block exits"
          << unwaited;
+      record_block_error(b, os.str());
+    }
+  }
+  if (!block_failed(b)) {
+    // A partly arrived phase: an arrival no bar.sync consumed (on the GPU a later kernel in a persistent
+    // loop, or the next tile, would see it).
+    const std::string pending = describe_pending_named_barriers(b);
+    if (!pending.empty()) {
+      std::ostringstream os;
+      os << "llmk-sim: block " << format_dim(b.block_idx) << " of kernel " << launch.kernel_name
+         << " finished with named barrier arrivals that no bar.sync consumed (LLMK_SIM_SEED=" << settings.seed
+         << ")" << pending;
       record_block_error(b, os.str());
     }
   }
