@@ -102,7 +102,16 @@ function(_llmk_apply_sanitizer target)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow)
   elseif(LLMK_SANITIZE STREQUAL "thread")
     target_compile_options(${target} PRIVATE -fsanitize=thread -O1 -g1)
-    target_link_options(${target} PRIVATE -fsanitize=thread)
+    if(LLMK_TSAN_CLANG_RT)  # clang's runtime under g++'s instrumentation (CMakeLists.txt says why)
+      target_link_options(${target} PRIVATE
+        "LINKER:--whole-archive,${LLMK_TSAN_CLANG_RT},--no-whole-archive"
+        "LINKER:--dynamic-list=${LLMK_TSAN_CLANG_RT}.syms"
+        "LINKER:--whole-archive,${LLMK_TSAN_CLANG_RT_CXX},--no-whole-archive"
+        "LINKER:--dynamic-list=${LLMK_TSAN_CLANG_RT_CXX}.syms")
+      target_link_libraries(${target} PRIVATE pthread rt dl m)
+    else()
+      target_link_options(${target} PRIVATE -fsanitize=thread)
+    endif()
   endif()
 endfunction()
 

@@ -19,6 +19,8 @@ and checks them against the budget file (bench/model/budgets.tsv):
 
   FAIL  any llmk kernel spills (spill stores or loads > 0), in any variant and on any architecture;
   FAIL  a main loop holds local-memory instructions;
+  FAIL  ptxas serialized a kernel's wgmma instructions (its C7510-C7520 "Potential Performance Loss" note in
+        the report: every wgmma then waits for the one before, so nothing overlaps the tensor cores);
   FAIL  a budgeted kernel loses its tensor-core instruction kind or its pipelined copies, or exceeds its
         instructions per tensor-core instruction by more than the tolerance (10%), or holds more plain global
         loads in its main loop than budgeted (0 unless the budget file says otherwise);
@@ -122,6 +124,9 @@ RE_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_[0-9a-z]+)'"
 RE_PROPS = re.compile(r"Function properties for (\S+)")
 RE_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 RE_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+# ptxas's C7510-C7520 family: it made every wgmma of the function wait for the previous one (no overlap).
+RE_WGMMA_SERIAL = re.compile(r"\((C75\d\d)\) Potential Performance Loss: wgmma\.mma_async instructions are serialized "
+                             r"(.*?) in the function '([^']+)'")
 
 
 def parse_ptxas(text: str) -> dict[tuple[str, str], dict]:
@@ -130,11 +135,19 @@ def parse_ptxas(text: str) -> dict[tuple[str, str], dict]:
     current = None
     arch = None
     props_for = None
+    serial_notes: dict[str, str] = {}  # function -> its wgmma serialization note, until its entry header
     for line in text.splitlines():
         m = RE_ENTRY.search(line)
         if m:
             current, arch = m.group(1), m.group(2)
-            res[(current, arch)] = {"regs": 0, "smem": 0, "stack": 0, "spill_st": 0, "spill_ld": 0}
+            res[(current, arch)] = {"regs": 0, "smem": 0, "stack": 0, "spill_st": 0, "spill_ld": 0,
+                                    "wgmma_serial": serial_notes.pop(current, "")}
+            continue
+        m = RE_WGMMA_SERIAL.search(line)
+        if m:
+            # ptxas prints these notes when it starts an architecture, before that pass's entry headers: the note
+            # belongs to the named function's next "Compiling entry function"
+            serial_notes[m.group(3)] = f"{m.group(1)}: {m.group(2)}"
             continue
         m = RE_PROPS.search(line)
         if m:
@@ -461,7 +474,8 @@ def collect(objects, cuobjdump, only):
             if key in rows:
                 continue
             r = {"mangled": mangled, "arch": arch.replace("sm_", ""), "variant": variant, "source": src}
-            r.update(ptx.get((mangled, arch), {"regs": -1, "smem": -1, "stack": -1, "spill_st": -1, "spill_ld": -1}))
+            r.update(ptx.get((mangled, arch), {"regs": -1, "smem": -1, "stack": -1, "spill_st": -1, "spill_ld": -1,
+                                               "wgmma_serial": ""}))
             r.update(analyse_function(instrs))
             rows[key] = r
     names = demangle(sorted({k[0] for k in rows}))
@@ -490,6 +504,8 @@ def check(rows, budgets, strict_missing=True):
             failures.append(f"NO-REPORT {where}: no ptxas report for this kernel (was it built with the launcher?)")
         if r["local"] > 0:
             failures.append(f"LOCAL {where}: {r['local']} local-memory instructions (LDL/STL) in the main loop")
+        if r.get("wgmma_serial"):
+            failures.append(f"WGMMA-SERIAL {where}: ptxas serialized its wgmma instructions ({r['wgmma_serial']})")
         if r["loop"] == "none":
             continue
         key = (r["kernel"], r["arch"], r["variant"])

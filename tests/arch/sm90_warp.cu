@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(256, 1) warpgroup_turns_kernel(int* log, int* 
   if (t == 0) length = 0;
   __syncthreads();
   WarpgroupTurns<2, 3> order{wg};  // ids 1, 2: warpgroup_sync's
-  order.start(turns > 0);
+  if (turns > 0) order.start();
   for (int i = 0; i < turns; ++i) {
     order.wait();
     const int before = length;
@@ -205,8 +205,9 @@ __global__ void __launch_bounds__(256, 1) warpgroup_turns_kernel(int* log, int* 
       shared_log[before] = wg;
       length = before + 1;
     }
-    order.pass(i == turns - 1);
+    order.pass();
   }
+  if (turns > 0) order.finish();
   __syncthreads();
   for (int i = t; i < 2 * turns; i += 256) log[i] = shared_log[i];
 }

@@ -246,6 +246,32 @@ class TestPlots(SampleCopy):
             self.assertIn(f"({p.name})", index)
 
 
+class TestStaticGateRules(unittest.TestCase):
+    """Rules of scripts/perf/static_gates.py that need a ptxas note no planted kernel reproduces reliably."""
+
+    def test_serialized_wgmma_fails(self):
+        spec = importlib.util.spec_from_file_location("static_gates", ROOT / "scripts/perf/static_gates.py")
+        gates = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gates)
+        fn = "_Z6kernelv"
+        # as ptxas prints it: the note first (when the sm_90a pass starts), then the function's entry header
+        report = (f"ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+                  f"due to program dependence on compiler-inserted WG.AR in divergent path in the function '{fn}'\n"
+                  f"ptxas info    : Compiling entry function '{fn}' for 'sm_90a'\n"
+                  f"ptxas info    : Function properties for {fn}\n"
+                  "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+                  "ptxas info    : Used 168 registers\n")
+        ptx = gates.parse_ptxas(report)
+        self.assertIn("C7520", ptx[(fn, "sm_90a")]["wgmma_serial"])
+        row = {"arch": "90a", "variant": "ndebug", "kernel": "kernel()", "loop": "none", "local": 0,
+               **ptx[(fn, "sm_90a")]}
+        failures = gates.check([row], {}, strict_missing=False)
+        self.assertEqual(len(failures), 1, failures)
+        self.assertTrue(failures[0].startswith("WGMMA-SERIAL sm_90a ndebug: kernel()"), failures[0])
+        row["wgmma_serial"] = ""
+        self.assertEqual(gates.check([row], {}, strict_missing=False), [])
+
+
 class TestSdpaAnchor(unittest.TestCase):
     def test_list_needs_no_gpu(self):
         done = run(SDPA, "--list")

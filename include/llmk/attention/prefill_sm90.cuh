@@ -340,10 +340,9 @@ __global__ void __launch_bounds__(384, 1)
     auto wait_turn = [&]() {
       if constexpr (Cfg::kPingPong) turns.wait();
     };
-    auto pass_turn = [&](int tile) {
-      if constexpr (Cfg::kPingPong) turns.pass(tile == tile_end - 1);
+    auto pass_turn = [&]() {
+      if constexpr (Cfg::kPingPong) turns.pass();
     };
-    if constexpr (Cfg::kPingPong) turns.start(tile_begin < tile_end);
 
     sm90::mbarrier_wait_parity(&bars.q_full, 0);
     // Intra-warpgroup overlap: S = Q K^T of tile j is issued together with O += P V of tile j - 1, and the
@@ -425,7 +424,7 @@ __global__ void __launch_bounds__(384, 1)
       sm90::wgmma_fence();
       issue_qk();
       issue_pv();
-      pass_turn(tile);
+      pass_turn();
       sm90::wgmma_wait<1>();  // S landed (P V may still run)
       sm90::wgmma_fence_registers(s_acc);
       release(bars.k, kpos);
@@ -438,10 +437,11 @@ __global__ void __launch_bounds__(384, 1)
     };
     auto is_general = [&](int tile) { return !(tile >= fast_begin && tile < fast_end); };
     if (tile_begin < tile_end) {
+      if constexpr (Cfg::kPingPong) turns.start();
       wait_turn();
       sm90::wgmma_fence();
       issue_qk();
-      pass_turn(tile_begin);
+      pass_turn();
       sm90::wgmma_wait<0>();
       sm90::wgmma_fence_registers(s_acc);
       release(bars.k, kpos);
@@ -460,6 +460,7 @@ __global__ void __launch_bounds__(384, 1)
       sm90::wgmma_wait<0>();
       sm90::wgmma_fence_registers(o_acc);
       release(bars.v, vpos);
+      if constexpr (Cfg::kPingPong) turns.finish();
     }
 
     softmax.reduce_sums();

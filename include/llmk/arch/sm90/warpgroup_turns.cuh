@@ -7,21 +7,24 @@
 //
 // Warpgroup i waits for its turn on barrier kFirstId + i (128 of its threads with bar.sync plus 128 of the
 // previous warpgroup's with bar.arrive) and passes the turn to warpgroup i + 1 (mod N). The last warpgroup
-// hands warpgroup 0 its first turn in start(); its own last pass is skipped, so every phase of every barrier
-// is consumed when the warpgroups finish (what the simulator checks at block exit). Every warpgroup must take
-// the same number of turns.
+// hands warpgroup 0 its first turn in start(); warpgroup 0 takes the turn the last one passes after its
+// final turn in finish(), so every phase of every barrier is consumed (what the simulator checks at block
+// exit). Every warpgroup must take the same number of turns. wait() and pass() have no branch: ptxas
+// serializes every wgmma of a kernel whose wgmma path holds a divergent branch (C7520), so the balancing
+// conditionals live in start() and finish(), outside the loop.
 //
 // Usage (consumer warpgroups 1 and 2 of a kernel whose warpgroup 0 is the producer; ids 1..3 belong to
 // warpgroup_sync in a 384-thread block):
 //
 //   WarpgroupTurns<2, 4> turns{wg - 1};
-//   turns.start(tiles > 0);
+//   if (tiles > 0) turns.start();
 //   for (int t = 0; t < tiles; ++t) {
 //     turns.wait();
 //     ... wgmma_fence, issue S = Q K^T and O += P V, commit ...
-//     turns.pass(t == tiles - 1);
+//     turns.pass();
 //     ... wait for S, softmax (the other warpgroup's wgmmas run meanwhile) ...
 //   }
+//   if (tiles > 0) turns.finish();
 #pragma once
 
 #include "llmk/arch/named_barrier.cuh"
@@ -35,18 +38,19 @@ struct WarpgroupTurns {
 
   int index;  // this warpgroup among the ones taking turns: 0..Warpgroups-1
 
-  /// Every thread of every participating warpgroup, once, before the first wait (`any_turns`: the
-  /// warpgroups take at least one turn; without turns nothing may be arrived).
-  LLMK_DEVICE void start(bool any_turns) const {
-    if (any_turns && index == Warpgroups - 1) named_barrier_arrive(FirstId, kThreads);
+  /// Every thread of every participating warpgroup, once, before the first wait (only when the warpgroups
+  /// take at least one turn: without turns nothing may be arrived).
+  LLMK_DEVICE void start() const {
+    if (index == Warpgroups - 1) named_barrier_arrive(FirstId, kThreads);
   }
   /// Waits until the previous warpgroup passed the turn (warpgroup 0's first turn: start()).
   LLMK_DEVICE void wait() const { named_barrier_sync(FirstId + index, kThreads); }
-  /// Passes the turn to the next warpgroup; `last`: this warpgroup's final turn (the last warpgroup's final
-  /// pass would start a turn no one takes).
-  LLMK_DEVICE void pass(bool last) const {
-    if (!(last && index == Warpgroups - 1))
-      named_barrier_arrive(FirstId + (index + 1) % Warpgroups, kThreads);
+  /// Passes the turn to the next warpgroup.
+  LLMK_DEVICE void pass() const { named_barrier_arrive(FirstId + (index + 1) % Warpgroups, kThreads); }
+  /// Every thread of every participating warpgroup, once, after its last turn (when start() ran): warpgroup
+  /// 0 takes the turn the last warpgroup passed after its final one.
+  LLMK_DEVICE void finish() const {
+    if (index == 0) named_barrier_sync(FirstId, kThreads);
   }
 };
 
