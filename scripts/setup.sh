@@ -5,7 +5,8 @@
 #   doctest-dev           tests
 #   libbenchmark-dev      benchmarks
 #   clang-format          formatting checks
-#   clang                 the libFuzzer target of the KV block allocator (scripts/fuzz_allocator.sh)
+#   clang                 the libFuzzer target of the KV block allocator (scripts/fuzz_allocator.sh), and the
+#                         TSan runtime the LLMK_SANITIZE=thread build links (LLMK_TSAN_RUNTIME, CMakeLists.txt)
 #   liblapack-dev libblas-dev  the host linear-algebra backend of llmk/obs (linked to the obs tests only)
 #   libthrust-dev         Thrust (CPP system) behind llmk/core/device_algorithms.cuh in the simulator
 #   libopenblas-dev       an optimized BLAS/LAPACK for that backend (CMake prefers it; the reference BLAS is the
