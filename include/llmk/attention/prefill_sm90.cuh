@@ -19,9 +19,10 @@
 //                                              O / l -> shared (Q's rows) -> 16-byte stores; LSE
 //
 // Overlap. Within a consumer, S = Q K^T of tile j is issued with O += P V of tile j - 1, and the softmax of
-// tile j runs while that P V is in flight. Between the consumers (Cfg::kPingPong, head dims <= 128): they
-// issue those wgmmas in turns (named barriers 4 and 5, arch/sm90/warpgroup_turns.cuh), so warpgroup 1's
-// softmax runs while warpgroup 2's wgmmas hold the tensor cores and the other way round:
+// tile j runs while that P V is in flight. Between the consumers (Cfg::kPingPong: 16-bit head dims <= 128,
+// fp8 head dims >= 128): they issue those wgmmas in turns (named barriers 4 and 5,
+// arch/sm90/warpgroup_turns.cuh), so warpgroup 1's softmax runs while warpgroup 2's wgmmas hold the tensor
+// cores and the other way round:
 //
 //   warpgroup 1:  [issue QK PV]  softmax j ......  [issue QK PV]  softmax j+1 ...
 //   warpgroup 2:     wait turn   [issue QK PV]  softmax j ......  [issue QK PV] ...
@@ -627,10 +628,12 @@ Status sm90_prefill_params(const Args& args, const Kv& kv, Sm90PrefillParams<T, 
   const std::int64_t total_q = args.cu_seqlens_q != nullptr
                                    ? args.cu_seqlens_q_host[args.batch]
                                    : static_cast<std::int64_t>(args.batch) * args.q_len;
+  // The Q box: tokens x whole groups, or one token's rows_per_block heads (a group above 128).
+  const bool whole_groups = group <= prm->rows_per_block;
   return make_head_rows_map<std::remove_cv_t<std::remove_pointer_t<decltype(args.q)>>, Cfg>(
       args.q, args.q_stride_token, args.q_stride_head, total_q, args.num_heads,
-      group <= prm->rows_per_block ? group : prm->rows_per_block,
-      group <= prm->rows_per_block ? prm->rows_per_block / group : 1, &prm->q_map);
+      whole_groups ? group : prm->rows_per_block, whole_groups ? prm->rows_per_block / group : 1,
+      &prm->q_map);
 }
 
 template <class T, class Cfg, class Kv>
