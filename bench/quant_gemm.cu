@@ -65,6 +65,7 @@
 // also compare "bytes/s" with the device's DRAM bandwidth (bench_attention_decode_cuda's BM_DeviceCopy).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <utility>
@@ -310,13 +311,17 @@ void run_weight_only(benchmark::State& state, int bits, int group, bool zero_poi
   x.k = s.k;
   x.group_size = g;
   x.bits = bits;
+  // Split-K (by the SM count) needs a workspace for its partials; it needs no initialization.
+  const std::size_t ws_bytes = gemm::weight_only_workspace_bytes(x);
+  llmk::DeviceBuffer<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 16));
+  state.counters["splits"] = static_cast<double>(gemm::detail::wo_plan(x, llmk::device_sm_count()).splits);
   const double bytes = 2.0 * static_cast<double>(s.mk()) + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     gemm::WeightOnlyArgs<half> step = x;
     step.w = w.data() + c * packed_bytes;
     step.scales = scales.data() + c * quant_count;
     step.zeros = zero_points ? zeros.data() + c * quant_count : nullptr;
-    return gemm::weight_only_gemm(step, nullptr, 0, nullptr);  // no act-order: no workspace
+    return gemm::weight_only_gemm(step, workspace.data(), ws_bytes, nullptr);
   });
 }
 

@@ -71,16 +71,39 @@ def _qgemm_tile(m, mixed=False):  # KMajorTile<BM,BN,BK,WarpsM,WarpsN,Stages>
     return (128, 128, 64, 2, 4, 2) if mixed else (128, 128, 64, 2, 4, 3)
 
 
-def _wo_staged(a):  # gemm/weight_only.cuh weight_only_staged_quant (the benchmarks' scales are 16-byte aligned)
-    return "true" if a["M"] <= 64 and a["N"] % 16 == 0 else "false"
+def _wo_staged(a):  # gemm/weight_only.cuh weight_only_staged_quant: N % 16 == 0 with zero points, G % 64 == 0
+    # (every benchmark has G = 128 or G = K with K % 64 == 0); the large tile (M > 128) never stages
+    return "true" if a["M"] <= 128 and a["N"] % 16 == 0 else "false"
 
 
 def _wo_tile(m):  # WeightOnlyConfig<BM,BN,BK,WarpsM,WarpsN,WarpsK,Stages>
     if m <= 16:
-        return (16, 32, 256, 1, 1, 4, 4)
-    if m <= 64:
-        return (64, 64, 64, 2, 2, 1, 4)
+        return (16, 128, 128, 1, 2, 2, 4)
+    if m <= 128:
+        return (32, 128, 128, 1, 2, 2, 4)
     return (128, 128, 64, 2, 4, 1, 3)
+
+
+def wo_splits(m, n, k, bits, sms=132):
+    """gemm/weight_only.cuh detail::wo_plan_tiles with split_k = 0: the split count of a weight-only launch."""
+    t = _wo_tile(m)
+    tiles = math.ceil(m / t[0]) * math.ceil(n / t[1])
+    k_tiles = math.ceil(k / t[2])
+    want = 1
+    if tiles < sms:
+        want = math.ceil(2 * sms / tiles)
+        want = min(want, max(1, k_tiles // 2))
+        want = min(want, max(1, (k * bits) // (32 * m)))
+    want = max(1, min(want, 16, k_tiles))
+    per = math.ceil(k_tiles / want)
+    return math.ceil(k_tiles / per)
+
+
+def _wo_blocks(bits):
+    def f(a, targs):
+        t = _wo_tile(a["M"])
+        return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0]) * wo_splits(a["M"], a["N"], a["K"], bits)
+    return f
 
 
 def _csv(t):
@@ -164,11 +187,11 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
                                   rf"{_csv(_qgemm_tile(a['M'], mixed=True))}>",
                      _gemm_blocks(lambda m: _qgemm_tile(m, mixed=True))),
     "BM_W4A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
-                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
+                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _wo_blocks(4)),
     "BM_W4A16PerChannel": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
-                                        rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
+                                        rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _wo_blocks(4)),
     "BM_W8A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,8,gemm::WeightOnlyConfig<"
-                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _gemm_blocks(_wo_tile)),
+                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _wo_blocks(8)),
     "BM_TileGemmF16": (lambda a, t: r"^gemm::tile_gemm_f16_kernel<",
                        lambda a, t: math.ceil(a["N"] / 64) * math.ceil(a["M"] / 64)),
     "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),

@@ -118,8 +118,8 @@ def mixed_int8(a, t):
     return _gemm(a, m * k + 4.0 * m + 2.0 * m * K_OUTLIERS + weight + 2.0 * m * n)
 
 
-def _packed(n, k, bits):  # gemm::weight_only_packed_bytes
-    return math.ceil(n / 16) * 16 * k * bits / 8
+def _packed(n, k, bits):  # gemm::weight_only_packed_bytes: 512-byte tiles of 16 columns x 256 / bits K
+    return math.ceil(n / 16) * math.ceil(k / (256 // bits)) * 512
 
 
 def w4a16(a, t):  # 4-bit codes, fp16 scales and uint8 zero points per group of 128

@@ -1167,3 +1167,70 @@ TEST_CASE(
     }
   CHECK(failures == 0);
 }
+
+// ------------------------------------------------------------------------------------------------------------
+// Bit operations (arch/bit_ops.cuh): lop3 with the truth tables the dequantization uses plus a few others,
+// prmt with the dequantization's selectors and random ones (sign replication included). The expected values
+// are written from the ISA's definitions independently of the atoms' emulation.
+
+namespace {
+
+__global__ void bit_ops_kernel(const uint32_t* a, const uint32_t* b, const uint32_t* c, const uint32_t* sel,
+                               int n, uint32_t* out) {
+  for (int i = int(threadIdx.x); i < n; i += 32) {
+    out[6 * i + 0] = lop3<0xEA>(a[i], b[i], c[i]);  // (a & b) | c
+    out[6 * i + 1] = lop3<0x96>(a[i], b[i], c[i]);  // a ^ b ^ c
+    out[6 * i + 2] = lop3<0xE8>(a[i], b[i], c[i]);  // majority
+    out[6 * i + 3] = lop3<0x1E>(a[i], b[i], c[i]);  // a ^ (b | c)
+    out[6 * i + 4] = lop3<0xEA>(a[i], 0x00F000F0u, 0x54005400u);
+    out[6 * i + 5] = prmt(a[i], b[i], sel[i]);
+  }
+}
+
+uint32_t prmt_expected(uint32_t a, uint32_t b, uint32_t sel) {
+  const uint64_t bytes = (uint64_t{b} << 32) | a;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t nib = (sel >> (4 * i)) & 15u;
+    uint32_t v = uint32_t(bytes >> (8 * (nib & 7u))) & 0xFFu;
+    if (nib >= 8) v = (v >> 7) ? 0xFFu : 0u;
+    d |= v << (8 * i);
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("bit ops: lop3 truth tables and prmt byte selection match the ISA's definitions") {
+  std::mt19937 rng(0xB17u);
+  const int n = 512;
+  std::vector<uint32_t> a(n), b(n), c(n), sel(n);
+  const uint32_t kSelectors[] = {0x4240u, 0x4341u, 0x7540u, 0x7542u, 0x7541u, 0x7543u};
+  for (int i = 0; i < n; ++i) {
+    a[i] = rng();
+    b[i] = i % 4 == 0 ? 0x64646464u : rng();
+    c[i] = rng();
+    sel[i] = i < 6 ? kSelectors[i] : (rng() & 0xFFFFu);
+  }
+  llmk::DeviceBuffer<uint32_t> da(a), db(b), dc(c), ds(sel), dout(6 * n);
+  run_warp(bit_ops_kernel, 0, da.data(), db.data(), dc.data(), ds.data(), n, dout.data());
+  const auto got = dout.to_host();
+  int failures = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t x = a[i], y = b[i], z = c[i];
+    const uint32_t want[6] = {(x & y) | z,
+                              x ^ y ^ z,
+                              (x & y) | (x & z) | (y & z),
+                              x ^ (y | z),
+                              (x & 0x00F000F0u) | 0x54005400u,
+                              prmt_expected(x, y, sel[i])};
+    for (int j = 0; j < 6; ++j)
+      if (got[6 * i + j] != want[j] && failures++ < 10)
+        FAIL_CHECK("input " << i << " op " << j << ": got " << got[6 * i + j] << ", want " << want[j]);
+  }
+  CHECK(failures == 0);
+  // The dequantization's selectors on a known word: bytes 0 / 2 and 1 / 3 under 0x64, and fp32 2^23 + byte.
+  CHECK(prmt(0xDDCCBBAAu, 0x64646464u, 0x4240u) == 0x64CC64AAu);
+  CHECK(prmt(0xDDCCBBAAu, 0x64646464u, 0x4341u) == 0x64DD64BBu);
+  CHECK(prmt(0xDDCCBBAAu, 0x4B000000u, 0x7541u) == 0x4B0000BBu);
+}

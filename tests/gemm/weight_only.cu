@@ -64,6 +64,7 @@ struct Case {
   int m, n, k, group_size, bits;
   bool zeros, act_order, bias;
   std::int64_t ldd_pad = 0;
+  int split_k = 0;  // WeightOnlyArgs::split_k
 };
 
 // Unit roundoff of T (the output rounding) and an absolute floor for T's subnormal outputs.
@@ -74,13 +75,14 @@ constexpr double kAbsFloor = std::is_same_v<T, llmk::half> ? 0x1p-24 : 0x1p-120;
 
 // Error bound. The weights the mma sees equal the reference's dequantized weights exactly and every product
 // a * w is exact in fp32, so the error is (1) fp32 accumulation: one rounding per mma (16 products + C) over
-// K / 16 mmas, plus up to 3 partial-sum additions of the K-split warps and the bias add: at most
-// (K / 16 + 6) roundings of a running |sum| <= S = sum_k |a w| + |bias|, i.e. (K / 16 + 6) 2^-24 S, doubled
-// for the hardware's unspecified internal accumulation; (2) the final rounding to T: u_T |v| with
-// |v| <= |ref| + (1). So |got - ref| <= u_T |ref| + (1 + u_T) 2 (K / 16 + 6) 2^-24 S + floor_T.
+// K / 16 mmas, plus the partial-sum additions of the K-split warps (at most 3), of the split-K splits (at
+// most 15) and the bias add: at most (K / 16 + 22) roundings of a running |sum| <= S = sum_k |a w| + |bias|,
+// i.e. (K / 16 + 22) 2^-24 S, doubled for the hardware's unspecified internal accumulation; (2) the final
+// rounding to T: u_T |v| with |v| <= |ref| + (1). So
+// |got - ref| <= u_T |ref| + (1 + u_T) 2 (K / 16 + 22) 2^-24 S + floor_T.
 template <class T>
 double tolerance(double ref, double abs_sum, int k) {
-  const double acc = 2.0 * (k / 16 + 6) * std::ldexp(abs_sum, -24);
+  const double acc = 2.0 * (k / 16 + 22) * std::ldexp(abs_sum, -24);
   return kUnitRoundoff<T> * std::fabs(ref) + (1.0 + kUnitRoundoff<T>)*acc + kAbsFloor<T>;
 }
 
@@ -143,9 +145,11 @@ void check_gemm(const Case& c, std::mt19937& rng) {
   x.k = c.k;
   x.group_size = c.group_size;
   x.bits = c.bits;
+  x.split_k = c.split_k;
   const std::size_t ws_bytes = llmk::gemm::weight_only_workspace_bytes(x);
-  CHECK(ws_bytes == (c.act_order ? static_cast<std::size_t>(c.m) * c.k * sizeof(T) : 0));
-  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(ws_bytes, 16));
+  CHECK(ws_bytes >= (c.act_order ? static_cast<std::size_t>(c.m) * c.k * sizeof(T) : 0));
+  if (c.split_k == 1 && !c.act_order) CHECK(ws_bytes == 0);
+  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(ws_bytes, 16));  // poisoned: no initialization
   const llmk::Status s = llmk::gemm::weight_only_gemm(x, ws.data(), ws_bytes, nullptr);
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(llmk::device_synchronize().ok());
@@ -220,11 +224,12 @@ TEST_CASE("weight_only repack: host and device give the same bytes, unpack round
           }
         CHECK(bad == 0);
       }
-      // Spot-check the documented fragment layout: lane 5 (g = 1, t = 1) of tile (0, 0), 4-bit nibble p =
-      // (2j + r) + 4h holds code (n = 8j + 1, k = 2 + 8r + h).
+      // Spot-check the documented fragment layout: lane 5 (g = 1, t = 1) of tile (0, 0) owns bytes 80..95;
+      // its word 0 is k16 step 0, where 4-bit nibble p = (2j + r) + 4h holds code (n = 8j + 1, k = 2 + 8r +
+      // h).
       if (bits == 4 && !act_order) {
         std::uint32_t word;
-        std::memcpy(&word, packed.data() + 5 * 4, 4);
+        std::memcpy(&word, packed.data() + 5 * 16, 4);
         for (int p = 0; p < 8; ++p) {
           const int i = p % 4, h = p / 4, j = i / 2, rr = i % 2;
           const int nn = 8 * j + 1, kk = 2 + 8 * rr + h;
@@ -252,42 +257,41 @@ TEST_CASE("weight_only repack of signed codes stores q + 8 / q + 128") {
 }
 
 TEST_CASE("weight_only packed layout: bytes built from the documented formula equal the repack's") {
-  // Written from docs/gemm.md ("The packed layout"), not from the library: tile = nt * (K / 16) + kt, each
-  // tile 32 * bits bytes; lane l = 4g + t owns bits / 4 32-bit words at byte l * bits of the tile; 4-bit:
-  // code (j, r, h) is nibble p = (2j + r) + 4h of the word; 8-bit: word w_j (j = 0, 1), code (r, h) is byte
-  // r + 2h; column n = 16 nt + 8j + g, k = 16 kt + 2t + 8r + h; padding columns (n >= N) hold code 0.
+  // Written from docs/gemm.md ("The packed layout"), not from the library: TK = 64 (4-bit) or 32 (8-bit);
+  // tile = nt * ceil(K / TK) + kt, each 512 bytes; lane l = 4g + t owns the 16 bytes at 16 l: four 32-bit
+  // words q; 4-bit: word q is k16 step q, code (j, r, h) its nibble p = (2j + r) + 4h; 8-bit: word q is
+  // sub-tile j = q % 2 of step q / 2, code (r, h) its byte r + 2h; column n = 16 nt + 8j + g, k = TK kt + 16
+  // step + 2t + 8r + h; padding (n >= N or k >= K) holds code 0.
   std::mt19937 rng(2024);
   for (int bits : {4, 8}) {
     CAPTURE(bits);
-    const int n = 40, k = 64;  // N16 = 48: 3 strips x 4 k tiles, the last strip half padding
+    const int n = 40, k = 80;  // N16 = 48: 3 strips, the last half padding; K = 80: a partial last tile
     std::vector<std::uint8_t> plain = random_plain(n, k, bits, rng);
     auto code = [&](int col, int kk) -> std::uint32_t {
-      if (col >= n) return 0;
+      if (col >= n || kk >= k) return 0;
       const std::uint8_t b =
           plain[static_cast<std::size_t>(col) * plain_ld(k, bits) + (bits == 4 ? kk / 2 : kk)];
       return bits == 4 ? (b >> (4 * (kk % 2))) & 0xFu : b;
     };
-    const int n16 = (n + 15) / 16 * 16;
-    std::vector<std::uint8_t> want(static_cast<std::size_t>(n16) * k * bits / 8, 0xAB);
-    for (int nt = 0; nt < n16 / 16; ++nt)
-      for (int kt = 0; kt < k / 16; ++kt) {
-        const std::size_t tile_byte = static_cast<std::size_t>(nt * (k / 16) + kt) * 32 * bits;
+    const int tk = bits == 4 ? 64 : 32, k_tiles = (k + tk - 1) / tk, strips = (n + 15) / 16;
+    std::vector<std::uint8_t> want(static_cast<std::size_t>(strips) * k_tiles * 512, 0xAB);
+    for (int nt = 0; nt < strips; ++nt)
+      for (int kt = 0; kt < k_tiles; ++kt)
         for (int l = 0; l < 32; ++l) {
           const int g = l / 4, t = l % 4;
-          std::uint32_t words[2] = {0, 0};
-          for (int j = 0; j < 2; ++j)
-            for (int r = 0; r < 2; ++r)
-              for (int h = 0; h < 2; ++h) {
-                const std::uint32_t c = code(16 * nt + 8 * j + g, 16 * kt + 2 * t + 8 * r + h);
-                if (bits == 4)
-                  words[0] |= c << (4 * ((2 * j + r) + 4 * h));
-                else
-                  words[j] |= c << (8 * (r + 2 * h));
-              }
-          std::memcpy(want.data() + tile_byte + static_cast<std::size_t>(l) * bits, words,
-                      static_cast<std::size_t>(bits / 4) * 4);  // little-endian, as on the GPU
+          std::uint32_t words[4] = {0, 0, 0, 0};
+          for (int q = 0; q < 4; ++q)
+            for (int j = 0; j < 2; ++j)
+              for (int r = 0; r < 2; ++r)
+                for (int h = 0; h < 2; ++h) {
+                  const int step = bits == 4 ? q : q / 2;
+                  if (bits == 8 && j != q % 2) continue;
+                  const std::uint32_t c = code(16 * nt + 8 * j + g, tk * kt + 16 * step + 2 * t + 8 * r + h);
+                  words[q] |= bits == 4 ? c << (4 * ((2 * j + r) + 4 * h)) : c << (8 * (r + 2 * h));
+                }
+          std::memcpy(want.data() + static_cast<std::size_t>(nt * k_tiles + kt) * 512 + l * 16, words,
+                      16);  // little-endian, as on the GPU
         }
-      }
     CHECK(repack_host(plain, nullptr, n, k, bits) == want);
     llmk::DeviceBuffer<std::uint8_t> d_plain(plain), d_packed(want.size());
     const llmk::gemm::WeightRepackArgs r{
@@ -369,19 +373,19 @@ TEST_CASE("weight_only W8A16 fp16, W4A16 and W8A16 bf16") {
   }
 }
 
-TEST_CASE(
-    "weight_only scales through the cp.async ring (N % 16 == 0): groups 16 and 48, small and medium M") {
-  // With N % 8 == 0 (N % 16 == 0 with zero points) and 16-byte aligned scales / zeros, the small- and
-  // medium-M tiles stage each slice's scales and zero points with A and W (no global load in the main loop).
-  // Group 16 fills every staged group row of a slice (BK / 16); group 48 straddles the slices (a slice's
-  // first group starts before it); N = 72 without zero points is staged, with them it is not (the other
-  // path).
+TEST_CASE("weight_only scales through the cp.async ring (G % 64 == 0) and from global memory (other G, N)") {
+  // With G % 64 == 0, N % 8 == 0 (N % 16 == 0 with zero points) and 16-byte aligned scales / zeros, the
+  // small- and medium-M tiles stage each slice's scales and zero points with A and W (no global load in the
+  // main loop): G = 64 puts two groups in a 128-wide slice, G = 192 straddles slices, G = K is per-channel. G
+  // = 16 and 48 (a warp's run of 4 k16 steps crosses groups) and N = 72 with zero points take the global
+  // path.
   std::mt19937 rng(707);
   for (int m : {5, 40}) {
+    check_gemm<llmk::half>({m, 64, 384, 64, 4, true, false, true}, rng);
+    check_gemm<llmk::half>({m, 48, 576, 192, 4, true, true, false}, rng);
+    check_gemm<llmk::bfloat16>({m, 80, 384, 384, 8, true, false, true}, rng);
     check_gemm<llmk::half>({m, 64, 192, 16, 4, true, false, true}, rng);
-    check_gemm<llmk::half>({m, 48, 288, 48, 4, true, true, false}, rng);
-    check_gemm<llmk::bfloat16>({m, 80, 144, 48, 8, true, false, true}, rng);
-    check_gemm<llmk::bfloat16>({m, 72, 192, 16, 8, false, false, false}, rng);
+    check_gemm<llmk::bfloat16>({m, 72, 192, 48, 8, false, false, false}, rng);
   }
 }
 
@@ -399,6 +403,87 @@ TEST_CASE("weight_only larger decode and prefill shapes") {
   check_gemm<llmk::half>(
       {1, llmk::test::pick(1024, 256), llmk::test::pick(2048, 512), 128, 4, true, false, false}, rng);
   if (!llmk::test::fast()) check_gemm<llmk::half>({96, 256, 1024, 128, 4, true, true, true}, rng);
+}
+
+TEST_CASE("weight_only split-K: every split count and tile, staged and global scales, act-order") {
+  // K = 1024 is 8 slices of the small / medium tiles (BK = 128, M <= 128) and 16 of the large one (BK = 64);
+  // split_k s cuts them into at most s runs (3 -> 3 x 3 slices, 5 -> 4 x 2, 16 -> 8 x 1 for BK = 128).
+  std::mt19937 rng(1717);
+  for (int s : {2, 3, 16}) check_gemm<llmk::half>({1, 136, 1024, 128, 4, true, false, true, 0, s}, rng);
+  check_gemm<llmk::half>({40, 72, 1024, 64, 8, true, false, false, 2, 5}, rng);      // N = 72 + zeros: global
+  check_gemm<llmk::bfloat16>({100, 64, 512, 512, 4, false, true, true, 0, 3}, rng);  // medium, act-order
+  check_gemm<llmk::half>({200, 72, 512, 128, 4, true, false, true, 0, 3}, rng);      // large tile
+  if (!llmk::test::fast()) {
+    check_gemm<llmk::bfloat16>({9, 48, 768, 48, 8, true, false, true, 0, 4}, rng);
+    check_gemm<llmk::half>({3, 4096, 4096, 128, 4, true, false, false, 0, 0}, rng);  // the SM heuristic
+  }
+}
+
+TEST_CASE("weight_only split-K: same bits on every call, arrival words reset, no workspace initialization") {
+  std::mt19937 rng(4711);
+  const int m = 5, n = 256, k = 1024, g = 128;
+  std::vector<llmk::half> a = random_values<llmk::half>(static_cast<std::size_t>(m) * k, -1.0f, 1.0f, rng);
+  std::vector<std::uint8_t> packed = repack_host(random_plain(n, k, 4, rng), nullptr, n, k, 4);
+  std::vector<llmk::half> scales =
+      random_values<llmk::half>(static_cast<std::size_t>(k / g) * n, 0.005f, 0.02f, rng);
+  llmk::DeviceBuffer<llmk::half> d_a(a), d_s(scales), d_d(static_cast<std::size_t>(m) * n);
+  llmk::DeviceBuffer<std::uint8_t> d_w(packed);
+  llmk::gemm::WeightOnlyArgs<llmk::half> x;
+  x.a = d_a.data();
+  x.lda = k;
+  x.w = d_w.data();
+  x.w_bytes = static_cast<std::int64_t>(packed.size());
+  x.scales = d_s.data();
+  x.scales_size = static_cast<std::int64_t>(scales.size());
+  x.d = d_d.data();
+  x.ldd = n;
+  x.m = m;
+  x.n = n;
+  x.k = k;
+  x.group_size = g;
+  x.split_k = 4;
+  const llmk::gemm::detail::WoPlan plan = llmk::gemm::detail::wo_plan(x, llmk::device_sm_count());
+  REQUIRE(plan.splits == 4);
+  REQUIRE(plan.arrival_bytes > 0);
+  const std::size_t bytes = llmk::gemm::weight_only_workspace_bytes(x);
+  CHECK(bytes == plan.arrival_bytes + static_cast<std::size_t>(4) * m * n * sizeof(float));
+  llmk::DeviceBuffer<unsigned char> ws(bytes);  // poisoned arrival words: they must count as none
+  std::vector<std::vector<llmk::half>> outs;
+  for (int call = 0; call < 3; ++call) {
+    if (call == 2) {  // other work left arbitrary bytes in the workspace
+      std::vector<unsigned char> junk(bytes);
+      for (auto& b : junk) b = static_cast<unsigned char>(rng());
+      ws.upload(junk);
+    }
+    d_d.poison();
+    const llmk::Status s = llmk::gemm::weight_only_gemm(x, ws.data(), bytes, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    REQUIRE(llmk::device_synchronize().ok());
+    outs.push_back(d_d.to_host());
+    std::vector<unsigned char> after = ws.to_host();
+    for (std::size_t i = 0; i < plan.arrival_bytes; i += sizeof(unsigned long long)) {
+      unsigned long long word;
+      std::memcpy(&word, after.data() + i, sizeof(word));
+      if (i < static_cast<std::size_t>(plan.m_tiles) * plan.n_tiles * sizeof(word)) CHECK(word == 0ull);
+    }
+  }
+  auto same_bits = [](const std::vector<llmk::half>& u, const std::vector<llmk::half>& v) {
+    for (std::size_t i = 0; i < u.size(); ++i)
+      if (u[i].bits != v[i].bits) return false;
+    return true;
+  };
+  CHECK(same_bits(outs[0], outs[1]));
+  CHECK(same_bits(outs[0], outs[2]));
+  auto message = [&](void* w, std::size_t b) {
+    return llmk::gemm::weight_only_gemm(x, w, b, nullptr).message();
+  };
+  x.split_k = 17;
+  CHECK(message(ws.data(), bytes).find("'split_k'") != std::string::npos);
+  x.split_k = 4;
+  CHECK(message(nullptr, 0).find("'workspace': must not be null: split-K") != std::string::npos);
+  CHECK(message(ws.data(), bytes - 1).find("'workspace_bytes'") != std::string::npos);
+  x.split_k = 1;
+  CHECK(llmk::gemm::weight_only_workspace_bytes(x) == 0);
 }
 
 TEST_CASE("weight_only_gemm rejects bad arguments with a message naming the argument") {

@@ -1,6 +1,7 @@
 // llmk/arch/arch.cuh: every PTX atom llmk uses (inline PTX lives only under llmk/arch/).
 #pragma once
 
+#include "llmk/arch/bit_ops.cuh"
 #include "llmk/arch/convert.cuh"
 #include "llmk/arch/cp_async.cuh"
 #include "llmk/arch/fast_math.cuh"
