@@ -584,6 +584,12 @@ TEST_CASE("weight_only_gemm rejects bad arguments with a message naming the argu
     auto x = base();
     x.m = 0;
     expect(run(x), "'m'");
+    x = base();
+    x.n = (1 << 30) + 16;  // sizes derived from N and K stay far from int overflow
+    expect(run(x), "'n': must be <= 2^30");
+    x = base();
+    x.k = (1 << 30) + 16;
+    expect(run(x), "'k': must be <= 2^30");
   }
   {
     auto x = base();

@@ -302,8 +302,9 @@ LLMK_DEVICE bool wo_arrive(unsigned long long* word, unsigned long long tag, uns
 /// over splits). kStagedQuant (G % 64 == 0): scales and zero points arrive through the cp.async ring with
 /// each slice (no global load in the main loop) and a warp's run of k16 steps is in one group; otherwise each
 /// lane loads them from global memory when its group changes, at any step.
-// Minimum blocks per SM 2 for the 128-thread tiles (no register cap below 255); 1 for the 256-thread large tile,
-// whose 64 x 32 warp tiles need more than the 128 registers two blocks would leave (sm_80 spilled at 128).
+// Minimum blocks per SM 2 for the 128-thread tiles (no register cap below 255); 1 for the 256-thread large
+// tile, whose 64 x 32 warp tiles need more than the 128 registers two blocks would leave (sm_80 spilled at
+// 128).
 template <class T, int kBits, class Cfg, bool kStagedQuant = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
     weight_only_gemm_kernel(detail::WeightOnlyKernelParams<T> p) {
@@ -402,8 +403,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
             }
           }
         }
-        // Staged, steps past K (a partial last slice) are computed: A and W are zero-filled there and the
-        // scales are the run's, so they add exact zeros.
+        // Staged, G % 64 == 0 and K % G == 0 make K a multiple of 64: a run is wholly inside K (or skipped).
         const int step = warp_k * kS + ss;
         // B words: one 16-byte load per lane per packed tile (4 steps of 4-bit, 2 of 8-bit).
         if (ss % kStepsPerTile == 0) {
@@ -628,11 +628,18 @@ WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
   return plan;
 }
 
-// A 48-bit tag per call, never 0 (the value a finished tile's arrival word is reset to).
+// A 48-bit tag per call, never 0 (the value a finished tile's arrival word is reset to): a counter scrambled
+// by splitmix64's finalizer, so that tags look random and a stale word (a size, an offset, a small count left
+// by other work) matches one only by chance, not because tags are small numbers.
 inline unsigned long long wo_next_tag() {
   static std::atomic<unsigned long long> counter{0};
   unsigned long long tag = 0;
-  while (tag == 0) tag = (counter.fetch_add(1, std::memory_order_relaxed) + 1) & ((1ull << 48) - 1);
+  while (tag == 0) {
+    unsigned long long z = counter.fetch_add(1, std::memory_order_relaxed) + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    tag = (z ^ (z >> 31)) & ((1ull << 48) - 1);
+  }
   return tag;
 }
 
@@ -702,6 +709,8 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
     return Status::invalid_argument("bits", str_cat("must be 4 or 8, got ", x.bits));
   if (x.m < 1) return Status::invalid_argument("m", str_cat("must be >= 1, got ", x.m));
   if (x.n < 1) return Status::invalid_argument("n", str_cat("must be >= 1, got ", x.n));
+  if (x.n > (1 << 30)) return Status::invalid_argument("n", str_cat("must be <= 2^30, got ", x.n));
+  if (x.k > (1 << 30)) return Status::invalid_argument("k", str_cat("must be <= 2^30, got ", x.k));
   if (x.k < 1 || x.k % 16 != 0)
     return Status::invalid_argument(
         "k", str_cat("must be a positive multiple of 16 (the mma K; pad K with zero columns), got ", x.k));
@@ -791,7 +800,9 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
 ///   x.scales = d_scales; x.scales_size = (K / G) * N; x.zeros = d_zeros; x.zeros_size = (K / G) * N;
 ///   x.perm = d_perm; x.perm_size = K; x.d = d_out; x.ldd = N; x.m = M; x.n = N; x.k = K;
 ///   x.group_size = G; x.bits = 4;
-///   std::size_t ws = llmk::gemm::weight_only_workspace_bytes(x);   // allocate once for the largest M
+///   // The size is not monotonic in M (decode splits K, prefill does not): allocate the largest over the Ms
+///   // you will run, or query per call.
+///   std::size_t ws = llmk::gemm::weight_only_workspace_bytes(x);
 ///   llmk::Status s = llmk::gemm::weight_only_gemm(x, d_workspace, ws, stream);
 template <class T>
 Status weight_only_gemm(const WeightOnlyArgs<T>& x, void* workspace, std::size_t workspace_bytes,

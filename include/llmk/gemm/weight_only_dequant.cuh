@@ -12,8 +12,8 @@
 //   0x64: 1024 + u; then the same sub and mul. Per word (2 pairs): 2 PRMT, 2 HADD2, 2 HMUL2.
 // - bf16, 4-bit: ((word >> 4 i) & 0x000F000F) | 0x4300'4300 is 128 + u (exact for u < 128), minus 128 + z,
 //   times s (sub / mul as fma.rn.bf16x2: one rounding each, the subtraction exact). Needs z < 128.
-// - bf16, 8-bit: 128 + 255 is not a bf16, so fp32: prmt(word, 0x4B000000, 0x754b) is 2^23 + u (byte b of the
-//   word under fp32's 2^23), minus 2^23 + z exact, times s exact (<= 11 + 8 significant bits), and one
+// - bf16, 8-bit: 128 + 255 is not a bf16, so fp32: prmt(word, 0x4B000000, 0x7540 + b) is 2^23 + u (byte b of
+//   the word under fp32's 2^23), minus 2^23 + z exact, times s exact (<= 11 + 8 significant bits), and one
 //   cvt.rn.bf16x2.f32 rounds the pair.
 // The atoms (arch/bit_ops.cuh, arch/packed_math.cuh) run the same arithmetic in the simulator, bit-exactly.
 #pragma once

@@ -108,6 +108,8 @@ inline Status validate_repack(const WeightRepackArgs& r) {
   if (r.bits != 4 && r.bits != 8)
     return Status::invalid_argument("bits", str_cat("must be 4 or 8, got ", r.bits));
   if (r.n < 1) return Status::invalid_argument("n", str_cat("must be >= 1, got ", r.n));
+  if (r.n > (1 << 30)) return Status::invalid_argument("n", str_cat("must be <= 2^30, got ", r.n));
+  if (r.k > (1 << 30)) return Status::invalid_argument("k", str_cat("must be <= 2^30, got ", r.k));
   if (r.k < 16 || r.k % 16 != 0)
     return Status::invalid_argument("k", str_cat("must be a positive multiple of 16 (the mma K), got ", r.k));
   const std::int64_t row_bytes = r.bits == 4 ? (r.k + 1) / 2 : r.k;
