@@ -106,6 +106,35 @@ def _wo_blocks(bits):
     return f
 
 
+def wo_sm90_token_tile(m, n, sms=132):
+    """gemm/weight_only_sm90.cuh detail::wo_sm90_token_tile: 64 tokens where 128 would leave the last wave emptier."""
+    def cost(bt):
+        tiles = math.ceil(m / bt) * math.ceil(n / 128)
+        return math.ceil(tiles / sms) * bt * (1.1 if bt == 64 else 1.0)
+    return 64 if cost(64) < cost(128) else 128
+
+
+def _wo_hopper(a):  # gemm/weight_only.cuh wo_plan: the Hopper kernel for M > 128 (G % 64 == 0, N % 16 == 0 here)
+    return a["M"] > 128 and a["N"] % 16 == 0
+
+
+def _wo_kernel(bits):
+    def f(a, targs):
+        if _wo_hopper(a):
+            return (rf"^gemm::weight_only_sm90_kernel<half,{bits},gemm::WeightOnlySm90Config<"
+                    rf"{wo_sm90_token_tile(a['M'], a['N'])},6>")
+        return rf"^gemm::weight_only_gemm_kernel<half,{bits},gemm::WeightOnlyConfig<{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>"
+    return f
+
+
+def _wo_any_blocks(bits):
+    def f(a, targs):
+        if _wo_hopper(a):  # persistent: one block per tile up to the SM count
+            return math.ceil(a["M"] / wo_sm90_token_tile(a["M"], a["N"])) * math.ceil(a["N"] / 128)
+        return _wo_blocks(bits)(a, targs)
+    return f
+
+
 def _csv(t):
     return ",".join(str(x) for x in t)
 
@@ -186,12 +215,9 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_MixedInt8": (lambda a, t: rf"^gemm::mixed_int8_kernel<half,gemm::KMajorTile<"
                                   rf"{_csv(_qgemm_tile(a['M'], mixed=True))}>",
                      _gemm_blocks(lambda m: _qgemm_tile(m, mixed=True))),
-    "BM_W4A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
-                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _wo_blocks(4)),
-    "BM_W4A16PerChannel": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,4,gemm::WeightOnlyConfig<"
-                                        rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _wo_blocks(4)),
-    "BM_W8A16": (lambda a, t: rf"^gemm::weight_only_gemm_kernel<half,8,gemm::WeightOnlyConfig<"
-                              rf"{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>", _wo_blocks(8)),
+    "BM_W4A16": (_wo_kernel(4), _wo_any_blocks(4)),
+    "BM_W4A16PerChannel": (_wo_kernel(4), _wo_any_blocks(4)),
+    "BM_W8A16": (_wo_kernel(8), _wo_any_blocks(8)),
     "BM_TileGemmF16": (lambda a, t: r"^gemm::tile_gemm_f16_kernel<",
                        lambda a, t: math.ceil(a["N"] / 64) * math.ceil(a["M"] / 64)),
     "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),

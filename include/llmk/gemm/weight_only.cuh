@@ -48,13 +48,12 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/gemm/weight_only_args.cuh"
 #include "llmk/gemm/weight_only_dequant.cuh"
 #include "llmk/gemm/weight_only_layout.cuh"
+#include "llmk/gemm/weight_only_sm90.cuh"
 
 namespace llmk::gemm {
-
-/// Most splits of K weight_only_gemm makes (WeightOnlyArgs::split_k <= this).
-constexpr int kWeightOnlyMaxSplits = 16;
 
 /// Tile shape: BM x BN output tile, BK slice of K per stage, WarpsM x WarpsN warps over the tile, WarpsK
 /// warps splitting each slice's k16 steps into contiguous runs, Stages-deep cp.async ring.
@@ -117,28 +116,6 @@ using WeightOnlySmallM = WeightOnlyConfig<16, 128, 128, 1, 2, 2, 4>;
 using WeightOnlyMediumM = WeightOnlyConfig<32, 128, 128, 1, 2, 2, 4>;
 /// M > 128: 128 x 128 x 64, 2 x 4 warps (64 x 32 each), 3 stages.
 using WeightOnlyLargeM = WeightOnlyConfig<128, 128, 64, 2, 4, 1, 3>;
-
-/// Arguments of weight_only_gemm (T = llmk::half or llmk::bfloat16). Leading dimensions are in elements.
-template <class T>
-struct WeightOnlyArgs {
-  const T* a = nullptr;                 // [M, K] row-major, 16-byte aligned
-  std::int64_t lda = 0;                 // >= K, multiple of 8
-  const void* w = nullptr;              // packed weights (weight_only_repack), 16-byte aligned
-  std::int64_t w_bytes = 0;             // bytes given in w: must equal weight_only_packed_bytes(n, k, bits)
-  const T* scales = nullptr;            // [K / G, N] row-major
-  std::int64_t scales_size = 0;         // elements given in scales: must equal (K / G) * N
-  const std::uint8_t* zeros = nullptr;  // [K / G, N] zero-point codes, or null (z = 8 / 128)
-  std::int64_t zeros_size = 0;          // elements given in zeros (when non-null): must equal (K / G) * N
-  const std::int32_t* perm = nullptr;   // [K] act-order permutation (4-byte aligned) or null
-  std::int64_t perm_size = 0;           // elements given in perm (when non-null): must equal K
-  const T* bias = nullptr;              // [N] or null
-  T* d = nullptr;                       // [M, N] row-major, ldd >= N
-  std::int64_t ldd = 0;
-  int m = 0, n = 0, k = 0;
-  int group_size = 0;  // G: a multiple of 16 dividing K (G = K: per-channel)
-  int bits = 4;        // 4 or 8
-  int split_k = 0;     // 0: by the SM count; 1: no split; s in [2, kWeightOnlyMaxSplits]: at most s splits
-};
 
 namespace detail {
 
@@ -575,7 +552,8 @@ __global__ void __launch_bounds__(kPermuteThreads)
 
 /// How a call runs: the tile (by M), the split count and the workspace it needs.
 struct WoPlan {
-  int tile = 0;  // 0: WeightOnlySmallM, 1: MediumM, 2: LargeM
+  int tile = 0;  // 0: WeightOnlySmallM, 1: MediumM, 2: LargeM, 3: the Hopper kernel (weight_only_sm90.cuh)
+  int token_tile = 128;  // tile 3: the tokens of a block tile (WeightOnlySm90Config's BT)
   int splits = 1, k_tiles_per_split = 1, m_tiles = 1, n_tiles = 1;
   std::size_t perm_bytes = 0, arrival_bytes = 0, partial_bytes = 0;
   std::size_t workspace_bytes() const { return perm_bytes + arrival_bytes + partial_bytes; }
@@ -613,7 +591,13 @@ template <class T>
 WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
   WoPlan plan;
   plan.tile = x.m <= 16 ? 0 : (x.m <= 128 ? 1 : 2);  // up to 128: 8.6 vs 12 instructions per mma
-  if (plan.tile == 0)
+  if (x.m > kWeightOnlySm90MinM && weight_only_sm90_shape_ok(x) && device_arch() == 900 &&
+      sm90a_runnable<WeightOnlySm90Config<>>()) {
+    plan.tile = 3;
+    plan.token_tile = wo_sm90_token_tile(x.m, x.n, sms);
+    plan.m_tiles = ceil_div(x.m, plan.token_tile);
+    plan.n_tiles = ceil_div(x.n, WeightOnlySm90Config<>::kBN);
+  } else if (plan.tile == 0)
     wo_plan_tiles<WeightOnlySmallM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
   else if (plan.tile == 1)
     wo_plan_tiles<WeightOnlyMediumM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
@@ -824,6 +808,7 @@ Status weight_only_gemm(const WeightOnlyArgs<T>& x, void* workspace, std::size_t
     a = a_perm;
     lda = x.k;
   }
+  if (plan.tile == 3) return detail::dispatch_weight_only_sm90(x, a, lda, plan.token_tile, stream);
   detail::WeightOnlyKernelParams<T> p{a,
                                       lda,
                                       static_cast<const std::uint8_t*>(x.w),

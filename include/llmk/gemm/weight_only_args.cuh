@@ -1,0 +1,34 @@
+// llmk/gemm/weight_only_args.cuh: the arguments of the weight-only GEMM (weight_only.cuh), shared by its
+// mma.sync kernels and its Hopper kernel (weight_only_sm90.cuh).
+#pragma once
+
+#include <cstdint>
+
+namespace llmk::gemm {
+
+/// Most splits of K weight_only_gemm makes (WeightOnlyArgs::split_k <= this).
+constexpr int kWeightOnlyMaxSplits = 16;
+
+/// Arguments of weight_only_gemm (T = llmk::half or llmk::bfloat16). Leading dimensions are in elements.
+template <class T>
+struct WeightOnlyArgs {
+  const T* a = nullptr;                 // [M, K] row-major, 16-byte aligned
+  std::int64_t lda = 0;                 // >= K, multiple of 8
+  const void* w = nullptr;              // packed weights (weight_only_repack), 16-byte aligned
+  std::int64_t w_bytes = 0;             // bytes given in w: must equal weight_only_packed_bytes(n, k, bits)
+  const T* scales = nullptr;            // [K / G, N] row-major
+  std::int64_t scales_size = 0;         // elements given in scales: must equal (K / G) * N
+  const std::uint8_t* zeros = nullptr;  // [K / G, N] zero-point codes, or null (z = 8 / 128)
+  std::int64_t zeros_size = 0;          // elements given in zeros (when non-null): must equal (K / G) * N
+  const std::int32_t* perm = nullptr;   // [K] act-order permutation (4-byte aligned) or null
+  std::int64_t perm_size = 0;           // elements given in perm (when non-null): must equal K
+  const T* bias = nullptr;              // [N] or null
+  T* d = nullptr;                       // [M, N] row-major, ldd >= N
+  std::int64_t ldd = 0;
+  int m = 0, n = 0, k = 0;
+  int group_size = 0;  // G: a multiple of 16 dividing K (G = K: per-channel)
+  int bits = 4;        // 4 or 8
+  int split_k = 0;     // 0: by the SM count; 1: no split; s in [2, kWeightOnlyMaxSplits]: at most s splits
+};
+
+}  // namespace llmk::gemm
