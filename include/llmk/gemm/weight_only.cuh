@@ -30,6 +30,12 @@
 // workspace needs no initialization and may be shared with other work between calls (a stale word matches
 // the 48-bit tag of a call only by chance, 2^-48). Not for two calls running at once on one workspace.
 // weight_only_gemm picks the tile by M and S by the SM count (WeightOnlyArgs::split_k overrides it).
+//
+// ---- Hopper ----
+// On sm_90 with sm_90a code, M > kWeightOnlySm90MinM (128) runs weight_only_sm90_kernel instead
+// (weight_only_sm90.cuh: wgmma with the dequantized weights as its register A operand, TMA, persistent, no
+// split-K) wherever G % 64 == 0, N % 8 == 0 (% 16 with zero points), scales / zeros are 16-byte aligned and
+// split_k <= 1; other shapes keep the mma.sync tiles.
 #pragma once
 
 #include <algorithm>
@@ -760,11 +766,12 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
 
 /// D = A * dequant(W)^T (+ bias): W4A16 / W8A16 with group-wise (or per-channel) scales, optional zero
 /// points, optional GPTQ act-order and split-K. T = llmk::half or llmk::bfloat16. The tile is chosen by M
-/// (WeightOnlySmallM / MediumM / LargeM) and the split count by the SM count (args.split_k = 0) or given
-/// (split_k = 1: none; s: at most s). With act-order (args.perm), A is first gathered into the workspace (a
-/// second launch on the same stream). The workspace (weight_only_workspace_bytes(args) bytes, 16-byte
-/// aligned, no initialization) also holds the split-K partials; one workspace serves one call at a time.
-/// Results are deterministic for a given split count (the splits are summed in a fixed order).
+/// (WeightOnlySmallM / MediumM / LargeM; on Hopper the wgmma kernel for M > 128) and the split count by the
+/// SM count (args.split_k = 0) or given (split_k = 1: none; s: at most s). With act-order (args.perm), A is
+/// first gathered into the workspace (a second launch on the same stream). The workspace
+/// (weight_only_workspace_bytes(args) bytes, 16-byte aligned, no initialization) also holds the split-K
+/// partials; one workspace serves one call at a time. Results are deterministic for a given split count (the
+/// splits are summed in a fixed order).
 ///
 /// Requirements (each violation returns Status::invalid_argument naming the argument): a, w, scales, d
 /// non-null; bits 4 or 8; M, N >= 1; K a positive multiple of 16; group_size a multiple of 16 dividing K;
