@@ -40,23 +40,32 @@ TEST_CASE(
   check_gemm<llmk::half>({150, 144, 256, 64, 4, true, false, true, 0, 0, kHopper, 64}, rng);
   check_gemm<llmk::half>({200, 136, 384, 128, 8, false, false, true, 3, 0, kHopper, 64}, rng);
   check_gemm<llmk::bfloat16>({140, 80, 320, 64, 8, true, true, true, 0, 0, kHopper, 64}, rng);
+#if defined(LLMK_SIM)
   {
-    // 2 SMs: every block walks several tiles; 128-token tiles; K = 768 is 12 slices for 6 ring slots.
+    // 2 simulated SMs: every block walks several tiles; 128-token tiles; K = 768 is 12 slices for 6 ring
+    // slots.
     ScopedEnv two_sms("LLMK_SIM_SM_COUNT", "2");
     check_gemm<llmk::bfloat16>({250, 128, 768, 768, 4, true, false, false, 0, 0, kHopper, 128}, rng);
     check_gemm<llmk::half>({256, 256, 192, 64, 4, false, true, true, 5, 0, kHopper, 128}, rng);
     if (!llmk::test::fast())
       check_gemm<llmk::half>({500, 272, 1024, 128, 8, true, false, true, 0, 0, kHopper, 128}, rng);
   }
+#else
+  // A GPU has its own SM count: more tiles than SMs (16 x 16 of 128 tokens), 12 slices, both store paths.
+  check_gemm<llmk::bfloat16>({2048, 2048, 768, 768, 4, true, false, false, 0, 0, kHopper, 0}, rng);
+  check_gemm<llmk::half>({2000, 2048, 512, 64, 8, false, true, true, 5, 0, kHopper, 0}, rng);
+#endif
 }
 
 TEST_CASE("weight_only sm90: the plan takes the Hopper kernel only where it applies") {
   std::mt19937 rng(9191);
+#if defined(LLMK_SIM)
   // The same problem on a simulated sm_80: the mma.sync large tile, same answer.
   {
     ScopedEnv sm80("LLMK_SIM_ARCH", "800");
     check_gemm<llmk::half>({150, 144, 256, 64, 4, true, false, true, 0, 0, 2}, rng);
   }
+#endif
   if (!hopper_here()) return;
   llmk::gemm::WeightOnlyArgs<llmk::half> x;
   alignas(16) static llmk::half scales[16];

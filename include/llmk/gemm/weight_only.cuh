@@ -674,7 +674,9 @@ Status dispatch_weight_only(const WeightOnlyKernelParams<T>& p, const WoPlan& pl
 /// Workspace weight_only_gemm needs (16-byte aligned; no initialization): with act-order (perm non-null) the
 /// permuted copy of A (M * K * sizeof(T), rounded up to 256), and with split-K (more than one split: M small
 /// next to the SM count, or split_k > 1) the arrival words and the fp32 partials (splits * M * N * 4). 0 when
-/// neither applies (e.g. split_k = 1 and no perm). Depends on the current device's SM count when split_k = 0.
+/// neither applies (e.g. split_k = 1 and no perm). Depends on the current device (its SM count when split_k =
+/// 0; on Hopper, M > 128 takes the split-free wgmma kernel only for G % 64 == 0, aligned scales / zeros and N
+/// % 8 or 16): query with the call's own arguments (pointers, group_size, zeros), not placeholders.
 ///   std::size_t bytes = llmk::gemm::weight_only_workspace_bytes(args);
 template <class T>
 std::size_t weight_only_workspace_bytes(const WeightOnlyArgs<T>& args) {

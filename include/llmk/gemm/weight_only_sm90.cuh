@@ -10,23 +10,20 @@
 // whose B operand is the activation tile in shared memory. No dequantized copy of W exists anywhere.
 //
 // A block is 3 warpgroups (384 threads), persistent over 128 x BT tiles of D^T (128 output columns, BT
-// tokens), like the Hopper GEMM (hopper_gemm.cuh):
-//   warpgroup 0: producer. One thread per 64-wide k-slice waits for a free ring slot and TMA-loads the BT x
-//   64
-//                activation box (128B swizzle: wgmma's K-major B layout), the 8 packed weight tiles of the
-//                block's 128 columns (one box of a rank-2 view of the packed buffer), and the slice's group
-//                row of scales and zero points;
-//   warpgroups 1, 2: consumers, 64 output columns each (warp w: the 16-column strip 4 (wg - 1) + w). Per
-//   slice a
-//                lane rebuilds its two columns' constants, loads its words, dequantizes 4 k16 steps into one
-//                of two register buffers, and issues 4 wgmmas; the previous slice's wgmmas are waited for
-//                (one group in flight) before its buffer and ring slot are reused. The epilogue adds the
-//                bias, rounds to T, transposes the fragments into a 128B-swizzled [BT tokens][64 columns]
-//                tile with stmatrix.trans, and TMA-stores it (plain stores where D's rows are not 16-byte
-//                aligned).
+// tokens), like the Hopper GEMM (hopper_gemm.cuh).
+// - Warpgroup 0, the producer: one thread per 64-wide k-slice waits for a free ring slot and TMA-loads the
+//   BT x 64 activation box (128B swizzle: wgmma's K-major B layout), the 8 packed weight tiles of the block's
+//   128 columns (one box of a rank-2 view of the packed buffer), and the slice's group row of scales and zero
+//   points.
+// - Warpgroups 1, 2, the consumers: 64 output columns each (warp w: the 16-column strip 4 (wg - 1) + w). Per
+//   slice a lane rebuilds its two columns' constants, loads its words, dequantizes 4 k16 steps into one of
+//   two register buffers, and issues 4 wgmmas; the previous slice's wgmmas are waited for (one group in
+//   flight) before its buffer and ring slot are reused. The epilogue adds the bias, rounds to T, transposes
+//   the fragments into a 128B-swizzled [BT tokens][64 columns] tile with stmatrix.trans, and TMA-stores it
+//   (plain stores where D's rows are not 16-byte aligned).
 //
-// Requirements (weight_only_sm90_eligible): G % 64 == 0 (a slice lies in one group, K % 64 == 0), N % 8 == 0
-// (N % 16 with zero points: the TMA row strides), scales / zeros 16-byte aligned, no split-K.
+// Requirements (detail::weight_only_sm90_shape_ok): G % 64 == 0 (a slice lies in one group, K % 64 == 0), N %
+// 8 == 0 (N % 16 with zero points: the TMA row strides), scales / zeros 16-byte aligned, no split-K.
 // weight_only_gemm takes this path on sm_90 devices with sm_90a code for M > kWeightOnlySm90MinM; act-order
 // permutes A first, as on the other paths. Results equal the mma.sync kernels' up to the fp32 summation
 // order.
@@ -231,6 +228,7 @@ __global__ void __launch_bounds__(384, 1)
         if (kt + 1 < k_tiles) slice(frag1, kt + 1);
       }
       sm90::wgmma_wait<0>();
+      sm90::wgmma_fence_registers(acc);  // the epilogue's reads stay after the wait
       if (lane == 0) s.ring.consumer_release(prev);
 
       // Epilogue: D[token, column] = T(acc + bias[column]); fragment i holds column 16 strip + g + 8 ((i >>
@@ -363,6 +361,9 @@ Status launch_weight_only_sm90(const WeightOnlyArgs<T>& x, const T* a, std::int6
     LLMK_RETURN_IF_ERROR(sm90::make_tensor_map(&p.d_map, dd));
   }
   const long long tiles = static_cast<long long>(ceil_div(x.m, Cfg::kBT)) * ceil_div(x.n, Cfg::kBN);
+  if (tiles > 0x7FFFFFFFLL)  // the kernel counts tiles in int
+    return Status::invalid_argument("m",
+                                    str_cat("M x N needs fewer than 2^31 tiles of ", Cfg::kBT, " x 128"));
   const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, device_sm_count()));
   return launch(weight_only_sm90_kernel<T, kBits, Cfg>, dim3(grid), dim3(Cfg::kThreads),
                 static_cast<std::size_t>(kSmem), stream, p);
