@@ -652,9 +652,7 @@ Status launch_weight_only(const WeightOnlyKernelParams<T>& p, const WoPlan& plan
 /// lane's group changes.
 template <class T>
 bool weight_only_staged_quant(const WeightOnlyKernelParams<T>& p) {
-  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
-  if (p.group.divisor % 64 != 0 || p.n % 8 != 0 || !aligned16(p.scales)) return false;
-  return p.zeros == nullptr || (p.n % 16 == 0 && aligned16(p.zeros));
+  return wo_quant_rows_copyable(p.group.divisor, p.n, p.scales, p.zeros);
 }
 
 template <class T, int kBits>

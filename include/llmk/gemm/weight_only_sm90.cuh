@@ -276,13 +276,21 @@ __global__ void __launch_bounds__(384, 1)
 
 namespace detail {
 
-/// Whether the Hopper kernel can run `x` (the device and build aside): G % 64 == 0, N % 8 == 0 (N % 16 with
-/// zero points), 16-byte aligned scales / zeros, no split-K asked for.
+/// Whether the scale / zero-point rows can be copied in 16-byte pieces per 64-wide slice (the mma.sync
+/// kernels' staged path and the Hopper kernel's TMA loads): G % 64 == 0, N % 8 == 0 (N % 16 with zero
+/// points), 16-byte aligned scales / zeros.
+inline bool wo_quant_rows_copyable(unsigned group_size, int n, const void* scales, const void* zeros) {
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  if (group_size % 64 != 0 || n % 8 != 0 || !aligned16(scales)) return false;
+  return zeros == nullptr || (n % 16 == 0 && aligned16(zeros));
+}
+
+/// Whether the Hopper kernel can run `x` (the device and build aside): copyable scale rows and no split-K
+/// asked for.
 template <class T>
 bool weight_only_sm90_shape_ok(const WeightOnlyArgs<T>& x) {
-  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
-  if (x.group_size % 64 != 0 || x.n % 8 != 0 || !aligned16(x.scales) || x.split_k > 1) return false;
-  return x.zeros == nullptr || (x.n % 16 == 0 && aligned16(x.zeros));
+  return x.split_k <= 1 &&
+         wo_quant_rows_copyable(static_cast<unsigned>(x.group_size), x.n, x.scales, x.zeros);
 }
 
 /// The token tile: 64 where 128 would leave the SMs' last wave much emptier (M = 256, N = 4096: 64 tiles of
