@@ -251,13 +251,22 @@ TEST_CASE("prefill: sliding windows and soft-cap") {
 
 TEST_CASE("prefill: every tile kind in one sequence (window edge, unmasked hot loop, diagonal)") {
   // The kernel runs tiles that no row of the block masks in its hot loop (no mask test) and the others
-  // (window edges, the causal diagonal, a partial last tile, any soft-capped tile) in the general step. d64
-  // (128 x 64 tiles): the row block of queries 128..255 with window_left 200 has a tile masked for some rows
-  // (keys 0..63), an unmasked tile (64..127) and two diagonal tiles. d256 (64 x 64, single K/V buffers):
-  // queries 128..191 with window_left 150 likewise (tiles 0 | 1 | 2).
+  // (window edges, the causal diagonal, a partial last tile, any soft-capped tile) in the general step. Per
+  // default tile (docs/attention.md), a row block that has all three:
+  //   d64 (128 x 96, 2-stage ring): queries 256..383 of 384, window_left 300: keys 0..95 masked for some
+  //   rows,
+  //       96..191 unmasked (hot), 192..383 diagonal;
+  //   d96 / d128 (64 x 96, single K/V buffers): queries 192..255 of 288, window_left 200: 0..95 | 96..191 |
+  //       192..287;
+  //   d256 (64 x 64, single buffers): queries 128..191 of 192, window_left 150: 0..63 | 64..127 | 128..191.
   std::mt19937 rng(111);
-  Case c = uniform(256, 256, 64, true);
+  Case c = uniform(384, 384, 64, true);
+  c.window_left = 300;
+  run_case<f16>(c, rng);
+  c = uniform(288, 288, 128, true);
   c.window_left = 200;
+  run_case<bf16>(c, rng);
+  c.dim = 96;
   run_case<f16>(c, rng);
   c = uniform(192, 192, 256, true);
   c.window_left = 150;
@@ -517,9 +526,10 @@ TEST_CASE("prefill: a NaN or Inf in the next sequence's keys and values stays ou
 }
 
 TEST_CASE("prefill: the dispatch picks the Hopper kernel on sm_90 and the mma.sync kernel elsewhere") {
-  // Bit-for-bit equal outputs identify the kernel that ran (the two differ in their low bits).
+  // Bit-for-bit equal outputs identify the kernel that ran (the two differ in their low bits: 110 keys are
+  // two 96-key tiles for the mma.sync kernel, one 128-key tile for the Hopper kernel).
   std::mt19937 rng(114);
-  const int n = 70, heads = 4, kv_heads = 2, dim = 64;
+  const int n = 110, heads = 4, kv_heads = 2, dim = 64;
   const std::vector<f16> q = llmk::test::random_tensor<f16>(n * heads * dim, 1.0f, rng);
   const std::vector<f16> k = llmk::test::random_tensor<f16>(n * kv_heads * dim, 1.0f, rng);
   const std::vector<f16> v = llmk::test::random_tensor<f16>(n * kv_heads * dim, 1.0f, rng);

@@ -373,12 +373,16 @@ TEST_CASE("paged (chunked) prefill: a chunk attends to the cached prefix and to 
           with_dense_kv(base(o_dense.data(), lse_dense.data()), s, d_k.data(), d_v.data(), d_cu_k.data(),
                         c.kv_begin.data());
       // Both kernels: the dispatch (the Hopper kernel on sm_90: TMA for dense K/V, the producer's gather for
-      // pages) and the mma.sync one; paged == dense bit for bit within each.
+      // pages) and the mma.sync one; paged == dense bit for bit within each on the same tiles (the mma.sync
+      // kernel's paged default has 64-key tiles, its dense default 96: the dense run pins the paged tiles).
       // Sanitizer builds (LLMK_TEST_FAST): the mma.sync kernel at page size 16 only.
       for (bool mma : {false, true}) {
         if (mma && llmk::test::fast() && ps != 16) continue;
         CAPTURE(mma);
-        REQUIRE((mma ? attn::prefill_mma(dense, nullptr) : attn::prefill(dense, nullptr)).ok());
+        REQUIRE((mma ? attn::prefill_mma_with_config<f16, attn::DefaultPagedPrefillConfig<64, f16>>(dense,
+                                                                                                    nullptr)
+                     : attn::prefill(dense, nullptr))
+                    .ok());
         for (bool csr : {true, false}) {
           const attn::PrefillArgs<f16> paged = base(o_paged.data(), lse_paged.data());
           const llmk::Status st = mma ? attn::prefill_paged_mma(paged, c.view(csr), nullptr)
@@ -683,7 +687,9 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   REQUIRE(attn::prefill(dense_args, nullptr).ok());
   CHECK(same_bits(o1.to_host(), o2.to_host()));
   REQUIRE(attn::prefill_paged_mma(a, qc.view(c, false), nullptr).ok());
-  REQUIRE(attn::prefill_mma(dense_args, nullptr).ok());
+  // The paged default's tiles (the dense default has 96-key tiles: another summation order).
+  REQUIRE((attn::prefill_mma_with_config<T, attn::DefaultPagedPrefillConfig<64, Code>>(dense_args, nullptr))
+              .ok());
   CHECK(same_bits(o1.to_host(), o2.to_host()));
   // Copy-on-write of a quantized page moves the codes and, for per-token-head scales, the scale rows.
   std::vector<int> spare;

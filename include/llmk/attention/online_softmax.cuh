@@ -155,10 +155,14 @@ struct FragmentSoftmax {
         tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
         tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
         const float mx = max_propagate_nan(m[mi][r], tile_max * c);  // c > 0: the max commutes with it
-        f[mi][r] = exp2_shifted(m[mi][r], mx);
+        // The shift of the exponents: mx, or a finite stand-in while mx = -inf (nothing visible yet), so that
+        // masked scores give exactly 0 rather than NaN from (-inf) - (-inf). Any finite shift gives the same
+        // zeros there (every score seen is -inf), so one NaN-propagating max replaces exp2_shifted's compare
+        // and two selects; NaN and +inf shift as mx itself. Bit-identical to exp2_shifted(., mx).
+        const float shift = max_propagate_nan(mx, -3.402823466e38f);
+        f[mi][r] = arch::ex2_approx(m[mi][r] - shift);
         m[mi][r] = mx;
-        // -inf (nothing visible yet): shift by 0, so masked scores give exactly 0 (exp2_shifted's rule)
-        float neg_m = mx == -INFINITY ? 0.0f : -mx;
+        float neg_m = -shift;
         if constexpr (kExpBias != 0) neg_m += static_cast<float>(kExpBias);
         float sum = l[mi][r] * f[mi][r];
 #pragma unroll

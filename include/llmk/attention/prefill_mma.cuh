@@ -58,19 +58,25 @@ struct PrefillConfig {
 };
 
 /// Defaults per head dim (fit in 99 KiB of shared memory, the sm_89 limit, and compile spill-free), all with
-/// 4 warps and 64-key tiles: up to 64, 128 query rows (32 per warp) in a 2-stage ring; up to 128, 64 rows
-/// (16 per warp) in a 2-stage ring; above, 64 rows and single K/V buffers (d256: exactly 99 KiB). 128 rows
-/// at d128 (FlashAttention-2's tile) needs about 260 registers with nvcc 13 and spills.
+/// 4 warps and 96-key tiles up to head dim 128: up to 64, 128 query rows (32 per warp) in a 2-stage ring; up
+/// to 128, 64 rows (16 per warp) with single K/V buffers (FlashAttention-2's schedule; 68 KiB at d128, two
+/// blocks per SM on sm_80); above, 64 x 64 with single buffers (d256: exactly 99 KiB). 96 keys rather than 64
+/// spread each tile's fixed work (the O rescale, the row max and sum, the copies' addresses) over 1.5x the
+/// HMMAs: 4.8 -> 4.5 instructions per HMMA at d64, 4.0 -> 3.6 at d128. 128 rows at d128 (FlashAttention-2's
+/// tile) and 128 keys at d64 need more than 255 registers with nvcc 13 and spill.
 template <int HeadDim>
 using DefaultPrefillConfig =
-    PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), 64, 4, (HeadDim <= 128 ? 2 : 1)>;
+    std::conditional_t<(HeadDim <= 64), PrefillConfig<HeadDim, 128, 96, 4, 2>,
+                       std::conditional_t<(HeadDim <= 128), PrefillConfig<HeadDim, 64, 96, 4, 1>,
+                                          PrefillConfig<HeadDim, 64, 64, 4, 1>>>;
 
-/// Defaults of prefill_paged(): DefaultPrefillConfig up to head dim 128; above, 64 x 32 tiles in a 2-stage
-/// ring. Single buffers would look pages up separately for K and V (the ring's load_kv_rows_async shares one
-/// lookup per row) and spill at d256; a quantized cache stages its codes in the ring's second slots.
+/// Defaults of prefill_paged(): up to head dim 64, 128 x 64 tiles, up to 128, 64 x 64, above, 64 x 32, all in
+/// a 2-stage ring. Single buffers would look pages up separately for K and V (the ring's load_kv_rows_async
+/// shares one lookup per row) and spill at d256; a quantized cache stages its codes in the ring's second
+/// slots.
 template <int HeadDim, class Code>
 using DefaultPagedPrefillConfig =
-    std::conditional_t<(HeadDim > 128), PrefillConfig<HeadDim, 64, 32, 4, 2>, DefaultPrefillConfig<HeadDim>>;
+    PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), (HeadDim <= 128 ? 64 : 32), 4, 2>;
 
 /// The head dims prefill() and decode() dispatch at runtime. Others (any multiple of 16 up to 256) need an
 /// explicit instantiation: prefill_with_config<T, DefaultPrefillConfig<80>>(args, stream).
@@ -185,20 +191,43 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     k_key0 = kv.k_row(b, kv_head, 0);
     v_key0 = kv.v_row(b, kv_head, 0);
   }
+  // Dense K/V in the hot loop: this thread's source address in the next K and the next V tile it copies.
+  // The hot loop copies consecutive tiles, so each copy steps its pointer by one tile: no 64-bit multiply per
+  // tile (start_hot_copies sets them when the hot loop begins).
+  using RowCopy = detail::StridedRowCopy<Bc, D, Cfg::kThreads>;
+  const T* k_next = nullptr;
+  const T* v_next = nullptr;
+  auto start_hot_copies = [&](int first_k_tile, int first_v_tile) {
+    if constexpr (detail::StridedKv<Kv> && !detail::IsQuantizedKv<Kv>::value) {
+      const std::int64_t ks = kv.k_key_stride(), vs = kv.v_key_stride();
+      k_next = k_key0 + first_k_tile * Bc * ks + RowCopy::src_offset(tid, ks);
+      v_next = v_key0 + first_v_tile * Bc * vs + RowCopy::src_offset(tid, vs);
+    } else {
+      (void)first_k_tile, (void)first_v_tile;
+    }
+  };
   // Copies of one K (is_k) or V tile into `dst`; keys past the end are zero-filled (and masked).
-  // whole: the tile is inside the sequence (the hot loop's copies), no bounds test.
+  // whole: a hot-loop copy (the tile is inside the sequence, no bounds test; dense K/V: the next tile of
+  // k_next / v_next, whatever `tile` says).
   auto load_one = [&](bool is_k, int tile, T* dst, bool whole) {
     const int key0 = tile * Bc;
     if constexpr (detail::IsQuantizedKv<Kv>::value) {
       (void)is_k, (void)key0, (void)dst, (void)whole;  // codes go through QuantizedTile's staging instead
     } else if constexpr (detail::StridedKv<Kv>) {
       const std::int64_t stride = is_k ? kv.k_key_stride() : kv.v_key_stride();
-      const T* src = (is_k ? k_key0 : v_key0) + key0 * stride;
-      const T* any = is_k ? kv.any_k() : kv.any_v();
-      if (whole)
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(dst, src, stride, Bc, any, tid);
-      else
-        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(dst, src, stride, kv_end - key0, any, tid);
+      if (whole) {
+        if (is_k) {
+          RowCopy::template whole<P>(dst, k_next, stride, tid);
+          k_next += Bc * stride;
+        } else {
+          RowCopy::template whole<P>(dst, v_next, stride, tid);
+          v_next += Bc * stride;
+        }
+      } else {
+        const T* src = (is_k ? k_key0 : v_key0) + key0 * stride;
+        detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(dst, src, stride, kv_end - key0,
+                                                                 is_k ? kv.any_k() : kv.any_v(), tid);
+      }
     } else {
       (void)whole;
       detail::load_rows_async<Bc, D, P, Cfg::kThreads>(
@@ -264,7 +293,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     } else {
       // Tile i has landed once at most S - 2 newer groups are pending; the barrier publishes every thread's
       // copies and guarantees the slot refilled below (read in step i - 1) is free.
-      const int i = tile - tile_begin;
+      const unsigned i = static_cast<unsigned>(tile - tile_begin);  // unsigned: i % S without sign fix-ups
       arch::cp_async_wait<S - 2>();
       __syncthreads();
       if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S, !general);
@@ -295,6 +324,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // The general step outside [fast_begin, fast_end), the hot loop inside it (the kernel's main loop).
   for (int tile = tile_begin; tile < tile_end;) {
     if (tile == fast_begin && fast_begin < fast_end) {
+      // A step copies tile + S - 1 (ring) or V of this tile and K of the next (single buffers).
+      if constexpr (S >= 2)
+        start_hot_copies(tile + S - 1, tile + S - 1);
+      else
+        start_hot_copies(tile + 1, tile);
       for (; tile < fast_end; ++tile) step(false, tile);
     } else {
       step(true, tile);

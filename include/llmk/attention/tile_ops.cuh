@@ -94,41 +94,84 @@ LLMK_DEVICE void load_rows_async(T* tile, const RowSrc& row_src, const T* any_va
   }
 }
 
+/// The thread -> chunk map of copies of rows at a constant stride (a dense K/V cache). A group of kRowThreads
+/// threads covers a run of kRowThreads * 16 bytes of a row and a thread takes every kRowThreads-th 16-byte
+/// chunk of its row, at immediate offsets from one address: a thread needs one 64-bit address per row it
+/// copies, not one per chunk. 8 threads per row (each warp instruction moves whole 128-byte lines) up to head
+/// dim 128; 4 above (64-byte runs, whole sectors): at d256 a 64-key tile is then 2 rows per thread, not 4,
+/// and the rows' address arithmetic 8 instructions instead of about 20 per tile and tensor. Head dims that
+/// are not a multiple of 64 use groups of 4 or 2 threads per row.
+template <int kRows, int kDim, int kThreads>
+struct StridedRowCopy {
+  static constexpr int kChunks = kDim / 8;  // 16-byte chunks per row
+  static constexpr int kRowThreads =        // threads per row
+      (kChunks % 8 == 0 && kChunks <= 16) ? 8 : (kChunks % 4 == 0 ? 4 : (kChunks % 2 == 0 ? 2 : 1));
+  static constexpr int kRowChunks = kChunks / kRowThreads;  // chunks per thread and row
+  static constexpr int kChunkStep = kRowThreads * 8;        // elements between a thread's chunks
+  static constexpr bool kUsable = kThreads % kRowThreads == 0;
+  static constexpr int kRowStep = kUsable ? kThreads / kRowThreads : 1;  // rows between a thread's rows
+  static constexpr int kThreadRows = (kRows + kRowStep - 1) / kRowStep;  // rows per thread
+
+  LLMK_DEVICE static int row0(int tid) { return tid / kRowThreads; }
+  LLMK_DEVICE static int col0(int tid) { return (tid % kRowThreads) * 8; }
+  /// This thread's first source element relative to the tile's row 0 (elements).
+  LLMK_DEVICE static std::int64_t src_offset(int tid, std::int64_t stride) {
+    return row0(tid) * stride + col0(tid);
+  }
+
+  /// Copies a whole tile (kRows rows, no bounds test, fully unrolled: one 64-bit add per row): src is the
+  /// tile's row 0 + src_offset(tid, stride), what the kernels' hot loops step from tile to tile.
+  template <int kPitch, class T>
+  LLMK_DEVICE static void whole(T* tile, const T* src, std::int64_t stride, int tid) {
+    static_assert(kUsable);
+    T* dst = tile + row0(tid) * kPitch + col0(tid);
+    const std::int64_t step = kRowStep * stride;
+#pragma unroll
+    for (int i = 0; i < kThreadRows; ++i) {
+      if (kRows % kRowStep != 0 && row0(tid) + i * kRowStep >= kRows) break;
+#pragma unroll
+      for (int j = 0; j < kRowChunks; ++j)
+        arch::cp_async_cg16(dst + i * kRowStep * kPitch + j * kChunkStep, src + j * kChunkStep);
+      src += step;
+    }
+  }
+
+  /// Rows valid_rows.. are zero-filled (`any_valid`: an address the zero-size copies may name). A loop over
+  /// the rows, not unrolled: the edge tiles' copies are off the hot loop, and unrolled rows kept their
+  /// addresses live (d256 decode 226 -> 192 registers with unroll 4; d256 prefill spilled 160 B on sm_90a).
+  template <int kPitch, class T>
+  LLMK_DEVICE static void partial(T* tile, const T* src, std::int64_t stride, int valid_rows,
+                                  const T* any_valid, int tid) {
+    static_assert(kUsable);
+    T* dst = tile + row0(tid) * kPitch + col0(tid);
+    const std::int64_t step = kRowStep * stride;
+#pragma unroll 1
+    for (int i = 0; i < kThreadRows; ++i) {
+      if (kRows % kRowStep != 0 && row0(tid) + i * kRowStep >= kRows) break;
+      const bool valid = row0(tid) + i * kRowStep < valid_rows;
+#pragma unroll
+      for (int j = 0; j < kRowChunks; ++j)
+        arch::cp_async_cg16_zfill(dst + i * kRowStep * kPitch + j * kChunkStep,
+                                  valid ? src + j * kChunkStep : any_valid, valid ? 16 : 0);
+      src += step;
+    }
+  }
+};
+
 /// load_rows_async for rows at a constant stride: row r of the tile is base + r * stride (elements), rows
-/// valid_rows.. are zero-filled. The addresses are computed once per call from a per-thread base and
-/// constant row steps (one 64-bit multiply), instead of a row lookup per 16-byte chunk: the K/V tiles of a
-/// dense cache, stepped by the caller from tile to tile. kWhole: the caller guarantees valid_rows >= kRows (a
-/// tile inside the sequence), so there is no bounds test and the copies are fully unrolled (one 64-bit add
-/// each): what the kernels' hot loops issue. The general form is unrolled by 4 (full unrolling kept every
-/// row's address live: d256 decode 226 -> 192 registers).
+/// valid_rows.. are zero-filled, with StridedRowCopy's map (one 64-bit multiply per call, one add per row).
+/// kWhole: the caller guarantees valid_rows >= kRows (a tile inside the sequence): no bounds test.
 template <int kRows, int kDim, int kPitch, int kThreads, bool kWhole = false, class T>
 LLMK_DEVICE void load_strided_rows_async(T* tile, const T* base, std::int64_t stride, int valid_rows,
                                          const T* any_valid, int tid) {
-  constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
-  constexpr int kPerThread = (kTotal + kThreads - 1) / kThreads;
-  if constexpr (kThreads % kChunks == 0) {
-    // Every copy of this thread is in the same column: rows row0, row0 + kRowStep, ...
-    constexpr int kRowStep = kThreads / kChunks;
-    const int row0 = tid / kChunks, col = (tid % kChunks) * 8;
-    const T* src = base + row0 * stride + col;
-    const std::int64_t step = kRowStep * stride;
-    T* dst = tile + row0 * kPitch + col;
+  using Copy = StridedRowCopy<kRows, kDim, kThreads>;
+  if constexpr (Copy::kUsable) {
+    const T* src = base + Copy::src_offset(tid, stride);
     if constexpr (kWhole) {
       (void)valid_rows, (void)any_valid;
-#pragma unroll
-      for (int i = 0; i < kPerThread; ++i) {
-        if (kTotal % kThreads != 0 && row0 + i * kRowStep >= kRows) break;
-        arch::cp_async_cg16(dst + i * kRowStep * kPitch, src);
-        src += step;
-      }
+      Copy::template whole<kPitch>(tile, src, stride, tid);
     } else {
-#pragma unroll 4
-      for (int i = 0; i < kPerThread; ++i) {
-        if (kTotal % kThreads != 0 && row0 + i * kRowStep >= kRows) break;
-        const bool valid = row0 + i * kRowStep < valid_rows;
-        arch::cp_async_cg16_zfill(dst + i * kRowStep * kPitch, valid ? src : any_valid, valid ? 16 : 0);
-        src += step;
-      }
+      Copy::template partial<kPitch>(tile, src, stride, valid_rows, any_valid, tid);
     }
   } else {
     load_rows_async<kRows, kDim, kPitch, kThreads>(
