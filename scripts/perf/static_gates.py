@@ -24,6 +24,8 @@ and checks them against the budget file (bench/model/budgets.tsv):
   FAIL  a budgeted kernel loses its tensor-core instruction kind or its pipelined copies, or exceeds its
         instructions per tensor-core instruction by more than the tolerance (10%), or holds more plain global
         loads in its main loop than budgeted (0 unless the budget file says otherwise);
+  FAIL  a kernel matching one of TARGETS (hard ceilings an issue set against an anchor, no tolerance) is over
+        its ceiling, or no built kernel matches a target;
   FAIL  a kernel with a main loop has no budget row (a new kernel must be given one: --update), or a budget
         row of a built architecture/variant matches no kernel (stale).
 
@@ -50,6 +52,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BUDGETS = ROOT / "bench" / "model" / "budgets.tsv"
 TOLERANCE = 0.10  # instructions per tensor-core instruction may grow by this fraction before the gate fails
+
+# Hard ceilings (no tolerance) on instructions per tensor-core instruction: targets an issue set against an
+# anchor, checked on every architecture and variant built. (kernel regex, ceiling, why). Every target must match
+# at least one built kernel with a main loop, so a renamed kernel cannot drop its target silently.
+TARGETS = [
+    (r"^attention::prefill_kernel<(half|bfloat16),attention::PrefillConfig<64,128,96,4,2>,"
+     r"attention::detail::RaggedKv<", 4.6, "issue 14: d64 prefill at FlashAttention-2's 4.6 or better"),
+    (r"^attention::prefill_kernel<(half|bfloat16),attention::PrefillConfig<128,64,96,4,1>,"
+     r"attention::detail::RaggedKv<", 3.7, "issue 14: d128 prefill at FlashAttention-2's 3.7 or better"),
+    (r"^attention::prefill_kernel<(half|bfloat16),attention::PrefillConfig<256,64,64,4,1>,"
+     r"attention::detail::RaggedKv<", 3.0, "issue 14: d256 prefill at FlashAttention-2's 3.0 or better"),
+]
 
 # Tensor-core instruction opcodes (the part before the first '.'): Ampere/Ada mma.sync and Hopper wgmma.
 TC_OPS = {"HMMA", "IMMA", "QMMA", "DMMA", "BMMA", "HGMMA", "IGMMA", "QGMMA", "BGMMA", "OMMA"}
@@ -491,6 +505,21 @@ def collect(objects, cuobjdump, only):
     return out, missing_reports
 
 
+def check_targets(rows, targets=None):
+    """TARGETS: every matching kernel's main loop at or under its ceiling; every target matched by some kernel."""
+    failures = []
+    for pattern, ceiling, why in TARGETS if targets is None else targets:
+        rx = re.compile(pattern)
+        hits = [r for r in rows if r["loop"] != "none" and rx.search(r["kernel"])]
+        if not hits:
+            failures.append(f"TARGET-MISSING {pattern}: no built kernel with a main loop matches ({why})")
+        for r in hits:
+            if r["ipt"] > ceiling + 1e-9:
+                failures.append(f"TARGET sm_{r['arch']} {r['variant']}: {r['kernel']}: {r['ipt']:.2f} instructions "
+                                f"per {r['tc']} > {ceiling} ({why})")
+    return failures
+
+
 def check(rows, budgets, strict_missing=True):
     failures = []
     seen = set()
@@ -652,6 +681,8 @@ def main(argv=None) -> int:
         return 0
     budgets = read_budgets(args.budgets)
     failures = check(gated, budgets, strict_missing=not args.no_budget_ok)
+    if not args.only and not args.objects:
+        failures += check_targets(gated)  # a partial run (--only, --objects) may not build the targets' kernels
     if missing_reports:
         failures.append(f"NO-REPORT {len(missing_reports)} object(s) lack their ptxas report")
     print()

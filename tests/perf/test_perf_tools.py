@@ -272,6 +272,22 @@ class TestStaticGateRules(unittest.TestCase):
         self.assertEqual(gates.check([row], {}, strict_missing=False), [])
 
 
+    def test_targets_are_hard_ceilings(self):
+        spec = importlib.util.spec_from_file_location("static_gates", ROOT / "scripts/perf/static_gates.py")
+        gates = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gates)
+        targets = [(r"^k<64>", 4.6, "why")]
+        row = {"arch": "80", "variant": "ndebug", "kernel": "k<64>(int)", "loop": "tc", "tc": "HMMA", "ipt": 4.6}
+        self.assertEqual(gates.check_targets([row], targets), [])
+        row["ipt"] = 4.61  # within the budgets' 10% tolerance, over the target
+        failures = gates.check_targets([row], targets)
+        self.assertEqual(len(failures), 1, failures)
+        self.assertTrue(failures[0].startswith("TARGET sm_80 ndebug: k<64>(int): 4.61"), failures[0])
+        row["kernel"] = "k<65>(int)"  # renamed: the target matches nothing
+        self.assertTrue(gates.check_targets([row], targets)[0].startswith("TARGET-MISSING"))
+        self.assertEqual(len(gates.TARGETS), 3)
+
+
 class TestSdpaAnchor(unittest.TestCase):
     def test_list_needs_no_gpu(self):
         done = run(SDPA, "--list")
