@@ -253,12 +253,10 @@ TEST_CASE("prefill: every tile kind in one sequence (window edge, unmasked hot l
   // The kernel runs tiles that no row of the block masks in its hot loop (no mask test) and the others
   // (window edges, the causal diagonal, a partial last tile, any soft-capped tile) in the general step. Per
   // default tile (docs/attention.md), a row block that has all three:
-  //   d64 (128 x 96, 2-stage ring): queries 256..383 of 384, window_left 300: keys 0..95 masked for some
-  //   rows,
-  //       96..191 unmasked (hot), 192..383 diagonal;
-  //   d96 / d128 (64 x 96, single K/V buffers): queries 192..255 of 288, window_left 200: 0..95 | 96..191 |
-  //       192..287;
-  //   d256 (64 x 64, single buffers): queries 128..191 of 192, window_left 150: 0..63 | 64..127 | 128..191.
+  // (keys masked for some rows by the window | unmasked, the hot loop | the causal diagonal):
+  //   d64, 128 x 96, ring: queries 256..383 of 384, window_left 300: 0..95 | 96..191 | 192..383;
+  //   d96 / d128, 64 x 96: queries 192..255 of 288, window_left 200: 0..95 | 96..191 | 192..287;
+  //   d256, 64 x 64: queries 128..191 of 192, window_left 150: 0..63 | 64..127 | 128..191.
   std::mt19937 rng(111);
   Case c = uniform(384, 384, 64, true);
   c.window_left = 300;

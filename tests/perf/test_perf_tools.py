@@ -246,13 +246,18 @@ class TestPlots(SampleCopy):
             self.assertIn(f"({p.name})", index)
 
 
+def _static_gates():
+    spec = importlib.util.spec_from_file_location("static_gates", ROOT / "scripts/perf/static_gates.py")
+    gates = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gates)
+    return gates
+
+
 class TestStaticGateRules(unittest.TestCase):
     """Rules of scripts/perf/static_gates.py that need a ptxas note no planted kernel reproduces reliably."""
 
     def test_serialized_wgmma_fails(self):
-        spec = importlib.util.spec_from_file_location("static_gates", ROOT / "scripts/perf/static_gates.py")
-        gates = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(gates)
+        gates = _static_gates()
         fn = "_Z6kernelv"
         # as ptxas prints it: the note first (when the sm_90a pass starts), then the function's entry header
         report = (f"ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized "
@@ -273,9 +278,7 @@ class TestStaticGateRules(unittest.TestCase):
 
 
     def test_targets_are_hard_ceilings(self):
-        spec = importlib.util.spec_from_file_location("static_gates", ROOT / "scripts/perf/static_gates.py")
-        gates = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(gates)
+        gates = _static_gates()
         targets = [(r"^k<64>", 4.6, "why")]
         row = {"arch": "80", "variant": "ndebug", "kernel": "k<64>(int)", "loop": "tc", "tc": "HMMA", "ipt": 4.6}
         self.assertEqual(gates.check_targets([row], targets), [])
