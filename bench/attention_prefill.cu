@@ -53,6 +53,14 @@ llmk::Status run_prefill(const attn::PrefillArgs<T>& a) {
 // The mma.sync kernel on every architecture (half, runtime head dims).
 struct MmaKernel {};
 
+// A pinned mma.sync tile (the variants: LLMK_BENCH_VARIANTS).
+template <class Cfg>
+struct MmaTile {};
+template <class T, class Cfg>
+llmk::Status tile_prefill(const attn::PrefillArgs<T>& a, MmaTile<Cfg>) {
+  return attn::prefill_mma_with_config<T, Cfg>(a, nullptr);
+}
+
 // The benchmark's arguments: batch, seq (= q_len = kv_len), heads, kv_heads, d, causal.
 struct Shape {
   int batch, seq, heads, kv_heads, d;
@@ -104,6 +112,8 @@ void BM_Prefill(benchmark::State& state) {
   llmk::bench::time_iterations(state, [&] {
     if constexpr (std::is_same_v<Kernel, MmaKernel>)
       return attn::prefill_mma(a, nullptr);
+    else if constexpr (!std::is_void_v<Kernel>)
+      return tile_prefill(a, Kernel{});
     else
       return run_prefill(a);
   });
@@ -189,5 +199,17 @@ BENCHMARK_TEMPLATE(BM_Prefill, half, MmaKernel)
     ->Name("BM_PrefillMma<half>")
     ->Apply(mma_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
 BENCHMARK(BM_PrefillFp8)->Name("BM_PrefillFp8<half>")->Apply(fp8_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+#if defined(LLMK_CUDA) && defined(LLMK_BENCH_VARIANTS)
+// mma.sync tile variants at d128 (the default is 64 x 96, one stage): FlashAttention-2's 128 x 64 (32 rows
+// per warp; spills with nvcc 13) and 128 x 32 in a 2-stage ring, to choose the default by measurement.
+using Tile128x64 = MmaTile<attn::PrefillConfig<128, 128, 64, 4, 1>>;
+using Tile128x32 = MmaTile<attn::PrefillConfig<128, 128, 32, 4, 2>>;
+BENCHMARK_TEMPLATE(BM_Prefill, half, Tile128x64)
+    ->Name("BM_PrefillMmaTile<128x64x1>")
+    ->Apply(mma_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_Prefill, half, Tile128x32)
+    ->Name("BM_PrefillMmaTile<128x32x2>")
+    ->Apply(mma_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+#endif
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "llmk/core/memory.cuh"
 #include "llmk/quant/kernels.cuh"
 #include "llmk/quant/outliers.cuh"
+#include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
 
 namespace {
@@ -32,6 +33,18 @@ std::vector<T> random_tensor(std::size_t count) {
       x = T(dist(rng));
   }
   return v;
+}
+
+// A device tensor of N(0, 1) values (uniform bytes for uint8 codes), filled from a pool of 1M values on the
+// device (bench_data.hpp): generating every value on the host took most of this binary's first H100 run.
+template <class T>
+llmk::DeviceBuffer<T> random_device(std::size_t count) {
+  llmk::DeviceBuffer<T> buf(count);
+  if constexpr (std::is_same_v<T, std::uint8_t>)
+    llmk::bench::fill_random(buf, 1, [](std::mt19937& rng) { return static_cast<std::uint8_t>(rng()); });
+  else
+    llmk::bench::fill_normal(buf, 1);
+  return buf;
 }
 
 // Group size of a granularity for an argument list (GroupWise<G>: G; GroupWise<0>: 128; others: unused).
@@ -64,7 +77,7 @@ template <class Q, class In>
 void BM_QuantizeDynamic(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
-  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
+  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
   llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
   llmk::DeviceBuffer<float> scales(params_of<Q>(rows, cols));
   llmk::DeviceBuffer<std::int32_t> zeros(params_of<Q>(rows, cols));
@@ -85,7 +98,7 @@ template <class Q, class In>
 void BM_Quantize(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
-  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
+  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
   llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
   llmk::DeviceBuffer<float> scales(std::vector<float>(params_of<Q>(rows, cols), 0.02f));
   llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(params_of<Q>(rows, cols), 1));
@@ -101,7 +114,7 @@ template <class Q, class Out>
 void BM_Dequantize(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
-  llmk::DeviceBuffer<std::uint8_t> codes(random_tensor<std::uint8_t>(static_cast<std::size_t>(rows) * ldq));
+  llmk::DeviceBuffer<std::uint8_t> codes = random_device<std::uint8_t>(static_cast<std::size_t>(rows) * ldq);
   llmk::DeviceBuffer<Out> y(static_cast<std::size_t>(rows) * cols);
   llmk::DeviceBuffer<float> scales(std::vector<float>(params_of<Q>(rows, cols), 0.02f));
   llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(params_of<Q>(rows, cols), 1));
@@ -117,7 +130,7 @@ void BM_Dequantize(benchmark::State& state) {
 template <class In>
 void BM_TensorAmax(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
-  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(rows) * cols));
+  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
   llmk::DeviceBuffer<float> amax(1);
   llmk::bench::time_iterations(
       state, [&] { return q::tensor_amax(x.data(), cols, rows, cols, amax.data(), nullptr); });
@@ -131,7 +144,7 @@ template <class In>
 void BM_TensorAmaxCub(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t n = static_cast<std::int64_t>(rows) * cols;
-  llmk::DeviceBuffer<In> x(random_tensor<In>(static_cast<std::size_t>(n)));
+  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(n));
   llmk::DeviceBuffer<float> amax(1);
   std::size_t bytes = 0;
   if (!llmk::bench::skip_unless_ok(

@@ -16,6 +16,8 @@ DECODE_SHAPE = ("batch", "kv_len", "heads", "kv_heads", "d")
 PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_Prefill<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None, "PyTorch SDPA, FLASH backend"),
     (r"^BM_PrefillMma<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None, "PyTorch SDPA, FLASH backend"),
+    (r"^BM_PrefillMmaTile<[^>]+>$", "SDPA_Prefill<half>", None,
+     "PyTorch SDPA, FLASH backend (mma.sync tile variants, half)"),
     (r"^BM_PrefillFp8<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None,
      "PyTorch SDPA fp16, FLASH backend (PyTorch has no fp8 attention)"),
     (r"^BM_Decode<(?P<T>[^,>]+)>$", "SDPA_Decode<{T}>", None, "PyTorch SDPA, FLASH backend, q_len 1"),

@@ -521,7 +521,9 @@ TEST_CASE("decode: batch-invariant splits give a request the same bits in any ba
       heuristic_1 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
     }
     const int heuristic_132 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
+#if defined(LLMK_SIM)  // LLMK_SIM_SM_COUNT moves the simulator only: on a GPU both plans see its SMs
     CHECK(heuristic_1 != heuristic_132);
+#endif
     CHECK(few_sms.splits == a_alone.splits);
     CHECK(bytes_of(few_sms, 0, shape) == a_bits);
   }

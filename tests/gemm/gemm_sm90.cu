@@ -119,19 +119,20 @@ TEST_CASE("sm90 FP8: e4m3 x e4m3, per-tensor and per-channel scales, bias") {
     std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
     llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
     const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+    const std::vector<double> gpu = fp8_gpu_allowance(a, s.k, w, s.k, s.m, s.n, s.k, sc.host);
     gemm::QuantGemmArgs<e4m3> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, s.n};
     if (which++ % 2 == 0) {
       llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
       p.d = d.data();
       const llmk::Status st = gemm::fp8_gemm_sm90<float>(p, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.message());
-      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound, gpu);
     } else {
       llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
       p.d = d.data();
       const llmk::Status st = gemm::fp8_gemm_sm90<f16>(p, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.message());
-      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound, gpu);
     }
   }
 }
@@ -168,7 +169,15 @@ void check_blockwise(const Shape& s, bool bias, std::int64_t ldd, unsigned seed)
   std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
   llmk::reference::gemm_fp8_blockwise_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sa.data(), ld_sa,
                                            sw.data(), bias ? b.data() : nullptr, ref.data(), s.n);
-  check_close(d.to_host(), ldd, ref, s.m, s.n, 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2));
+  std::vector<double> gpu;  // the fp8 GPU allowance (quant_gemm_fixtures.hpp), from the same block scales
+  if (kFp8GpuRel != 0.0) {
+    gpu.resize(ref.size());
+    const std::vector<e4m3> pa = fp8_abs(a), pw = fp8_abs(w);
+    llmk::reference::gemm_fp8_blockwise_fp64(pa.data(), s.k, pw.data(), s.k, s.m, s.n, s.k, sa.data(), ld_sa,
+                                             sw.data(), nullptr, gpu.data(), s.n);
+    for (double& x : gpu) x *= kFp8GpuRel;
+  }
+  check_close(d.to_host(), ldd, ref, s.m, s.n, 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2), gpu);
 }
 
 TEST_CASE(

@@ -175,19 +175,20 @@ TEST_CASE("fp8: e4m3 x e4m3 with per-tensor / per-channel scales, fp32 accumulat
     std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
     llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
     const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+    const std::vector<double> gpu = fp8_gpu_allowance(a, s.k, w, s.k, s.m, s.n, s.k, sc.host);
     gemm::QuantGemmArgs<e4m3> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, s.n};
     if (which++ % 2 == 0) {
       llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
       p.d = d.data();
       const llmk::Status st = gemm::fp8_gemm<f16>(p, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.message());
-      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound, gpu);
     } else {
       llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
       p.d = d.data();
       const llmk::Status st = gemm::fp8_gemm_with_tile<float, gemm::QGemmMedium>(p, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.message());
-      check_close(d.to_host(), s.n, ref, s.m, s.n, bound);
+      check_close(d.to_host(), s.n, ref, s.m, s.n, bound, gpu);
     }
   }
 }
@@ -306,11 +307,13 @@ TEST_CASE("8-bit GEMMs: bad arguments are rejected with the rule that failed") {
     return;
   }
   REQUIRE(gemm::fp8_gemm<float>(f, nullptr).ok());
+#if defined(LLMK_SIM)  // LLMK_SIM_ARCH moves the simulator only; a GPU stays what it is
   setenv("LLMK_SIM_ARCH", "800", 1);
   const llmk::Status s80 = gemm::fp8_gemm<float>(f, nullptr);
   unsetenv("LLMK_SIM_ARCH");
   CHECK(s80.code() == llmk::Status::Code::kUnsupported);
   CHECK(s80.message().find("sm_89") != std::string::npos);
+#endif
   // Mixed: outlier operands.
   gemm::MixedInt8Args mx;
   mx.regular = good;
@@ -432,9 +435,11 @@ TEST_CASE("fp8: per-token activation scales") {
     std::vector<double> ref(static_cast<std::size_t>(m) * n);
     llmk::reference::HostDequant hd{sa.data(), true, nullptr, sw.data(), true, nullptr};
     llmk::reference::gemm_dequant_fp64(a.data(), k, w.data(), k, m, n, k, hd, ref.data(), n);
+    const std::vector<double> gpu = fp8_gpu_allowance(a, k, w, k, m, n, k, hd);
     int bad = 0;
     for (std::size_t i = 0; i < got.size(); ++i)
-      bad += !(std::fabs(got[i] - ref[i]) <= 1e-5 * (std::fabs(ref[i]) + 1e-2));
+      bad +=
+          !(std::fabs(got[i] - ref[i]) <= 1e-5 * (std::fabs(ref[i]) + 1e-2) + (gpu.empty() ? 0.0 : gpu[i]));
     CHECK(bad == 0);
   }
 }

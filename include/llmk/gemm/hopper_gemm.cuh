@@ -24,7 +24,9 @@
 // (W8A8 / fp8: dequantization as DequantScales), LinearEpilogue (alpha * acc + beta * C, fp32),
 // Fp8BlockScaledEpilogue (block-wise fp8: the k-loop scales each 128-wide k-tile's partial sums by
 // s_a[kb, row] * s_w[col / 128, kb], whose slices the producer TMA-loads into the ring slot with the
-// operands).
+// operands). fp8 (both epilogues) promotes by default: each k-tile's wgmmas go to fresh accumulators that
+// are waited for and added into fp32 registers, since the fp8 tensor cores keep fewer bits than fp32
+// (Sm90GemmConfig's FastAccum = true keeps one chain over K instead).
 //
 // Launchers: w8a8_gemm_sm90, fp8_gemm_sm90, gemm_f16_sm90 (fp16/bf16), fp8_gemm_blockwise. w8a8_gemm and
 // fp8_gemm dispatch to them on sm_90 devices (or in the simulator with LLMK_SIM_ARCH=900, see
@@ -97,10 +99,17 @@ constexpr arch::sm90::TmaElem tma_elem() {
 }  // namespace sm90_detail
 
 /// Tile configuration of the Hopper GEMM: 128 x BN block tile, BK = one 128-byte row of K, Stages ring slots.
-template <class In, int BN = 128, int Stages = 4, bool kSaturate = false>
+/// FastAccum (fp8 only): false (the default) adds each 128-wide k-tile's wgmma sums into separate fp32
+/// registers ("promotion", as cuBLASLt does unless CUBLASLT_MATMUL_DESC_FAST_ACCUM is set); true keeps one
+/// wgmma accumulator over all of K. Hopper's fp8 tensor cores accumulate with fewer bits than fp32 (about
+/// 14 significant bits were reported for the H800; an H100 run of llmk's tests missed a 2^-22 tolerance
+/// by 1e-4 relative at K = 96..400), so fast accumulation's error grows with K.
+template <class In, int BN = 128, int Stages = 4, bool kSaturate = false, bool FastAccum = false>
 struct Sm90GemmConfig {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN: a multiple of 16 up to 256");
   using Elem = In;
+  static constexpr bool kPromote =
+      !FastAccum && (std::is_same_v<In, float8_e4m3> || std::is_same_v<In, float8_e5m2>);
   using Wgmma = sm90_detail::WgmmaOf<In, kSaturate>;
   using Acc = typename Wgmma::Acc;
   using Atom = typename Wgmma::template Atom<BN>;
@@ -161,9 +170,11 @@ struct Fp8BlockScaledEpilogue {
 template <class Epilogue>
 struct Sm90GemmParams {
   arch::sm90::TensorMap a, b;
-  arch::sm90::TensorMap d_map;     // [M, N] in 64-row x 128-byte boxes, 128B swizzle (when tma_store)
-  arch::sm90::TensorMap a_scales;  // rank 1: s_a[kb * ld_a_scales + i], boxes of 128 (block-scaled only)
-  arch::sm90::TensorMap w_scales;  // rank 1: s_w[(j / 128) * k_blocks + kb], boxes of 4 (block-scaled only)
+  arch::sm90::TensorMap d_map;  // [M, N] in 64-row x 128-byte boxes, 128B swizzle (when tma_store)
+  // Block-scaled only. TMA boxes start on 16-byte boundaries, so each box begins at the scale's index
+  // rounded down to a multiple of 4 and the consumer reads (index % 4) floats further in.
+  arch::sm90::TensorMap a_scales;  // rank 1: s_a[kb * ld_a_scales + i], boxes of kAScaleBox
+  arch::sm90::TensorMap w_scales;  // rank 1: s_w[(j / 128) * k_blocks + kb], boxes of 4
   int m = 0, n = 0, k = 0;
   int ld_a_scales = 0, k_blocks = 0;
   bool tma_store = false;
@@ -175,6 +186,9 @@ struct Sm90GemmParams {
 /// Shared memory of the kernel: the operand ring, the output staging tile of each consumer warpgroup (64 x
 /// BN, in 128-byte-wide column boxes with the 128B swizzle: what stmatrix writes without bank conflicts and
 /// the TMA store reads), and the block scales of each ring slot.
+// s_a boxes: a tile's 128 row scales and up to 3 floats before them (the box starts on a 16-byte boundary).
+inline constexpr int kAScaleBox = 132;
+
 template <class Cfg, class Epilogue>
 struct Sm90GemmStorage {
   static constexpr int kOutBytes = static_cast<int>(sizeof(typename Epilogue::Out));
@@ -186,7 +200,7 @@ struct Sm90GemmStorage {
   alignas(1024) unsigned char a[Cfg::kStages][Cfg::kABytes];
   alignas(1024) unsigned char b[Cfg::kStages][Cfg::kBBytes];
   alignas(1024) unsigned char out[2][kStagingBytes > 0 ? kStagingBytes : 1024];
-  alignas(128) float a_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][128];
+  alignas(128) float a_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][160];  // kAScaleBox, 128-byte rows
   alignas(128) float w_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][32];
   arch::sm90::TmaRing<Cfg::kStages> ring;
 };
@@ -271,7 +285,7 @@ __global__ void __launch_bounds__(384, 1)
     if (wg == 0) {  // producer
       sm90::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
-        constexpr unsigned kTx = Cfg::kABytes + Cfg::kBBytes + (kBlockScaled ? 128 * 4 + 4 * 4 : 0);
+        constexpr unsigned kTx = Cfg::kABytes + Cfg::kBBytes + (kBlockScaled ? kAScaleBox * 4 + 4 * 4 : 0);
         sm90::RingPosition<Cfg::kStages> q;
         for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
           const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
@@ -280,9 +294,11 @@ __global__ void __launch_bounds__(384, 1)
             sm90::tma_load(s.a[q.stage], p.a, s.ring.full_bar(q), {kt * Cfg::kBK, m0});
             sm90::tma_load(s.b[q.stage], p.b, s.ring.full_bar(q), {kt * Cfg::kBK, n0});
             if constexpr (kBlockScaled) {
-              sm90::tma_load(s.a_scales[q.stage], p.a_scales, s.ring.full_bar(q), {kt * p.ld_a_scales + m0});
+              // m0 is a multiple of 128: the s_a box starts (kt * ld_a_scales) % 4 floats early.
+              sm90::tma_load(s.a_scales[q.stage], p.a_scales, s.ring.full_bar(q),
+                             {(kt * p.ld_a_scales + m0) & ~3});
               sm90::tma_load(s.w_scales[q.stage], p.w_scales, s.ring.full_bar(q),
-                             {(n0 / 128) * p.k_blocks + kt});
+                             {((n0 / 128) * p.k_blocks + kt) & ~3});
             }
             q.advance();
           }
@@ -295,7 +311,9 @@ __global__ void __launch_bounds__(384, 1)
     const int tid = static_cast<int>(threadIdx.x % 128), w = tid / 32, lane = tid % 32;
     unsigned char* staging = s.out[half];
     sm90::RingPosition<Cfg::kStages> c, prev;
-    Acc part[Cfg::kBN / 2] = {};  // block-scaled: one k-tile's partial sums
+    // Block-scaled or promoted fp8: one k-tile's partial sums, added into acc once its wgmmas are done.
+    constexpr bool kTileSums = kBlockScaled || Cfg::kPromote;
+    Acc part[Cfg::kBN / 2] = {};
     for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
       const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
       Acc acc[Cfg::kBN / 2] = {};
@@ -304,12 +322,15 @@ __global__ void __launch_bounds__(384, 1)
         const std::uint64_t da =
             sm90::make_smem_desc(s.a[c.stage] + half * 64 * 128, 16, 1024, sm90::SmemSwizzle::k128B);
         const std::uint64_t db = sm90::make_smem_desc(s.b[c.stage], 16, 1024, sm90::SmemSwizzle::k128B);
-        if constexpr (kBlockScaled) {
-          // The k-tile is one 128-wide scale block: its partial sums wait for their wgmmas, then join acc
-          // scaled by s_a (this thread's two rows) * s_w (the tile's one 128-column block).
-          const int r = 64 * half + 16 * w + lane / 4;
-          const float sw = s.w_scales[c.stage][0];
-          const float s_lo = s.a_scales[c.stage][r] * sw, s_hi = s.a_scales[c.stage][r + 8] * sw;
+        if constexpr (kTileSums) {
+          // The k-tile's partial sums wait for their wgmmas, then join acc: block-scaled, times s_a (this
+          // thread's two rows) * s_w (the tile's one 128-column block); promoted fp8, as they are.
+          float s_lo = 1.0f, s_hi = 1.0f;
+          if constexpr (kBlockScaled) {
+            const int r = 64 * half + 16 * w + lane / 4 + ((kt * p.ld_a_scales) & 3);
+            const float sw = s.w_scales[c.stage][((n0 / 128) * p.k_blocks + kt) & 3];
+            s_lo = s.a_scales[c.stage][r] * sw, s_hi = s.a_scales[c.stage][r + 8] * sw;
+          }
           sm90::wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < Cfg::kKSteps; ++ks)
@@ -318,8 +339,13 @@ __global__ void __launch_bounds__(384, 1)
           sm90::wgmma_commit();
           sm90::wgmma_wait<0>();
           if (lane == 0) s.ring.consumer_release(c);
+          if constexpr (kBlockScaled) {
 #pragma unroll
-          for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
+            for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
+          } else {
+#pragma unroll
+            for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] += part[i];
+          }
         } else {
           sm90::wgmma_fence();
 #pragma unroll
@@ -335,7 +361,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         c.advance();
       }
-      if constexpr (!kBlockScaled) {
+      if constexpr (!kTileSums) {
         sm90::wgmma_wait<0>();
         if (lane == 0) s.ring.consumer_release(prev);
       }
@@ -527,7 +553,7 @@ Status fp8_gemm_blockwise(const Fp8BlockGemmArgs& p, cudaStream_t stream) {
   prm.ld_a_scales = static_cast<int>(p.scales.ld_a_scales);
   LLMK_RETURN_IF_ERROR(sm90_detail::make_scale_map(
       p.scales.a_scales,
-      static_cast<std::uint64_t>(prm.k_blocks) * static_cast<std::uint64_t>(prm.ld_a_scales), 128,
+      static_cast<std::uint64_t>(prm.k_blocks) * static_cast<std::uint64_t>(prm.ld_a_scales), kAScaleBox,
       &prm.a_scales));
   LLMK_RETURN_IF_ERROR(sm90_detail::make_scale_map(
       p.scales.w_scales,

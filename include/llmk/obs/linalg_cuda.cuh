@@ -9,7 +9,8 @@
 // cudaPointerGetAttributes.
 //
 // Routines: cholesky = cusolverDnSpotrf (workspace from cusolverDnSpotrf_bufferSize), cholesky_inverse =
-// cusolverDnSpotri + mirror_triangle, triangular_inverse = cusolverDnXtrtri (the 64-bit API; CUDA 13 has no
+// a check for a zero pivot (LAPACK's info, which cusolverDnSpotri does not report) + cusolverDnSpotri +
+// mirror_triangle, triangular_inverse = cusolverDnXtrtri (the 64-bit API; CUDA 13 has no
 // cusolverDnStrtri), triangular_solve = cublasStrsm, gemm = cublasSgemm (CUBLAS_DEFAULT_MATH: plain fp32, no
 // TF32, so results match the host backend to fp32 rounding).
 //
@@ -162,6 +163,22 @@ inline cublasOperation_t cublas_op(Op op) {
   return op == Op::kNone ? CUBLAS_OP_N : CUBLAS_OP_T;
 }
 
+// *info = 1 + the first i with a[i, i] == 0, or 0: LAPACK's spotri reports a singular factor that way, and
+// cusolverDnSpotri does not (an H100 run returned info 0 for a zero pivot). One block of 256 threads.
+__global__ void __launch_bounds__(256)
+    first_zero_diagonal_kernel(const float* a, std::int64_t n, std::int64_t lda, int* info) {
+  __shared__ int first;
+  if (threadIdx.x == 0) first = static_cast<int>(n);
+  __syncthreads();
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    if (a[i * lda + i] == 0.0f) {
+      atomicMin(&first, static_cast<int>(i));
+      break;
+    }
+  __syncthreads();
+  if (threadIdx.x == 0) *info = first < n ? first + 1 : 0;
+}
+
 }  // namespace detail
 
 /// cuSOLVER/cuBLAS on the GPU, the same contract as HostLapackBackend (linalg.hpp) on device memory. Bound to
@@ -219,6 +236,11 @@ class CudaLinalgBackend final : public LinalgBackend {
     LLMK_RETURN_IF_ERROR(detail::check_device_pointer("a", a));
     if (n == 0) return {};
     LLMK_RETURN_IF_ERROR(ensure_handles());
+    // A zero on the factor's diagonal: report it as LAPACK does (cuSOLVER's potri would divide by it).
+    LLMK_RETURN_IF_ERROR(
+        launch(detail::first_zero_diagonal_kernel, dim3(1), dim3(256), 0, stream_, a, n, lda, info_));
+    LLMK_RETURN_IF_ERROR(read_info("first_zero_diagonal", failed));
+    if (*failed != 0) return {};
     const int nn = static_cast<int>(n), ld = static_cast<int>(lda);
     int lwork = 0;
     LLMK_RETURN_IF_ERROR(detail::check_cusolver(

@@ -22,6 +22,8 @@
 // inner box a multiple of 16 bytes; with a swizzle the inner box is exactly the swizzle span (32/64/128
 // bytes) and the box a multiple of 128 bytes. Shared destinations are 128-byte aligned (the repeat of the
 // swizzle, 1024 bytes for 128B, when wgmma reads the tile); stores never start at a negative coordinate.
+// A box starts on a 16-byte boundary: innermost coordinate * element bytes is a multiple of 16 (the PTX
+// ISA's bounding-box rule; an H100 raises "illegal instruction" otherwise; the simulator reports it).
 //
 // Usage (a 64 x 64 f16 tile of a row-major M x K matrix, 128B swizzle, into a 1024-byte aligned buffer):
 //
@@ -165,6 +167,18 @@ void sim_for_each_box_element(const TensorMapDesc& d, const int* coords, std::ui
           }
 }
 
+// The bounding box's global address must be 16-byte aligned (PTX ISA, tensor tiled mode): with a 16-byte
+// aligned base and 16-byte strides, the innermost coordinate times the element size must be a multiple of
+// 16. A GPU raises an illegal-instruction error otherwise (seen on an H100: a 2-byte box at element 90).
+inline void sim_check_box_start(const TensorMapDesc& d, const int* coords, const char* op,
+                                std::source_location loc) {
+  if ((static_cast<long long>(coords[0]) * tma_elem_bytes(d.elem)) % 16 != 0)
+    ::llmk::sim::fail(std::string(op) + ": the box starts at innermost coordinate " +
+                          std::to_string(coords[0]) +
+                          ", not at a 16-byte boundary (coordinate * element bytes must be a multiple of 16)",
+                      loc);
+}
+
 inline std::uint32_t sim_box_bytes(const TensorMapDesc& d) {
   std::uint32_t n = static_cast<std::uint32_t>(tma_elem_bytes(d.elem));
   for (int i = 0; i < d.rank; ++i) n *= d.box[i];
@@ -177,6 +191,7 @@ inline void sim_tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* ba
   const TensorMapDesc d = sim_read_map(map, op, loc);
   if (rank != d.rank)
     ::llmk::sim::fail(std::string(op) + ": the coordinate count differs from the map's rank", loc);
+  sim_check_box_start(d, coords, op, loc);
   const std::uint32_t bytes = sim_box_bytes(d);
   if (!::llmk::sim::is_shared(smem_dst, bytes) || reinterpret_cast<std::uintptr_t>(smem_dst) % 128 != 0)
     ::llmk::sim::fail(
@@ -206,6 +221,7 @@ inline void sim_tma_store(const TensorMap& map, const void* smem_src, const int*
   for (int i = 0; i < rank; ++i)
     if (coords[i] < 0)
       ::llmk::sim::fail(std::string(op) + ": a store's box must not start at a negative coordinate", loc);
+  sim_check_box_start(d, coords, op, loc);
   const std::uint32_t bytes = sim_box_bytes(d);
   if (!::llmk::sim::is_shared(smem_src, bytes) || reinterpret_cast<std::uintptr_t>(smem_src) % 128 != 0)
     ::llmk::sim::fail(std::string(op) + ": the source must be 128-byte aligned and inside the block's arena",
