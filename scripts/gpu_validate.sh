@@ -29,8 +29,8 @@
 # --archive: also pack the results folder into FILE.tgz when the script ends, whatever the outcome (the device
 # tool brings back files written under $OUT: `scripts/gpu_validate.sh --archive $OUT/results.tgz`, with
 # .gpu-deps in the call's carry; docs/performance.md shows the whole call).
-# The git sha comes from git, or, where the working tree travelled without .git, from .gpu-deps/source-sha
-# (written by scripts/gpu_prepare.sh).
+# The git sha comes from .gpu-deps/source-sha (written by scripts/gpu_prepare.sh: run it after the last
+# commit), or from git where that file is missing.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$LLMK_ROOT" || exit 2
@@ -111,13 +111,15 @@ arch="${BASH_REMATCH[1]}${BASH_REMATCH[2]}"
 [[ "$arch" == 90 ]] && arch=90a  # Hopper: the arch-specific target (wgmma, setmaxnreg) runs only on sm_90 anyway
 gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
 slug="$(tr '[:upper:]' '[:lower:]' <<<"$gpu_name" | sed 's/nvidia//; s/[^a-z0-9]\+/-/g; s/^-//; s/-$//')"
-# Only this tree's own .git: a copy without one may sit inside another repository, whose sha is not ours.
-if [[ -e .git ]] && sha="$(git rev-parse --short=7 HEAD 2>/dev/null)"; then
-  git diff --quiet HEAD 2>/dev/null || sha="$sha-dirty"
-  sha_source=git
-elif [[ -s .gpu-deps/source-sha ]]; then
+# The sha scripts/gpu_prepare.sh recorded first: the device tool sent a .git that was older than the tree
+# (the second H100 run's git said 8db8aab-dirty for a tree at 2bcc0c2). Else this tree's own .git (only
+# its own: a copy without one may sit inside another repository, whose sha is not ours).
+if [[ -s .gpu-deps/source-sha ]]; then
   sha="$(tr -d '[:space:]' <.gpu-deps/source-sha)"
   sha_source=".gpu-deps/source-sha (the tree scripts/gpu_prepare.sh ran on)"
+elif [[ -e .git ]] && sha="$(git rev-parse --short=7 HEAD 2>/dev/null)"; then
+  git diff --quiet HEAD 2>/dev/null || sha="$sha-dirty"
+  sha_source=git
 else
   sha=nogit
   sha_source=none

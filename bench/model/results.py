@@ -97,6 +97,21 @@ def collapse(raw: list[tuple[dict, Entry]]) -> tuple[list[Entry], list[Entry]]:
     return measured, errors
 
 
+def _truncated(text: str):
+    """A Google Benchmark JSON cut off by a time limit (the binary writes entries as it goes): the complete
+    entries before the cut, or None when the text is not such a file."""
+    start = text.find('"benchmarks": [')
+    if start < 0:
+        return None
+    end = text.rfind("\n    }")
+    while end > start:
+        try:
+            return json.loads(text[:end + 6] + "\n  ]\n}")
+        except ValueError:
+            end = text.rfind("\n    }", start, end)
+    return None
+
+
 def load(folder: Path) -> Results:
     folder = Path(folder)
     if not folder.is_dir():
@@ -120,7 +135,15 @@ def load(folder: Path) -> Results:
     for p in files:
         rel = p.relative_to(folder).as_posix()
         try:
-            doc = json.loads(p.read_text())
+            text = p.read_text()
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = _truncated(text)
+                if doc is None:
+                    raise
+                notes.append(f"{rel}: truncated (the binary was stopped): its {len(doc['benchmarks'])} complete "
+                             "entries are read")
             bench = doc["benchmarks"] if isinstance(doc, dict) else None
             if not isinstance(bench, list):
                 raise ValueError("no 'benchmarks' list")

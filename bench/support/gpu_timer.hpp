@@ -1,7 +1,8 @@
 // bench/support/gpu_timer.hpp: time one benchmark iteration in both backends.
 //
 // CUDA: cudaEvents around the work, reported through Google Benchmark's manual time (UseManualTime), so the
-// number is device time, not host launch overhead. Simulator: wall time of the (synchronous) simulated run;
+// number is device time, not host launch overhead (a short spin kernel before the start event hides the host's
+// share of the call). Simulator: wall time of the (synchronous) simulated run;
 // simulator numbers measure the simulator, never the kernel's speed on a GPU.
 #pragma once
 
@@ -13,6 +14,20 @@
 #include "llmk/core/status.cuh"
 
 namespace llmk::bench {
+
+#if defined(LLMK_CUDA)
+/// Keeps one SM busy for `cycles` clocks. time_iterations enqueues it before each start event so that the
+/// host's share of a call (argument checks, plans, the launches themselves) overlaps it and the events time
+/// the device work alone, as PyTorch's SDPA anchor does with torch.cuda._sleep. Without it the first H100
+/// run measured a ~30 us floor for every small GEMM, cuBLAS's included.
+__global__ void gpu_spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+/// About 20 us at the H100's 1.98 GHz: more than a launcher's host time, little added wall time.
+inline constexpr long long kSpinCycles = 40000;
+#endif
 
 template <class Work>
 void time_iterations(benchmark::State& state, Work&& work) {
@@ -28,6 +43,7 @@ void time_iterations(benchmark::State& state, Work&& work) {
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (auto _ : state) {
+    gpu_spin<<<1, 1>>>(kSpinCycles);
     cudaEventRecord(start);
     Status s = work();
     cudaEventRecord(stop);

@@ -135,6 +135,19 @@ class TestSummarize(SampleCopy):
         w4 = next(l for l in after if l.startswith("BM_W4A16 ") and " M1 " in l)
         self.assertIn("n/a", w4[pred_col:])
 
+    def test_truncated_json_keeps_its_complete_entries(self):
+        # A binary stopped by a time limit leaves its JSON cut mid-entry (the second H100 run's quant GEMM):
+        # the entries before the cut are results, and the summary says the file was truncated.
+        p = self.folder / "bench/bench_quant_gemm_cuda.json"
+        text = p.read_text()
+        whole = len(json.loads(text)["benchmarks"])
+        cut = text.rfind('"real_time"')  # inside the last entry
+        p.write_text(text[:cut])
+        done = run(SUMMARIZE, self.folder)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn(f"truncated (the binary was stopped): its {whole - 1} complete entries are read", done.stdout)
+        self.assertNotIn("unreadable files", done.stdout)
+
     def test_unreadable_input_exits_2(self):
         done = run(SUMMARIZE, self.tmp / "no-such-folder")
         self.assertEqual(done.returncode, 2)
