@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdlib>
 
 #include "llmk/config.cuh"
 #include "llmk/core/status.cuh"
@@ -25,8 +26,15 @@ __global__ void gpu_spin(long long cycles) {
   while (clock64() - start < cycles) {
   }
 }
-/// About 20 us at the H100's 1.98 GHz: more than a launcher's host time, little added wall time.
-inline constexpr long long kSpinCycles = 40000;
+/// About 20 us at the H100's 1.98 GHz: more than most launchers' host time, little added wall time.
+/// LLMK_BENCH_SPIN_CYCLES overrides it (a longer spin shows whether a small kernel's time is host time).
+inline long long spin_cycles() {
+  static const long long cycles = [] {
+    const char* e = std::getenv("LLMK_BENCH_SPIN_CYCLES");
+    return e != nullptr ? std::atoll(e) : 40000LL;
+  }();
+  return cycles;
+}
 #endif
 
 template <class Work>
@@ -43,7 +51,7 @@ void time_iterations(benchmark::State& state, Work&& work) {
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (auto _ : state) {
-    gpu_spin<<<1, 1>>>(kSpinCycles);
+    gpu_spin<<<1, 1>>>(spin_cycles());
     cudaEventRecord(start);
     Status s = work();
     cudaEventRecord(stop);
