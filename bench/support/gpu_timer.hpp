@@ -1,9 +1,9 @@
 // bench/support/gpu_timer.hpp: time one benchmark iteration in both backends.
 //
 // CUDA: cudaEvents around the work, reported through Google Benchmark's manual time (UseManualTime), so the
-// number is device time, not host launch overhead (a short spin kernel before the start event hides the host's
-// share of the call). Simulator: wall time of the (synchronous) simulated run;
-// simulator numbers measure the simulator, never the kernel's speed on a GPU.
+// number is device time, not host launch overhead (a short spin kernel before the start event hides the
+// host's share of the call). Simulator: wall time of the (synchronous) simulated run; simulator numbers
+// measure the simulator, never the kernel's speed on a GPU.
 #pragma once
 
 #include <benchmark/benchmark.h>

@@ -35,6 +35,21 @@ struct Coords {
   int c[5];
 };
 
+// A rank-2 description: dims d0 (innermost) x d1, row stride in bytes, box b0 x b1, no swizzle, zero fill.
+TensorMapDesc desc_2d(TmaElem elem, const void* global, std::uint64_t d0, std::uint64_t d1,
+                      std::uint64_t stride, std::uint32_t b0, std::uint32_t b1) {
+  TensorMapDesc d;
+  d.elem = elem;
+  d.rank = 2;
+  d.global = global;
+  d.dims[0] = d0;
+  d.dims[1] = d1;
+  d.strides[0] = stride;
+  d.box[0] = b0;
+  d.box[1] = b1;
+  return d;
+}
+
 template <int R>
 LLMK_DEVICE void load_box(void* dst, const TensorMap& map, std::uint64_t* bar, const Coords& c) {
   if constexpr (R == 1) tma_load(dst, map, bar, {c.c[0]});
@@ -282,15 +297,7 @@ TEST_CASE("TMA 2D store writes only the in-bounds part of the box") {
 TEST_CASE("TMA boxes start on a 16-byte boundary (the simulator reports one that does not)") {
   std::vector<std::uint16_t> host(37 * 112, 1);
   llmk::DeviceBuffer<std::uint16_t> g(host);
-  TensorMapDesc d;
-  d.elem = TmaElem::kF16;
-  d.rank = 2;
-  d.global = g.data();
-  d.dims[0] = 100;
-  d.dims[1] = 37;
-  d.strides[0] = 224;
-  d.box[0] = 24;
-  d.box[1] = 16;
+  TensorMapDesc d = desc_2d(TmaElem::kF16, g.data(), 100, 37, 224, 24, 16);
   TensorMap map{};
   REQUIRE(make_tensor_map(&map, d).ok());
   llmk::DeviceBuffer<unsigned char> out(768);
@@ -315,15 +322,7 @@ TEST_CASE("TMA boxes start on a 16-byte boundary (the simulator reports one that
 TEST_CASE("make_tensor_map validates every field and names it") {
   llmk::DeviceBuffer<float> g(4096);
   auto good = [&] {
-    TensorMapDesc d;
-    d.elem = TmaElem::kF16;
-    d.rank = 2;
-    d.global = g.data();
-    d.dims[0] = 64;
-    d.dims[1] = 32;
-    d.strides[0] = 128;
-    d.box[0] = 64;
-    d.box[1] = 8;
+    TensorMapDesc d = desc_2d(TmaElem::kF16, g.data(), 64, 32, 128, 64, 8);
     d.swizzle = SmemSwizzle::k128B;
     return d;
   };
