@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "llmk/config.cuh"
+#include "llmk/core/launch.cuh"
 #include "llmk/core/status.cuh"
 
 namespace llmk::bench {
@@ -51,7 +52,7 @@ void time_iterations(benchmark::State& state, Work&& work) {
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (auto _ : state) {
-    gpu_spin<<<1, 1>>>(spin_cycles());
+    (void)launch(gpu_spin, dim3(1), dim3(1), 0, nullptr, spin_cycles());
     cudaEventRecord(start);
     Status s = work();
     cudaEventRecord(stop);
