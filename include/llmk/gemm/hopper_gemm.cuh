@@ -200,7 +200,8 @@ struct Sm90GemmStorage {
   alignas(1024) unsigned char a[Cfg::kStages][Cfg::kABytes];
   alignas(1024) unsigned char b[Cfg::kStages][Cfg::kBBytes];
   alignas(1024) unsigned char out[2][kStagingBytes > 0 ? kStagingBytes : 1024];
-  alignas(128) float a_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][160];  // kAScaleBox, 128-byte rows
+  // kAScaleBox floats in rows of whole 128-byte lines (each row's TMA destination 128-byte aligned).
+  alignas(128) float a_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][(kAScaleBox + 31) / 32 * 32];
   alignas(128) float w_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][32];
   arch::sm90::TmaRing<Cfg::kStages> ring;
 };

@@ -167,9 +167,8 @@ void sim_for_each_box_element(const TensorMapDesc& d, const int* coords, std::ui
           }
 }
 
-// The bounding box's global address must be 16-byte aligned (PTX ISA, tensor tiled mode): with a 16-byte
-// aligned base and 16-byte strides, the innermost coordinate times the element size must be a multiple of
-// 16. A GPU raises an illegal-instruction error otherwise (seen on an H100: a 2-byte box at element 90).
+// The box-start rule of the file comment (base and strides are already 16-byte multiples, so only the
+// innermost coordinate can break it).
 inline void sim_check_box_start(const TensorMapDesc& d, const int* coords, const char* op,
                                 std::source_location loc) {
   if ((static_cast<long long>(coords[0]) * tma_elem_bytes(d.elem)) % 16 != 0)
