@@ -84,16 +84,24 @@ def _wo_tile(m):  # WeightOnlyConfig<BM,BN,BK,WarpsM,WarpsN,WarpsK,Stages>
     return (128, 128, 64, 2, 4, 1, 3)
 
 
+def _wo_blocks_per_sm(m, bits):
+    """gemm/weight_only.cuh detail::wo_blocks_per_sm on an H100: resident blocks by registers and shared memory
+    (the staged ring of docs/gemm.md's tile table: small 55 / 84 KiB, medium 69 / 76 KiB, + 1 KiB a block)."""
+    if m > 128:
+        return 1
+    regs = 3 if m <= 16 else 2
+    kib = (55 if bits == 4 else 84) if m <= 16 else (69 if bits == 4 else 76)
+    return max(1, min(regs, 233472 // ((kib + 1) * 1024)))
+
+
 def wo_splits(m, n, k, bits, sms=132):
     """gemm/weight_only.cuh detail::wo_plan_tiles with split_k = 0: the split count of a weight-only launch."""
     t = _wo_tile(m)
     tiles = math.ceil(m / t[0]) * math.ceil(n / t[1])
     k_tiles = math.ceil(k / t[2])
-    want = 1
-    if tiles < sms:
-        want = math.ceil(2 * sms / tiles)
-        want = min(want, max(1, k_tiles // 2))
-        want = min(want, max(1, (k * bits) // (32 * m)))
+    want = max(1, (_wo_blocks_per_sm(m, bits) * sms) // tiles)
+    want = min(want, max(1, k_tiles // 2))
+    want = min(want, max(1, (k * bits) // (32 * m)))
     want = max(1, min(want, 16, k_tiles))
     per = math.ceil(k_tiles / want)
     return math.ceil(k_tiles / per)

@@ -257,16 +257,18 @@ TEST_CASE("prefill: every tile kind in one sequence (window edge, unmasked hot l
   //   d64, 128 x 96, ring: queries 256..383 of 384, window_left 300: 0..95 | 96..191 | 192..383;
   //   d96 / d128, 64 x 96: queries 192..255 of 288, window_left 200: 0..95 | 96..191 | 192..287;
   //   d256, 64 x 64: queries 128..191 of 192, window_left 150: 0..63 | 64..127 | 128..191.
+  // Sanitizer builds (LLMK_TEST_FAST) run that row block alone: the last queries of the sequence as a
+  // q_len < kv_len case (bottom-right aligned, so they sit at the same positions and see the same keys).
   std::mt19937 rng(111);
-  Case c = uniform(384, 384, 64, true);
+  Case c = uniform(llmk::test::pick(384, 128), 384, 64, true);
   c.window_left = 300;
   run_case<f16>(c, rng);
-  c = uniform(288, 288, 128, true);
+  c = uniform(llmk::test::pick(288, 64), 288, 128, true);
   c.window_left = 200;
   run_case<bf16>(c, rng);
   c.dim = 96;
   run_case<f16>(c, rng);
-  c = uniform(192, 192, 256, true);
+  c = uniform(llmk::test::pick(192, 64), 192, 256, true);
   c.window_left = 150;
   run_case<bf16>(c, rng);
   // Soft-cap: unmasked tiles take the general step too (the hot loop has no tanh).

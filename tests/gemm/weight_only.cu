@@ -250,6 +250,11 @@ TEST_CASE("weight_only split-K: every split count and tile, staged and global sc
   check_gemm<llmk::half>({40, 72, 1024, 64, 8, true, false, false, 2, 5}, rng);      // N = 72 + zeros: global
   check_gemm<llmk::bfloat16>({100, 64, 512, 512, 4, false, true, true, 0, 3}, rng);  // medium, act-order
   check_gemm<llmk::half>({200, 72, 512, 128, 4, true, false, true, 0, 3}, rng);      // large tile
+  // The last block sums 4-column quads of the partials (row pitch N rounded up to 4): N % 4 != 0 leaves a
+  // partial quad at the edge, stored element by element; an odd ldd takes the element stores everywhere.
+  check_gemm<llmk::half>({5, 70, 512, 128, 4, true, false, true, 3, 3}, rng);
+  check_gemm<llmk::half>({5, 70, 512, 128, 4, true, false, true, 0, 4}, rng);
+  check_gemm<llmk::bfloat16>({33, 37, 256, 64, 8, false, false, true, 0, 2}, rng);  // medium, N % 4 = 1
   if (!llmk::test::fast()) {
     check_gemm<llmk::bfloat16>({9, 48, 768, 48, 8, true, false, true, 0, 4}, rng);
     check_gemm<llmk::half>({3, 4096, 4096, 128, 4, true, false, false, 0, 0}, rng);  // the SM heuristic

@@ -25,7 +25,8 @@
 // A grid of n-tiles x m-tiles x S splits: split s takes a contiguous run of BK slices. With S > 1 every block
 // writes its fp32 partial tile to the workspace, counts itself in the tile's arrival word, and the block that
 // arrives last sums the S partials in split order (0, 1, ..., S - 1: the same bits whichever block is last),
-// adds the bias and stores D. The arrival word holds (this call's tag << 16 | arrivals); a word with another
+// adds the bias and stores D; all its threads share that sum in 4-column quads with their loads batched
+// (wo_sum_splits_store). The arrival word holds (this call's tag << 16 | arrivals); a word with another
 // tag (another call's, or whatever the memory held) counts as none, and the last block resets it to 0, so the
 // workspace needs no initialization and may be shared with other work between calls (a stale word matches
 // the 48-bit tag of a call only by chance, 2^-48). Not for two calls running at once on one workspace.
@@ -54,6 +55,7 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/vector.cuh"
 #include "llmk/gemm/weight_only_args.cuh"
 #include "llmk/gemm/weight_only_dequant.cuh"
 #include "llmk/gemm/weight_only_layout.cuh"
@@ -139,7 +141,8 @@ struct WeightOnlyKernelParams {
   FastDivisor group;
   bool pair_store;               // d and ldd allow 4-byte stores of column pairs
   int k_tiles_per_split;         // BK slices per split (the grid's z is the split count)
-  float* partials;               // split-K: [splits, M, N] fp32
+  float* partials;               // split-K: [splits, M, ldp] fp32
+  int ldp;                       // split-K: the partials' row pitch, N rounded up to 4 (16-byte rows)
   unsigned long long* arrivals;  // split-K: [m_tiles * n_tiles] arrival words
   unsigned long long tag;        // split-K: this call's 48-bit tag (non-zero)
 };
@@ -265,18 +268,90 @@ struct WoLoader {
 };
 
 // Split-K arrival: counts this block in its tile's word (tag << 16 | arrivals; a word with another tag counts
-// as none) and returns whether it is the last of `splits`; the last resets the word to 0.
+// as none) and returns whether it is the last of `splits`; the last resets the word to 0. Two atomics at
+// most once the word is this call's (the first arrival finds the 0 the previous call's last one left, the
+// others add to the tagged word): a CAS loop for every arrival made the last of S splits wait for up to S
+// serial round trips to L2.
 LLMK_DEVICE bool wo_arrive(unsigned long long* word, unsigned long long tag, unsigned splits) {
-  unsigned long long assumed = 0ull, next = (tag << 16) | 1ull;
-  unsigned long long old = atomicCAS(word, assumed, next);
-  while (old != assumed) {
-    assumed = old;
-    next = (assumed >> 16) == tag ? assumed + 1ull : (tag << 16) | 1ull;
-    old = atomicCAS(word, assumed, next);
+  const unsigned long long first = (tag << 16) | 1ull;
+  unsigned long long old = atomicCAS(word, 0ull, first), count = 1;
+  while (old != 0ull) {
+    if ((old >> 16) == tag) {  // tagged by this call: nobody resets it before the last arrival
+      count = (atomicAdd(word, 1ull) & 0xFFFFull) + 1;
+      break;
+    }
+    const unsigned long long seen = old;  // another call's word or stale bytes: replace it
+    old = atomicCAS(word, seen, first);
+    if (old == seen) break;
   }
-  const bool last = (next & 0xFFFFull) == splits;
+  const bool last = count == splits;
   if (last) atomicExch(word, 0ull);
   return last;
+}
+
+// The last block of a split-K tile: D[tile] = T(sum over splits s = 0, 1, ... of partials[s] + bias). All
+// threads share the tile in 4-column quads (16-byte loads of the [M, ldp] planes, coalesced along N), and
+// each thread issues the loads of kBatch splits for kQuads quads before adding any: a few round trips to L2
+// whatever the split count, where summing in the mma layout took one per element and split (the ~20 us
+// floor of the first H100 runs at M <= 32). The adds run in split order: the same bits whichever block
+// arrives last.
+template <class Cfg, class T>
+LLMK_DEVICE void wo_sum_splits_store(const WeightOnlyKernelParams<T>& p, int block_m, int block_n,
+                                     int splits) {
+  constexpr int kQuadsPerRow = Cfg::BN / 4, kTileQuads = Cfg::BM * kQuadsPerRow;
+  constexpr int kPerThread = (kTileQuads + Cfg::kThreads - 1) / Cfg::kThreads;
+  constexpr int kQuads = kPerThread < 4 ? kPerThread : 4;  // quads summed together
+  constexpr int kBatch = 16 / kQuads;                      // their loads in flight: 16 x 16 bytes
+  static_assert(kPerThread % kQuads == 0, "whole groups of quads per thread");
+  const std::int64_t plane = static_cast<std::int64_t>(p.m) * p.ldp;
+  for (int q0 = 0; q0 < kPerThread; q0 += kQuads) {
+    const float* src[kQuads];
+    bool live[kQuads];
+    int row[kQuads], col[kQuads];
+    Vector16<float> sum[kQuads];
+#pragma unroll
+    for (int i = 0; i < kQuads; ++i) {
+      const int q = static_cast<int>(threadIdx.x) + (q0 + i) * Cfg::kThreads;
+      row[i] = block_m + q / kQuadsPerRow;
+      col[i] = block_n + (q % kQuadsPerRow) * 4;
+      live[i] = (kTileQuads % Cfg::kThreads == 0 || q < kTileQuads) && row[i] < p.m && col[i] < p.n;
+      src[i] = p.partials + (live[i] ? static_cast<std::int64_t>(row[i]) * p.ldp + col[i] : 0);
+      if (live[i]) sum[i] = load16(src[i]);  // split 0 starts the sum (0 + x would turn -0 into +0)
+    }
+    for (int s0 = 1; s0 < splits; s0 += kBatch) {
+      Vector16<float> part[kBatch][kQuads];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+#pragma unroll
+        for (int i = 0; i < kQuads; ++i)
+          if (live[i] && s0 + j < splits) part[j][i] = load16(src[i] + (s0 + j) * plane);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+#pragma unroll
+        for (int i = 0; i < kQuads; ++i)
+          if (live[i] && s0 + j < splits)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sum[i].elements[e] += part[j][i].elements[e];
+    }
+#pragma unroll
+    for (int i = 0; i < kQuads; ++i) {
+      if (!live[i]) continue;
+      const int cols = min(4, p.n - col[i]);
+      T out[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float b = p.bias != nullptr && e < cols ? p.bias[col[i] + e].to_float() : 0.0f;
+        out[e] = T(sum[i].elements[e] + b);
+      }
+      T* dst = p.d + static_cast<std::int64_t>(row[i]) * p.ldd + col[i];
+      if (cols == 4 && p.pair_store) {
+        store4(dst, Vector4<T>{{out[0], out[1]}});
+        store4(dst + 2, Vector4<T>{{out[2], out[3]}});
+      } else {
+        for (int e = 0; e < cols; ++e) dst[e] = out[e];
+      }
+    }
+  }
 }
 
 }  // namespace detail
@@ -458,42 +533,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
   }
 
   const int t = lane % 4;
-  // Split-K: publish this split's partial tile; the last block to arrive sums all splits in split order.
+  // Split-K: publish this split's partial tile; the last block to arrive sums all splits in split order
+  // (wo_sum_splits_store) and stores D itself.
   if (gridDim.z > 1) {
-    const int splits = static_cast<int>(gridDim.z);
-    const std::int64_t split_stride = static_cast<std::int64_t>(p.m) * p.n;
-    // f(element, its offset in a [M, N] plane) for each of this thread's accumulators inside D.
-    auto for_each_in_d = [&](auto&& f) {
+    if (owner) {
+      float* plane = p.partials + static_cast<std::int64_t>(blockIdx.z) * p.m * p.ldp;
 #pragma unroll
       for (int ni = 0; ni < Cfg::kMmaN; ++ni)
 #pragma unroll
         for (int mi = 0; mi < Cfg::kMmaM; ++mi)
 #pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int row = block_m + warp_m * Cfg::WM + mi * 16 + g + (r / 2) * 8;
-            const int col = block_n + warp_n * Cfg::WN + ni * 8 + 2 * t + r % 2;
-            if (row < p.m && col < p.n) f(acc[mi][ni][r], static_cast<std::int64_t>(row) * p.n + col);
+          for (int hr = 0; hr < 2; ++hr) {
+            const int row = block_m + warp_m * Cfg::WM + mi * 16 + g + hr * 8;
+            const int col = block_n + warp_n * Cfg::WN + ni * 8 + 2 * t;  // even, so col + 1 < ldp too
+            if (row < p.m && col < p.ldp)
+              store8(plane + static_cast<std::int64_t>(row) * p.ldp + col,
+                     Vector8<float>{{acc[mi][ni][hr * 2], acc[mi][ni][hr * 2 + 1]}});
           }
-    };
-    if (owner)
-      for_each_in_d([&](float v, std::int64_t at) { p.partials[blockIdx.z * split_stride + at] = v; });
+    }
     __threadfence();  // this thread's partials are visible device-wide before the arrival
     __syncthreads();
     if (threadIdx.x == 0) {
       const int tile = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
-      smem.last_split = detail::wo_arrive(&p.arrivals[tile], p.tag, static_cast<unsigned>(splits)) ? 1 : 0;
+      smem.last_split = detail::wo_arrive(&p.arrivals[tile], p.tag, static_cast<unsigned>(gridDim.z)) ? 1 : 0;
     }
     __syncthreads();
     if (smem.last_split == 0) return;
     __threadfence();
-    // Every split from memory, this block's too (this thread wrote those elements), in split order.
-    if (owner)
-      for_each_in_d([&](float& v, std::int64_t at) {
-        const volatile float* column = p.partials + at;
-        float sum = column[0];
-        for (int s = 1; s < splits; ++s) sum += column[s * split_stride];
-        v = sum;
-      });
+    detail::wo_sum_splits_store<Cfg>(p, block_m, block_n, static_cast<int>(gridDim.z));
+    return;
   }
 
   // Epilogue: D = T(acc + bias), accumulator layout rows g / g + 8, columns 2t, 2t + 1.
@@ -565,8 +633,39 @@ struct WoPlan {
   std::size_t workspace_bytes() const { return perm_bytes + arrival_bytes + partial_bytes; }
 };
 
+// The split-K partials' row pitch: N rounded up to 4 floats, so that the last block sums 16-byte quads.
+inline int wo_partial_pitch(int n) {
+  return (n + 3) / 4 * 4;
+}
+
 inline std::size_t wo_round256(std::size_t bytes) {
   return (bytes + 255) / 256 * 256;
+}
+
+// Blocks of a tile one SM holds at once: by registers (65536 an SM; ptxas gives the 128-thread small tile
+// 119-138 registers: 3 blocks, the medium one 164-180: 2, the 256-thread large one more than 128: 1) and by
+// shared memory (the staged ring, the larger one, plus the 1 KiB an SM reserves per block): an sm_89 (100
+// KiB an SM) holds one small-tile block of 4-bit codes, an H100 three.
+// Shared memory one SM offers its resident blocks (cudaDevAttrMaxSharedMemoryPerMultiprocessor: 233472 bytes
+// on sm_90, 167936 on sm_80, 102400 on sm_86 / sm_89; the simulator plans as the H100).
+inline int wo_device_smem_per_sm() {
+#if defined(LLMK_CUDA)
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) == cudaSuccess &&
+      bytes > 0)
+    return bytes;
+#endif
+  return 233472;
+}
+
+template <class Cfg>
+int wo_blocks_per_sm(int bits) {
+  const int by_registers = Cfg::kThreads >= 256 ? 1 : (Cfg::BM <= 16 ? 3 : 2);
+  const int smem = static_cast<int>(bits == 4 ? sizeof(typename Cfg::template SharedStorage<4, true>)
+                                              : sizeof(typename Cfg::template SharedStorage<8, true>)) +
+                   1024;
+  return max(1, min(by_registers, wo_device_smem_per_sm() / smem));
 }
 
 template <class Cfg>
@@ -577,16 +676,14 @@ void wo_plan_tiles(WoPlan& plan, int m, int n, int k, int bits, int split_k, int
   const long long tiles = static_cast<long long>(plan.m_tiles) * plan.n_tiles;
   int want = split_k;
   if (want == 0) {
-    // Fill the SMs twice over (two blocks an SM) when the tiles alone do not; keep at least 2 slices a split
-    // and the partials' traffic (S x M x N x 4 bytes, written and read: mostly L2) at most twice the
-    // weights' (N x K x bits / 8).
-    want = 1;
-    if (tiles < sms) {
-      want = static_cast<int>(ceil_div<long long>(2LL * sms, tiles));
-      want = min(want, max(1, k_tiles / 2));
-      const long long by_traffic = (static_cast<long long>(k) * bits) / (32LL * m);
-      want = static_cast<int>(min<long long>(want, max<long long>(1, by_traffic)));
-    }
+    // As many splits as one wave of resident blocks holds (more warps an SM: more weight bytes in flight;
+    // never a second, partial wave); at least 2 slices a split, and the partials' traffic (S x M x N x 4
+    // bytes, written and read: mostly L2) at most twice the weights' (N x K x bits / 8).
+    const long long resident = static_cast<long long>(wo_blocks_per_sm<Cfg>(bits)) * sms;
+    want = static_cast<int>(max<long long>(1, resident / tiles));
+    want = min(want, max(1, k_tiles / 2));
+    const long long by_traffic = (static_cast<long long>(k) * bits) / (32LL * m);
+    want = static_cast<int>(min<long long>(want, max<long long>(1, by_traffic)));
   }
   want = max(1, min(min(want, kWeightOnlyMaxSplits), k_tiles));
   plan.k_tiles_per_split = ceil_div(k_tiles, want);
@@ -613,7 +710,7 @@ WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
   if (plan.splits > 1) {
     plan.arrival_bytes =
         wo_round256(static_cast<std::size_t>(plan.m_tiles) * plan.n_tiles * sizeof(unsigned long long));
-    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * x.m * x.n * sizeof(float);
+    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * x.m * wo_partial_pitch(x.n) * sizeof(float);
   }
   return plan;
 }
@@ -671,10 +768,11 @@ Status dispatch_weight_only(const WeightOnlyKernelParams<T>& p, const WoPlan& pl
 
 /// Workspace weight_only_gemm needs (16-byte aligned; no initialization): with act-order (perm non-null) the
 /// permuted copy of A (M * K * sizeof(T), rounded up to 256), and with split-K (more than one split: M small
-/// next to the SM count, or split_k > 1) the arrival words and the fp32 partials (splits * M * N * 4). 0 when
-/// neither applies (e.g. split_k = 1 and no perm). Depends on the current device (its SM count when split_k =
-/// 0; on Hopper, M > 128 takes the split-free wgmma kernel only for G % 64 == 0, aligned scales / zeros and N
-/// % 8 or 16): query with the call's own arguments (pointers, group_size, zeros), not placeholders.
+/// next to the SM count, or split_k > 1) the arrival words and the fp32 partials (splits * M * round_up(N, 4)
+/// * 4). 0 when neither applies (e.g. split_k = 1 and no perm). Depends on the current device (its SM count
+/// when split_k = 0; on Hopper, M > 128 takes the split-free wgmma kernel only for G % 64 == 0, aligned
+/// scales / zeros and N % 8 or 16): query with the call's own arguments (pointers, group_size, zeros), not
+/// placeholders.
 ///   std::size_t bytes = llmk::gemm::weight_only_workspace_bytes(args);
 template <class T>
 std::size_t weight_only_workspace_bytes(const WeightOnlyArgs<T>& args) {
@@ -831,6 +929,7 @@ Status weight_only_gemm(const WeightOnlyArgs<T>& x, void* workspace, std::size_t
                                       reinterpret_cast<std::uintptr_t>(x.d) % 4 == 0 && x.ldd % 2 == 0,
                                       plan.k_tiles_per_split,
                                       nullptr,
+                                      detail::wo_partial_pitch(x.n),
                                       nullptr,
                                       0ull};
   if (plan.splits > 1) {
