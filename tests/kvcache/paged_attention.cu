@@ -728,6 +728,54 @@ TEST_CASE(
   check_quantized<f16, llmk::float8_e5m2>(kv::KvScale::kPerHead, 1.0 / 8 + 1e-3, rng);
 }
 
+// Head dim 48: three 16-dim chunks, so the code path's V fragments end with a single chunk (ldmatrix x2),
+// with bf16 and e4m3 codes (per head) and two splits (the merge path), against the fp64 reference on the
+// dequantized values the kernel reads.
+TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 with e4m3 codes") {
+  std::mt19937 rng(612);
+  Setup s;
+  s.lens = {70, 33, 0, 9};
+  s.dim = 48;
+  Cache<bf16> c;
+  make_cache<bf16>(c, s, rng);
+  QuantCache<bf16, llmk::float8_e4m3> qc;
+  double rel = 0.0;
+  make_quant_cache(qc, c, kv::KvScale::kPerHead, &rel);
+  const int batch = static_cast<int>(s.lens.size());
+  const std::vector<bf16> q =
+      llmk::test::random_tensor<bf16>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+  attn::DecodeArgs<bf16> a;
+  llmk::DeviceBuffer<bf16> d_q(q), d_o(q.size());
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
+  a.q = d_q.data();
+  a.q_stride_batch = a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.o = d_o.data();
+  a.lse = d_lse.data();
+  a.batch = batch;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = attn::default_scale(s.dim);
+  using Cfg = attn::DecodeConfig<48, 2, 2>;
+  const kv::PagedKv<bf16, llmk::float8_e4m3> pages = qc.view(c, false);
+  attn::DecodePlan plan;
+  REQUIRE(attn::plan_decode_paged_with_config<bf16, Cfg>(a, pages, &plan, 2).ok());
+  llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+  const llmk::Status st =
+      attn::decode_paged_with_config<bf16, Cfg>(a, pages, plan, ws.data(), ws.size(), nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  llmk::reference::AttentionProblem p;
+  p.q_lens.assign(batch, 1);
+  p.kv_lens = s.lens;
+  p.num_heads = s.heads;
+  p.num_kv_heads = s.kv_heads;
+  p.head_dim = s.dim;
+  p.options.softmax_scale = attn::default_scale(s.dim);
+  const std::vector<float> lse = d_lse.to_host();
+  llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, d_o.to_host(), &lse);
+}
+
 TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no shift path), int8 HND") {
   std::mt19937 rng(607);
   Setup s;

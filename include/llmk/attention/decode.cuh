@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "llmk/attention/args.cuh"
+#include "llmk/attention/code_tiles.cuh"
 #include "llmk/attention/kv_access.cuh"
 #include "llmk/attention/mask.cuh"
 #include "llmk/attention/online_softmax.cuh"
@@ -131,17 +132,34 @@ inline std::size_t decode_workspace_bytes(int batch, int heads, int head_dim, in
   return rows * head_dim * sizeof(float) + round_up<std::size_t>(rows * sizeof(float), 16);
 }
 
+/// Stages of an 8-bit cache's code ring: one more than the T ring's, in less memory (a code stage is about
+/// half a T stage).
+template <class Cfg>
+inline constexpr int kDecodeCodeStages = Cfg::kStages + 1;
+
+/// Dynamic shared memory of decode_kernel: the Q tile and the K/V ring (of T, or of codes and scales for an
+/// 8-bit cache), reused by the warps' merge.
+template <class T, class Cfg, class Kv>
+constexpr std::size_t decode_smem_bytes() {
+  if constexpr (IsQuantizedKv<Kv>::value) {
+    const std::size_t ring = sizeof(T) * Cfg::kRows * Cfg::kPitch +
+                             kDecodeCodeStages<Cfg> * CodeStage<Cfg::kBc, Cfg::kHeadDim>::kBytes;
+    return ring > Cfg::kMergeBytes ? ring : Cfg::kMergeBytes;
+  } else {
+    return Cfg::kSmemBytes;
+  }
+}
+
 }  // namespace detail
 
 /// The split kernel. Grid: (num_splits, num_kv_heads * ceil(group / 16), batch).
-// Quantized caches get launch bounds with a minimum of 1 block per SM: without it ptxas aims at a register
-// count of its own (80 on sm_90, 96 on sm_80/89 for the d64 int8 paged kernel) and spills a cold value to
-// reach it, which the static gates forbid. With it that kernel uses 114-127 registers: 4 blocks of 4 warps
-// per SM where its 38 KiB of shared memory would allow 5 on H100. The other caches keep ptxas's own choice
-// (minimum 0 = none): applied to all, the 1 raised fp16 d64 decode from 91 to 106 registers (5 -> 4 blocks
-// per SM on H100).
+// 8-bit caches get launch bounds with a minimum of 3 blocks per SM: without one, ptxas gives the d128 code
+// path 217 registers (2 blocks of 4 warps per SM); with 3 it fits 168 without spilling, as many blocks as
+// the d128 code ring's 61 KiB of shared memory allows on H100. The other caches keep ptxas's own choice
+// (minimum 0 = none): a minimum of 1 raised fp16 d64 decode from 91 to 106 registers (5 -> 4 blocks per SM
+// on H100).
 template <class T, class Cfg, class Kv>
-__global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::value ? 1 : 0)
+__global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::value ? 3 : 0)
     decode_kernel(DecodeArgs<T> args, detail::ScoreTransform transform, detail::DecodeWorkspace ws, Kv kv) {
   constexpr int D = Cfg::kHeadDim, Bc = Cfg::kBc, P = Cfg::kPitch, S = Cfg::kStages, W = Cfg::kWarps;
   constexpr int kRows = Cfg::kRows, kD8 = Cfg::kD8;
@@ -189,17 +207,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
   FragmentSoftmax<1> softmax;
   softmax.init();
 
-  // One K/V tile in shared memory (keys tile_key0..): this warp's 16 keys of it. Whole tiles without a
-  // soft-cap run in the hot loop (general = false: nothing between the mma and the softmax); the last,
-  // partial tile and soft-capped tiles take the general form (the tanh, the key-range mask).
-  auto attend = [&](bool general, const T* k_tile, const T* v_tile, int tile_key0) {
+  // One K/V tile in shared memory (keys tile_key0..): this warp's 16 keys of it, scored by scores(s) and
+  // accumulated by pv(p) (the T tile or the code tile). Whole tiles without a soft-cap run in the hot loop
+  // (general = false: nothing between the mma and the softmax); the last, partial tile and soft-capped tiles
+  // take the general form (the tanh, the key-range mask).
+  auto attend = [&](bool general, int tile_key0, const auto& scores, const auto& pv) {
     const int warp_key0 = tile_key0 + warp * 16;
     if (general && warp_key0 >= key_end) return;  // this warp's keys of the last tile are all past the end
     float s[1][2][4];
-    detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile + warp * 16 * P, lane, s);
+    scores(s);
     if (general) detail::transform_scores(s, transform, warp_key0 + 16 > key_end, warp_key0, ranges, lane);
     softmax.update(s, o, transform.exp_scale());
-    detail::accumulate_pv<T, 1, 2, kD8, P>(s, v_tile + warp * 16 * P, lane, o);
+    pv(s);
+  };
+  auto attend_tile = [&](bool general, const T* k_tile, const T* v_tile, int tile_key0) {
+    attend(
+        general, tile_key0,
+        [&](float(&s)[1][2][4]) {
+          detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile + warp * 16 * P, lane, s);
+        },
+        [&](const float(&p)[1][2][4]) {
+          detail::accumulate_pv<T, 1, 2, kD8, P>(p, v_tile + warp * 16 * P, lane, o);
+        });
   };
   // Whole tiles whose copies (S - 1 tiles ahead) are whole too: no bounds test anywhere in the hot loop.
   const int full_tiles = transform.softcap ? 0 : max(0, (key_end - key_begin) / Bc - (S - 1));
@@ -217,23 +246,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
 
   detail::load_rows_async<kRows, D, P, Cfg::kThreads>(q_tile, q_row, args.q, tid);
   if constexpr (detail::IsQuantizedKv<Kv>::value) {
-    // Quantized cache: the next tile's codes are copied (cp.async) into the ring's second slot while this one
-    // computes, then dequantized into the first slot.
-    using Tile = detail::QuantizedTile<T, Bc, D, Cfg::kThreads>;
-    auto* k_stage = reinterpret_cast<unsigned char*>(k_ring + Bc * P);  // the ring's second slot
-    auto* v_stage = reinterpret_cast<unsigned char*>(v_ring + Bc * P);
-    if (tiles > 0) Tile::stage_codes(kv, b, kv_head, key_begin, key_end, k_stage, v_stage, tid);
-    arch::cp_async_commit();
-    for_each_tile([&](bool general, int i) {
-      const int key0 = key_begin + i * Bc;
-      arch::cp_async_wait_all();
-      __syncthreads();  // tile i's codes (and Q) landed; the first slot is free (tile i - 1 computed)
-      Tile::template dequant_codes<Kv, P>(kv, b, kv_head, key0, key_end, k_stage, v_stage, k_ring, v_ring,
-                                          tid);
-      __syncthreads();  // the staging area is free again
-      if (i + 1 < tiles) Tile::stage_codes(kv, b, kv_head, key0 + Bc, key_end, k_stage, v_stage, tid);
+    // 8-bit cache: codes and scales through a ring of their own (code_tiles.cuh), dequantized in registers.
+    using Code = typename Kv::Stored;
+    using Stage = detail::CodeStage<Bc, D>;
+    constexpr int CS = detail::kDecodeCodeStages<Cfg>, CP = Stage::kPitch;
+    unsigned char* code_ring = raw + sizeof(T) * kRows * P;
+    auto stage = [&](int slot) { return Stage{code_ring + slot * Stage::kBytes}; };
+    auto load_codes = [&](int tile, int slot) {
+      detail::stage_code_tile<Bc, D, Cfg::kThreads>(kv.pages, b, kv_head, key_begin + tile * Bc, key_end,
+                                                    stage(slot), tid);
+    };
+#pragma unroll
+    for (int s = 0; s < CS - 1; ++s) {
+      if (s < tiles) load_codes(s, s);
       arch::cp_async_commit();
-      attend(general, k_ring, v_ring, key0);
+    }
+    for_each_tile([&](bool general, int i) {
+      arch::cp_async_wait<CS - 2>();
+      __syncthreads();  // tile i landed for every thread; slot (i - 1) % CS is free (tile i - 1 computed)
+      if (i + CS - 1 < tiles) load_codes(i + CS - 1, (i + CS - 1) % CS);
+      arch::cp_async_commit();
+      const Stage st = stage(i % CS);
+      attend(
+          general, key_begin + i * Bc,
+          [&](float(&s)[1][2][4]) {
+            detail::compute_scores_codes<T, Code, D, P, CP>(q_tile, st.k() + warp * 16 * CP,
+                                                            st.k_scale() + warp * 16, lane, s);
+          },
+          [&](const float(&p)[1][2][4]) {
+            std::uint32_t a[1][1][4];
+            detail::pack_p<T>(p, a);
+            detail::accumulate_pv_codes<T, Code, kD8, CP>(a, st.v() + warp * 16 * CP,
+                                                          st.v_scale() + warp * 16, lane, o);
+          });
     });
   } else {
     // whole: every key of the tile is before key_end (the hot loop's copies), no bounds test.
@@ -285,7 +330,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
       __syncthreads();
       if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S, !general);
       arch::cp_async_commit();
-      attend(general, k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
+      attend_tile(general, k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
     });
   }
   softmax.reduce_sums();
@@ -308,9 +353,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
       }
 #pragma unroll
       for (int di = 0; di < kD8; ++di) {
-        float* dst = &red_o[(warp * kRows + row) * D + di * 8 + 2 * t];
+        // The code path's o holds even / odd dims per tile (code_tiles.cuh): elements 2 dims apart.
+        constexpr bool kCodes = detail::IsQuantizedKv<Kv>::value;
+        float* dst = &red_o[(warp * kRows + row) * D + (kCodes ? detail::o_dim(di, 0, t) : di * 8 + 2 * t)];
         dst[0] = o[0][di][2 * r];
-        dst[1] = o[0][di][2 * r + 1];
+        dst[kCodes ? 2 : 1] = o[0][di][2 * r + 1];
       }
     }
   }
@@ -567,9 +614,9 @@ Status launch_decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* wo
   const dim3 grid(static_cast<unsigned>(plan.num_splits),
                   static_cast<unsigned>(args.num_kv_heads * ceil_div(group, Cfg::kRows)),
                   static_cast<unsigned>(args.batch));
-  LLMK_RETURN_IF_ERROR(launch(decode_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
-                              args, ScoreTransform::make(args.options.softmax_scale, args.options.softcap),
-                              ws, kv));
+  LLMK_RETURN_IF_ERROR(
+      launch(decode_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), decode_smem_bytes<T, Cfg, Kv>(), stream,
+             args, ScoreTransform::make(args.options.softmax_scale, args.options.softcap), ws, kv));
   if (plan.num_splits == 1) return {};
   constexpr int kHeads = kMergeHeadsPerBlock<Cfg::kHeadDim>;
   return launch(

@@ -89,8 +89,9 @@ concept SharedOffsetKv = requires(const Kv& kv, int i) {
 };
 
 /// A paged cache: rows through the page table (a bad page index zero-fills after the checked-build trap).
-/// For a quantized cache (Code != T) the kernels take the quantized path: k_code_row / v_code_row give the
-/// codes and their scale, and the tile is dequantized into shared memory as T.
+/// For a quantized cache (Code != T) the kernels take the quantized path: code_rows gives the codes and their
+/// scales; prefill dequantizes the tile into shared memory as T (QuantizedTile), decode in registers
+/// (code_tiles.cuh).
 template <class T, class Code = T>
 struct PagedKvRows {
   static constexpr bool kQuantized = !std::is_same_v<T, Code>;
@@ -116,18 +117,14 @@ struct PagedKvRows {
   /// The K and V codes of token `key` (nullptr for a bad page) and their scales.
   LLMK_DEVICE void code_rows(int b, int head, int key, const Code*& k, const Code*& v, float& k_scale,
                              float& v_scale) const {
-    const int ps = pages.page_size;
-    const int logical = pages.page_shift >= 0 ? key >> pages.page_shift : key / ps;
-    const int slot = pages.page_shift >= 0 ? key & (ps - 1) : key - logical * ps;
-    const int p = pages.physical_page(b, logical);
+    int p, slot;
+    pages.locate(b, key, p, slot);
     if (p < 0) {
       k = v = nullptr;
       k_scale = v_scale = 0.0f;
       return;
     }
-    const std::int64_t off = static_cast<std::int64_t>(p) * pages.strides.page +
-                             static_cast<std::int64_t>(slot) * pages.strides.slot +
-                             static_cast<std::int64_t>(head) * pages.strides.head;
+    const std::int64_t off = pages.row_offset_at(p, slot, head);
     k = pages.k_pages + off;
     v = pages.v_pages + off;
     k_scale = pages.scale(pages.k_scales, p, slot, head);

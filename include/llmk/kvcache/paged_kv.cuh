@@ -112,26 +112,36 @@ struct PagedKv {
     }
     return p;
   }
+  /// Index into k_scales / v_scales of the row at (physical page, slot, head) for a quantized cache.
+  LLMK_HOST_DEVICE std::int64_t scale_index(std::int64_t page, int slot, int head) const {
+    switch (scale_mode) {
+      case KvScale::kPerHead:
+        return head;
+      case KvScale::kPerTokenHead:
+        return (page * page_size + slot) * kv_heads + head;
+      default:  // kPerTensor (kNone reads no scale)
+        return 0;
+    }
+  }
   /// Scale of the row at (physical page, slot, head) for a quantized cache.
   LLMK_DEVICE float scale(const float* scales, std::int64_t page, int slot, int head) const {
-    switch (scale_mode) {
-      case KvScale::kPerTensor:
-        return scales[0];
-      case KvScale::kPerHead:
-        return scales[head];
-      case KvScale::kPerTokenHead:
-        return scales[(page * page_size + slot) * kv_heads + head];
-      default:
-        return 1.0f;
-    }
+    return scale_mode == KvScale::kNone ? 1.0f : scales[scale_index(page, slot, head)];
   }
   /// Offset (elements) of token `key`'s row for KV head `head` of sequence b, or -1 for a bad page.
   LLMK_DEVICE std::int64_t row_offset(int b, int head, int key) const {
+    int p, slot;
+    locate(b, key, p, slot);
+    return p < 0 ? -1 : row_offset_at(p, slot, head);
+  }
+  /// Physical page (-1: a bad page) and slot of token `key` of sequence b.
+  LLMK_DEVICE void locate(int b, int key, int& page, int& slot) const {
     const int logical = page_shift >= 0 ? key >> page_shift : key / page_size;
-    const int slot = page_shift >= 0 ? key & (page_size - 1) : key - logical * page_size;
-    const int p = physical_page(b, logical);
-    if (p < 0) return -1;
-    return static_cast<std::int64_t>(p) * strides.page + static_cast<std::int64_t>(slot) * strides.slot +
+    slot = page_shift >= 0 ? key & (page_size - 1) : key - logical * page_size;
+    page = physical_page(b, logical);
+  }
+  /// Offset (elements) of the row at (physical page, slot, head).
+  LLMK_DEVICE std::int64_t row_offset_at(int page, int slot, int head) const {
+    return static_cast<std::int64_t>(page) * strides.page + static_cast<std::int64_t>(slot) * strides.slot +
            static_cast<std::int64_t>(head) * strides.head;
   }
 };
