@@ -285,7 +285,7 @@ function(llmk_add_benchmark)
     set(bench_lib benchmark::benchmark_main)
   endif()
 
-  if(NOT arg_CUDA_ONLY AND LLMK_SIM_TARGETS)
+  if(NOT arg_CUDA_ONLY AND LLMK_SIM_TARGETS AND LLMK_BUILD_SIM_BENCHMARKS)
     set(target ${arg_NAME}_sim)
     _llmk_sim_sources(sim_sources ${target} ${sources})
     add_executable(${target} ${sim_sources})
