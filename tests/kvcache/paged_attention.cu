@@ -212,25 +212,32 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return true;
 }
 
+// Decode arguments for `s`: one query token per sequence, q and o [batch, heads, dim], lse [batch, heads].
+template <class T>
+attn::DecodeArgs<T> decode_args(const Setup& s, const T* q, T* o, float* lse) {
+  attn::DecodeArgs<T> a;
+  a.q = q;
+  a.q_stride_batch = a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.dim;
+  a.q_stride_head = a.o_stride_head = s.dim;
+  a.o = o;
+  a.lse = lse;
+  a.batch = static_cast<int>(s.lens.size());
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.dim;
+  a.options.softmax_scale = attn::default_scale(s.dim);
+  return a;
+}
+
 // Decode over the cache: form 0 dense [batch, max_len, kv_heads, dim], 1 paged CSR, 2 paged block table.
 template <class T>
 std::vector<T> run_decode(const Cache<T>& c, const std::vector<T>& q, int splits, int form,
                           std::vector<float>* lse_out) {
   const Setup& s = c.s;
   const int batch = static_cast<int>(s.lens.size());
-  attn::DecodeArgs<T> a;
   llmk::DeviceBuffer<T> d_q(q), d_o(static_cast<std::size_t>(batch) * s.heads * s.dim);
   llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
-  a.q = d_q.data();
-  a.q_stride_batch = a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.dim;
-  a.q_stride_head = a.o_stride_head = s.dim;
-  a.o = d_o.data();
-  a.lse = d_lse.data();
-  a.batch = batch;
-  a.num_heads = s.heads;
-  a.num_kv_heads = s.kv_heads;
-  a.head_dim = s.dim;
-  a.options.softmax_scale = attn::default_scale(s.dim);
+  attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
   attn::DecodePlan plan;
   llmk::DeviceBuffer<T> dk, dv;
   llmk::DeviceBuffer<int> dl;
@@ -641,19 +648,9 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   std::vector<float> lse_dense;
   const std::vector<T> dense = run_decode(deq, q, 2, 0, &lse_dense);
   for (bool csr : {true, false}) {
-    attn::DecodeArgs<T> a;
     llmk::DeviceBuffer<T> d_q(q), d_o(dense.size());
     llmk::DeviceBuffer<float> d_lse(lse_dense.size());
-    a.q = d_q.data();
-    a.q_stride_batch = a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.dim;
-    a.q_stride_head = a.o_stride_head = s.dim;
-    a.o = d_o.data();
-    a.lse = d_lse.data();
-    a.batch = batch;
-    a.num_heads = s.heads;
-    a.num_kv_heads = s.kv_heads;
-    a.head_dim = s.dim;
-    a.options.softmax_scale = attn::default_scale(s.dim);
+    const attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
     const kv::PagedKv<T, Code> pages = qc.view(c, csr);
     attn::DecodePlan plan;
     REQUIRE(attn::plan_decode_paged(a, pages, &plan, 2).ok());
@@ -744,19 +741,9 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
   const int batch = static_cast<int>(s.lens.size());
   const std::vector<bf16> q =
       llmk::test::random_tensor<bf16>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
-  attn::DecodeArgs<bf16> a;
   llmk::DeviceBuffer<bf16> d_q(q), d_o(q.size());
   llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
-  a.q = d_q.data();
-  a.q_stride_batch = a.o_stride_batch = static_cast<std::int64_t>(s.heads) * s.dim;
-  a.q_stride_head = a.o_stride_head = s.dim;
-  a.o = d_o.data();
-  a.lse = d_lse.data();
-  a.batch = batch;
-  a.num_heads = s.heads;
-  a.num_kv_heads = s.kv_heads;
-  a.head_dim = s.dim;
-  a.options.softmax_scale = attn::default_scale(s.dim);
+  const attn::DecodeArgs<bf16> a = decode_args<bf16>(s, d_q.data(), d_o.data(), d_lse.data());
   using Cfg = attn::DecodeConfig<48, 2, 2>;
   const kv::PagedKv<bf16, llmk::float8_e4m3> pages = qc.view(c, false);
   attn::DecodePlan plan;
