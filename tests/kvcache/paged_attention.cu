@@ -212,6 +212,18 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return true;
 }
 
+// The reference problem of a decode step over `s`: one query per sequence, the default scale.
+llmk::reference::AttentionProblem decode_problem(const Setup& s) {
+  llmk::reference::AttentionProblem p;
+  p.q_lens.assign(s.lens.size(), 1);
+  p.kv_lens = s.lens;
+  p.num_heads = s.heads;
+  p.num_kv_heads = s.kv_heads;
+  p.head_dim = s.dim;
+  p.options.softmax_scale = attn::default_scale(s.dim);
+  return p;
+}
+
 // Decode arguments for `s`: one query token per sequence, q and o [batch, heads, dim], lse [batch, heads].
 template <class T>
 attn::DecodeArgs<T> decode_args(const Setup& s, const T* q, T* o, float* lse) {
@@ -298,13 +310,7 @@ void check_decode(const Setup& s, std::mt19937& rng, int splits) {
   CHECK(same_bits(dense, table));
   CHECK(lse_dense == lse_csr);
   CHECK(lse_dense == lse_table);
-  llmk::reference::AttentionProblem p;
-  p.q_lens.assign(batch, 1);
-  p.kv_lens = s.lens;
-  p.num_heads = s.heads;
-  p.num_kv_heads = s.kv_heads;
-  p.head_dim = s.dim;
-  p.options.softmax_scale = attn::default_scale(s.dim);
+  const llmk::reference::AttentionProblem p = decode_problem(s);
   llmk::test::check_attention(p, q, c.k, c.v, csr, &lse_csr);
 }
 
@@ -660,13 +666,7 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
     CHECK(same_bits(dense, d_o.to_host()));
     CHECK(lse_dense == d_lse.to_host());
   }
-  llmk::reference::AttentionProblem p;
-  p.q_lens.assign(batch, 1);
-  p.kv_lens = s.lens;
-  p.num_heads = s.heads;
-  p.num_kv_heads = s.kv_heads;
-  p.head_dim = s.dim;
-  p.options.softmax_scale = attn::default_scale(s.dim);
+  const llmk::reference::AttentionProblem p = decode_problem(s);
   llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, dense, &lse_dense);
   // Chunked prefill over the quantized cache == dense prefill over the dequantized values.
   std::vector<int> cu_q(batch + 1, 0);
@@ -752,13 +752,7 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
   const llmk::Status st =
       attn::decode_paged_with_config<bf16, Cfg>(a, pages, plan, ws.data(), ws.size(), nullptr);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  llmk::reference::AttentionProblem p;
-  p.q_lens.assign(batch, 1);
-  p.kv_lens = s.lens;
-  p.num_heads = s.heads;
-  p.num_kv_heads = s.kv_heads;
-  p.head_dim = s.dim;
-  p.options.softmax_scale = attn::default_scale(s.dim);
+  const llmk::reference::AttentionProblem p = decode_problem(s);
   const std::vector<float> lse = d_lse.to_host();
   llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, d_o.to_host(), &lse);
 }
