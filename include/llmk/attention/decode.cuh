@@ -711,7 +711,7 @@ Status decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedK
                                        detail::PagedKvRows<T, Code>{view}, max_len, stream);
 }
 
-/// plan_decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles.
+/// plan_decode_with_config() for the runtime head dims (kRuntimeHeadDims) with default tiles.
 template <class T>
 Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits splits = {}) {
   return detail::dispatch_head_dim(args.head_dim, detail::kDecodeInstantiation, [&](auto dim) {
@@ -719,7 +719,7 @@ Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits spl
   });
 }
 
-/// decode_with_config() for the runtime head dims {64, 96, 128, 256} with default tiles; see there.
+/// decode_with_config() for the runtime head dims (kRuntimeHeadDims) with default tiles; see there.
 template <class T>
 Status decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace, std::size_t workspace_bytes,
               cudaStream_t stream) {

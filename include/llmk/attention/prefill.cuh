@@ -44,7 +44,7 @@ Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
   return prefill_mma_with_config<T, Cfg>(args, stream);
 }
 
-/// Prefill attention for the runtime head dims {64, 96, 128, 256} with the default tiles; any other head dim
+/// Prefill attention for the runtime head dims (kRuntimeHeadDims) with the default tiles; any other head dim
 /// returns Status::invalid_argument naming the explicit instantiation to use. See prefill_with_config().
 template <class T>
 Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
@@ -82,7 +82,7 @@ Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::Page
   return prefill_paged_mma_with_config<T, Cfg, Code>(args, pages, stream);
 }
 
-/// prefill_paged_with_config() for the runtime head dims {64, 96, 128, 256}.
+/// prefill_paged_with_config() for the runtime head dims (kRuntimeHeadDims).
 template <class T, class Code>
 Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                      cudaStream_t stream) {

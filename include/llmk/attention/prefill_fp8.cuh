@@ -87,7 +87,7 @@ Status prefill_fp8_with_config(const PrefillFp8Args<T>& args, cudaStream_t strea
   return detail::launch_prefill_sm90<T, Cfg>(args, max_q_len, stream);
 }
 
-/// prefill_fp8_with_config with DefaultSm90Fp8PrefillConfig for the runtime head dims 64, 96, 128, 256.
+/// prefill_fp8_with_config with DefaultSm90Fp8PrefillConfig for the runtime head dims (kRuntimeHeadDims).
 template <class T>
 Status prefill_fp8(const PrefillFp8Args<T>& args, cudaStream_t stream) {
   return detail::dispatch_head_dim(
@@ -114,8 +114,8 @@ Status prefill_paged_fp8_with_config(const PrefillFp8Args<T>& args,
   return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, view, stream);
 }
 
-/// prefill_paged_fp8_with_config with DefaultSm90Fp8PrefillConfig for the runtime head dims 64, 96, 128,
-/// 256.
+/// prefill_paged_fp8_with_config with DefaultSm90Fp8PrefillConfig for the runtime head dims
+/// (kRuntimeHeadDims).
 template <class T>
 Status prefill_paged_fp8(const PrefillFp8Args<T>& args, const kvcache::PagedKv<T, float8_e4m3>& pages,
                          cudaStream_t stream) {

@@ -78,10 +78,6 @@ template <int HeadDim, class Code>
 using DefaultPagedPrefillConfig =
     PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), (HeadDim <= 128 ? 64 : 32), 4, 2>;
 
-/// The head dims prefill() and decode() dispatch at runtime. Others (any multiple of 16 up to 256) need an
-/// explicit instantiation: prefill_with_config<T, DefaultPrefillConfig<80>>(args, stream).
-inline constexpr int kRuntimeHeadDims[] = {64, 96, 128, 256};
-
 namespace detail {
 
 /// Where sequence b's queries are (token offset and count); kv_len is filled from the K/V accessor.

@@ -3,13 +3,51 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "llmk/attention/args.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/core/tensor_view.cuh"
+
+/// The head dims the runtime launchers (prefill(), prefill_paged(), decode(), decode_paged(), the fp8
+/// prefills) dispatch, each with its default tiles. An engine that serves known models can compile only the
+/// dims it needs (compile time and binary size: each dim is a decode, a prefill and, on sm_90, a Hopper
+/// prefill kernel per dtype and cache type) by defining the list before including llmk:
+///
+///   #define LLMK_ATTENTION_HEAD_DIMS 64, 128   // or -DLLMK_ATTENTION_HEAD_DIMS=64,128
+///   #include "llmk/attention/prefill.cuh"
+///
+/// Each entry must be a multiple of 16 from 16 to 256 that the launchers you call accept; a head dim outside
+/// the list is rejected at runtime with the explicit instantiation to call instead. Every translation unit of
+/// a program must see the same list.
+#ifndef LLMK_ATTENTION_HEAD_DIMS
+#define LLMK_ATTENTION_HEAD_DIMS 64, 96, 128, 256
+#endif
+#define LLMK_DETAIL_STRINGIFY_(...) #__VA_ARGS__
+#define LLMK_DETAIL_STRINGIFY(...) LLMK_DETAIL_STRINGIFY_(__VA_ARGS__)
+
+namespace llmk::attention {
+
+/// The head dims the runtime launchers dispatch (LLMK_ATTENTION_HEAD_DIMS). Others (any multiple of 16 up to
+/// 256) need an explicit instantiation: prefill_with_config<T, DefaultPrefillConfig<80>>(args, stream).
+inline constexpr int kRuntimeHeadDims[] = {LLMK_ATTENTION_HEAD_DIMS};
+
+namespace detail {
+constexpr bool runtime_head_dims_valid() {
+  for (int d : kRuntimeHeadDims)
+    if (d < 16 || d > 256 || d % 16 != 0) return false;
+  return true;
+}
+}  // namespace detail
+static_assert(detail::runtime_head_dims_valid(),
+              "LLMK_ATTENTION_HEAD_DIMS: every head dim must be a multiple of 16 from 16 to 256");
+
+}  // namespace llmk::attention
 
 namespace llmk::attention::detail {
 
@@ -100,26 +138,28 @@ inline Status check_head_dim(int head_dim, int compiled) {
 }
 
 /// The one runtime-to-compile-time switch of the attention launchers: calls f(std::integral_constant<int, D>)
-/// for the runtime head dims {64, 96, 128, 256}; any other head dim is an error naming the explicit
-/// instantiation (`instantiate` is its prefix, e.g. "prefill_with_config<T, DefaultPrefillConfig<").
+/// for the runtime head dims (kRuntimeHeadDims, LLMK_ATTENTION_HEAD_DIMS); any other head dim is an error
+/// naming the explicit instantiation (`instantiate` is its prefix, e.g. "prefill_with_config<T,
+/// DefaultPrefillConfig<").
+template <class F, std::size_t... I>
+Status dispatch_head_dim(int head_dim, const char* instantiate, F&& f, std::index_sequence<I...>) {
+  Status result;
+  const bool listed = ((head_dim == kRuntimeHeadDims[I]
+                            ? (result = f(std::integral_constant<int, kRuntimeHeadDims[I]>{}), true)
+                            : false) ||
+                       ...);
+  if (listed) return result;
+  return Status::invalid_argument(
+      "head_dim", str_cat(head_dim,
+                          " is not dispatched at runtime (" LLMK_DETAIL_STRINGIFY(
+                              LLMK_ATTENTION_HEAD_DIMS) " are); for a multiple of 16 up to 256 call ",
+                          instantiate, head_dim, ">>"));
+}
+
 template <class F>
 Status dispatch_head_dim(int head_dim, const char* instantiate, F&& f) {
-  switch (head_dim) {
-    case 64:
-      return f(std::integral_constant<int, 64>{});
-    case 96:
-      return f(std::integral_constant<int, 96>{});
-    case 128:
-      return f(std::integral_constant<int, 128>{});
-    case 256:
-      return f(std::integral_constant<int, 256>{});
-    default:
-      return Status::invalid_argument(
-          "head_dim", str_cat(head_dim,
-                              " is not dispatched at runtime (64, 96, 128, 256 are); for a multiple of 16 "
-                              "up to 256 call ",
-                              instantiate, head_dim, ">>"));
-  }
+  return dispatch_head_dim(head_dim, instantiate, std::forward<F>(f),
+                           std::make_index_sequence<std::size(kRuntimeHeadDims)>{});
 }
 
 }  // namespace llmk::attention::detail
