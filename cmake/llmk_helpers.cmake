@@ -115,6 +115,19 @@ function(_llmk_apply_sanitizer target)
   endif()
 endfunction()
 
+# Replaces the default RelWithDebInfo flags ("-O2 -g -DNDEBUG") of the calling directory by host optimization
+# `opt` with line tables only (-g1): tests/ (-O1) and bench/ (-O2) use it to cut compile time (docs/testing.md).
+# nvcc's -O and -g are host-only: device code, -lineinfo and what the static gates read do not change. Flags set
+# by hand are kept.
+function(llmk_lean_host_flags opt)
+  if(CMAKE_CXX_FLAGS_RELWITHDEBINFO STREQUAL "-O2 -g -DNDEBUG")
+    set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "${opt} -g1 -DNDEBUG" PARENT_SCOPE)
+  endif()
+  if(CMAKE_CUDA_FLAGS_RELWITHDEBINFO STREQUAL "-O2 -g -DNDEBUG")
+    set(CMAKE_CUDA_FLAGS_RELWITHDEBINFO "${opt} -Xcompiler=-g1 -DNDEBUG" PARENT_SCOPE)
+  endif()
+endfunction()
+
 # Tests and examples keep assert() live even in RelWithDebInfo/Release (-DNDEBUG comes from the build type).
 function(_llmk_keep_asserts target)
   target_compile_options(${target} PRIVATE -UNDEBUG)
