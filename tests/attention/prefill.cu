@@ -446,6 +446,28 @@ TEST_CASE("prefill: a custom tile configuration (8 warps, Bc = 32, 3-stage ring)
   }
 }
 
+TEST_CASE("prefill: 32 rows per warp at head dim 128 (S and P one 16-row tile at a time)") {
+  std::mt19937 rng(116);
+  using Cfg = attn::PrefillConfig<128, 128, 32, 4, 2>;
+  static_assert(Cfg::kScoresPerM16, "this tile takes the per-16-row scores path");
+  static_assert(!attn::DefaultPrefillConfig<64>::kScoresPerM16,
+                "the d64 default keeps the shared K fragments");
+  auto launch = [](const attn::PrefillArgs<f16>& a) {
+    return attn::prefill_mma_with_config<f16, Cfg>(a, nullptr);
+  };
+  // 150 queries: a whole 128-row tile and a partial one; the window and the soft-cap take the general step on
+  // every tile kind (diagonal, window edge, whole, partial last).
+  Case c = uniform(llmk::test::pick(150, 131), 161, 128, true);
+  c.heads = 2;
+  c.kv_heads = 1;
+  run_case<f16>(c, rng, launch);
+  c = uniform(37, 99, 128, false);
+  c.window_left = 40;
+  c.softcap = 30.0f;
+  c.magnitude = 2.0f;
+  run_case<f16>(c, rng, launch);
+}
+
 TEST_CASE(
     "prefill: window edge cases (window_left 0 and INT_MAX, q_len > kv_len, causal with window_right > 0)") {
   std::mt19937 rng(111);

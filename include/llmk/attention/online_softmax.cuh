@@ -138,6 +138,27 @@ struct FragmentSoftmax {
     rescale(o, f);
   }
 
+  /// update() for kM of the 16-row tiles, from tile kM0 on (s holds their scores): the same arithmetic per
+  /// row as update(), so a kernel that computes its S one 16-row tile at a time gets the same bits.
+  template <int kM0, int kM, int kN8, int kD8>
+  LLMK_DEVICE void update_rows(float (&s)[kM][kN8][4], float (&o)[kMmaM][kD8][4], float c) {
+    static_assert(kM0 >= 0 && kM0 + kM <= kMmaM, "rows outside the state");
+    float f[kM][2];
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) update_row<0>(s[mi], r, c, m[kM0 + mi][r], l[kM0 + mi][r], f[mi][r]);
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int di = 0; di < kD8; ++di) {
+          o[kM0 + mi][di][2 * r] *= f[mi][r];
+          o[kM0 + mi][di][2 * r + 1] *= f[mi][r];
+        }
+  }
+
   /// update() without the output accumulator: the new max, p in s, l, and each row's factor f for o (apply
   /// it with rescale() once o may be touched: a pipelined kernel's P V of the previous tile may still be
   /// writing o here). kExpBias scales p and l by 2^kExpBias (an fp8 P stays out of the subnormals); o / l is
@@ -147,34 +168,40 @@ struct FragmentSoftmax {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tile_max = max_propagate_nan(s[mi][0][2 * r], s[mi][0][2 * r + 1]);
+      for (int r = 0; r < 2; ++r) update_row<kExpBias>(s[mi], r, c, m[mi][r], l[mi][r], f[mi][r]);
+  }
+
+  /// One row (r = 0: g, 1: g + 8) of one 16-row tile: its max over the quad, the factor f for the old terms,
+  /// p = 2^(s c - m) in place, and l.
+  template <int kExpBias, int kN8>
+  LLMK_DEVICE static void update_row(float (&s)[kN8][4], int r, float c, float& m_row, float& l_row,
+                                     float& f) {
+    float tile_max = max_propagate_nan(s[0][2 * r], s[0][2 * r + 1]);
 #pragma unroll
-        for (int ni = 1; ni < kN8; ++ni)
-          tile_max = max_propagate_nan(tile_max, max_propagate_nan(s[mi][ni][2 * r], s[mi][ni][2 * r + 1]));
-        tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        const float mx = max_propagate_nan(m[mi][r], tile_max * c);  // c > 0: the max commutes with it
-        // The shift of the exponents: mx, or a finite stand-in while mx = -inf (nothing visible yet), so that
-        // masked scores give exactly 0 rather than NaN from (-inf) - (-inf). Any finite shift gives the same
-        // zeros there (every score seen is -inf), so one NaN-propagating max replaces exp2_shifted's compare
-        // and two selects; NaN and +inf shift as mx itself. Bit-identical to exp2_shifted(., mx).
-        const float shift = max_propagate_nan(mx, -3.402823466e38f);
-        f[mi][r] = arch::ex2_approx(m[mi][r] - shift);
-        m[mi][r] = mx;
-        float neg_m = -shift;
-        if constexpr (kExpBias != 0) neg_m += static_cast<float>(kExpBias);
-        float sum = l[mi][r] * f[mi][r];
+    for (int ni = 1; ni < kN8; ++ni)
+      tile_max = max_propagate_nan(tile_max, max_propagate_nan(s[ni][2 * r], s[ni][2 * r + 1]));
+    tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = max_propagate_nan(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float mx = max_propagate_nan(m_row, tile_max * c);  // c > 0: the max commutes with it
+    // The shift of the exponents: mx, or a finite stand-in while mx = -inf (nothing visible yet), so that
+    // masked scores give exactly 0 rather than NaN from (-inf) - (-inf). Any finite shift gives the same
+    // zeros there (every score seen is -inf), so one NaN-propagating max replaces exp2_shifted's compare
+    // and two selects; NaN and +inf shift as mx itself. Bit-identical to exp2_shifted(., mx).
+    const float shift = max_propagate_nan(mx, -3.402823466e38f);
+    f = arch::ex2_approx(m_row - shift);
+    m_row = mx;
+    float neg_m = -shift;
+    if constexpr (kExpBias != 0) neg_m += static_cast<float>(kExpBias);
+    float sum = l_row * f;
 #pragma unroll
-        for (int ni = 0; ni < kN8; ++ni)
+    for (int ni = 0; ni < kN8; ++ni)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float p = arch::ex2_approx(fmaf(s[mi][ni][2 * r + e], c, neg_m));
-            s[mi][ni][2 * r + e] = p;
-            sum += p;
-          }
-        l[mi][r] = sum;
+      for (int e = 0; e < 2; ++e) {
+        const float p = arch::ex2_approx(fmaf(s[ni][2 * r + e], c, neg_m));
+        s[ni][2 * r + e] = p;
+        sum += p;
       }
+    l_row = sum;
   }
 
   /// o *= f, row by row (the factors of update_scores()).

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "llmk/attention/args.cuh"
 #include "llmk/attention/kv_access.cuh"
@@ -44,6 +46,11 @@ struct PrefillConfig {
   static constexpr int kWarpRows = Br / Warps;
   static constexpr int kMmaM = kWarpRows / 16, kN8 = Bc / 8, kD8 = HeadDim / 8;
   static constexpr int kPitch = HeadDim + 8;  // elements; the 16-byte pad spreads ldmatrix rows over banks
+  /// S, the softmax and P one 16-row tile at a time when a warp's O takes 128 or more registers (32 rows at
+  /// head dim 128): each K fragment is read once per 16-row tile instead of once per warp, but only one
+  /// tile's scores are live next to O (the 128 x 32 d128 tile: 0 bytes of spill instead of 60-116 with nvcc
+  /// 13). Same bits either way. V fragments still feed every 16-row tile.
+  static constexpr bool kScoresPerM16 = kMmaM > 1 && kMmaM* HeadDim >= 256;
 
   static_assert(HeadDim % 16 == 0 && HeadDim >= 16 && HeadDim <= 256,
                 "head dim must be a multiple of 16 in [16, 256]");
@@ -160,24 +167,54 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   FragmentSoftmax<kMmaM> softmax;
   softmax.init();
 
-  // S = Q K^T for one K tile in shared memory; on the general step also the soft-cap and the mask (each
-  // thread's rows' visible key ranges are computed there, off the hot loop); then the online softmax.
-  auto scores = [&](bool general, const T* k_tile, int tile, float(&s)[kMmaM][kN8][4]) {
-    detail::compute_scores<T, kMmaM, kN8, D, P>(q_tile + warp_row0 * P, k_tile, lane, s);
+  // S = Q K^T for kM of the warp's 16-row tiles from tile m0 on, one K tile in shared memory; on the general
+  // step also the soft-cap and the mask (each thread's rows' visible key ranges are computed there, off the
+  // hot loop); then the online softmax of those rows (s becomes P).
+  auto scores = [&](auto m0_c, bool general, const T* k_tile, int tile, auto& s) {
+    constexpr int m0 = decltype(m0_c)::value, kM = std::extent_v<std::remove_reference_t<decltype(s)>>;
+    detail::compute_scores<T, kM, kN8, D, P>(q_tile + (warp_row0 + 16 * m0) * P, k_tile, lane, s);
     if (general) {
       const bool masked = !mask.tile_unmasked(first_query, last_query, tile * Bc, tile * Bc + Bc);
       detail::transform_scores(
           s, transform, masked, tile * Bc,
           [&](int mi, int r, int& first, int& end) {
             // padding rows copy the last real row: finite, unused
-            const int local = min(warp_row0 + mi * 16 + lane / 4 + 8 * r, rows_here - 1);
+            const int local = min(warp_row0 + (m0 + mi) * 16 + lane / 4 + 8 * r, rows_here - 1);
             const int query = (row0 + local) / group;
             first = mask.first_key(query);
             end = mask.end_key(query);
           },
           lane);
     }
-    softmax.update(s, o, transform.exp_scale());
+    softmax.template update_rows<m0>(s, o, transform.exp_scale());
+  };
+  // P of a tile for O += P V: the scores of all the warp's rows at once, or packed 16 rows at a time
+  // (Cfg::kScoresPerM16).
+  using Probs =
+      std::conditional_t<Cfg::kScoresPerM16, std::uint32_t[kMmaM][kN8 / 2][4], float[kMmaM][kN8][4]>;
+  auto attend_qk = [&](bool general, const T* k_tile, int tile, Probs& p) {
+    if constexpr (Cfg::kScoresPerM16) {
+      [&]<int... kMi>(std::integer_sequence<int, kMi...>) {
+        (
+            [&] {
+              float s[1][kN8][4];
+              scores(std::integral_constant<int, kMi>{}, general, k_tile, tile, s);
+              std::uint32_t packed[1][kN8 / 2][4];
+              detail::pack_p<T>(s, packed);
+              std::memcpy(p[kMi], packed[0], sizeof(packed));
+            }(),
+            ...);
+      }
+      (std::make_integer_sequence<int, kMmaM>{});
+    } else {
+      scores(std::integral_constant<int, 0>{}, general, k_tile, tile, p);
+    }
+  };
+  auto attend_pv = [&](const Probs& p, const T* v_tile) {
+    if constexpr (Cfg::kScoresPerM16)
+      detail::accumulate_pv<T, kMmaM, kN8 / 2, kD8, P, /*kKeysInner=*/true>(p, v_tile, lane, o);
+    else
+      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(p, v_tile, lane, o);
   };
 
   // Key 0 of this sequence and KV head (dense K/V: every key row is a constant step from it).
@@ -258,7 +295,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   // One pipeline step for tile `tile`: wait for its data, start later copies, attend.
   auto step = [&](bool general, int tile) {
-    float s[kMmaM][kN8][4];
+    Probs p;
     if constexpr (detail::IsQuantizedKv<Kv>::value) {
       // Quantized cache: this tile's codes were staged (cp.async) by the previous step; dequantize them into
       // the K/V buffers, then stage the next tile's codes while this one computes.
@@ -271,8 +308,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (tile + 1 < tile_end)
         Tile::stage_codes(kv, b, kv_head, (tile + 1) * Bc, kv_end, k_stage, v_stage, tid);
       arch::cp_async_commit();
-      scores(general, k_ring, tile, s);
-      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring, lane, o);
+      attend_qk(general, k_ring, tile, p);
+      attend_pv(p, v_ring);
     } else if constexpr (S == 1) {
       // Single K and V buffers (FlashAttention-2's schedule): V's copy overlaps S = Q K^T and the softmax,
       // the next K's copy overlaps O += P V.
@@ -280,12 +317,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       __syncthreads();  // K landed; every warp is done with the previous V
       load_one(false, tile, v_ring, !general);
       arch::cp_async_commit();
-      scores(general, k_ring, tile, s);
+      attend_qk(general, k_ring, tile, p);
       arch::cp_async_wait_all();
       __syncthreads();  // V landed; every warp is done with K
       if (tile + 1 < tile_end) load_one(true, tile + 1, k_ring, !general);
       arch::cp_async_commit();
-      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring, lane, o);
+      attend_pv(p, v_ring);
     } else {
       // Tile i has landed once at most S - 2 newer groups are pending; the barrier publishes every thread's
       // copies and guarantees the slot refilled below (read in step i - 1) is free.
@@ -295,8 +332,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (tile + S - 1 < tile_end) load_kv(tile + S - 1, (i + S - 1) % S, !general);
       arch::cp_async_commit();
       const int slot = i % S;
-      scores(general, k_ring + slot * Bc * P, tile, s);
-      detail::accumulate_pv<T, kMmaM, kN8, kD8, P>(s, v_ring + slot * Bc * P, lane, o);
+      attend_qk(general, k_ring + slot * Bc * P, tile, p);
+      attend_pv(p, v_ring + slot * Bc * P);
     }
   };
 

@@ -288,27 +288,36 @@ LLMK_DEVICE void pack_p(const float (&p)[kMmaM][kN8][4], std::uint32_t (&a)[kMma
 }
 
 /// o += P V for the warp's rows: P packed by pack_p() (kK16 steps of 16 keys), V rows from `v` (the warp's
-/// first key row).
-template <class T, int kMmaM, int kK16, int kD8, int kPitch>
+/// first key row). kKeysInner: loop over the keys inside the loop over the dims (each O fragment takes all
+/// its k16 steps in a row; the same sums in the same order, so the same bits): with 32 rows per warp at d128
+/// nvcc 13 then fits sm_80 in 255 registers without spilling (12 bytes the other way round).
+template <class T, int kMmaM, int kK16, int kD8, int kPitch, bool kKeysInner = false>
 LLMK_DEVICE void accumulate_pv(const std::uint32_t (&a)[kMmaM][kK16][4], const T* v, int lane,
                                float (&o)[kMmaM][kD8][4]) {
   static_assert(kD8 % 2 == 0, "V is consumed in n16 steps");
   using Mma = typename MmaFor<T>::Atom;
+  auto step = [&](int kk, int di) {
+    // Transposed x4: matrix j covers keys (j % 2) * 8.. of the k16 step and dims (j / 2) * 8.. of the pair.
+    const int j = lane / 8;
+    std::uint32_t b0[2], b1[2];
+    arch::LDSM_x4_T::copy(&v[(kk * 16 + (j % 2) * 8 + lane % 8) * kPitch + di * 8 + (j / 2) * 8], b0[0],
+                          b0[1], b1[0], b1[1]);
 #pragma unroll
-  for (int kk = 0; kk < kK16; ++kk) {
-#pragma unroll
-    for (int di = 0; di < kD8; di += 2) {
-      // Transposed x4: matrix j covers keys (j % 2) * 8.. of the k16 step and dims (j / 2) * 8.. of the pair.
-      const int j = lane / 8;
-      std::uint32_t b0[2], b1[2];
-      arch::LDSM_x4_T::copy(&v[(kk * 16 + (j % 2) * 8 + lane % 8) * kPitch + di * 8 + (j / 2) * 8], b0[0],
-                            b0[1], b1[0], b1[1]);
-#pragma unroll
-      for (int mi = 0; mi < kMmaM; ++mi) {
-        Mma::fma(o[mi][di], a[mi][kk], b0, o[mi][di]);
-        Mma::fma(o[mi][di + 1], a[mi][kk], b1, o[mi][di + 1]);
-      }
+    for (int mi = 0; mi < kMmaM; ++mi) {
+      Mma::fma(o[mi][di], a[mi][kk], b0, o[mi][di]);
+      Mma::fma(o[mi][di + 1], a[mi][kk], b1, o[mi][di + 1]);
     }
+  };
+  if constexpr (kKeysInner) {
+#pragma unroll
+    for (int di = 0; di < kD8; di += 2)
+#pragma unroll
+      for (int kk = 0; kk < kK16; ++kk) step(kk, di);
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < kK16; ++kk)
+#pragma unroll
+      for (int di = 0; di < kD8; di += 2) step(kk, di);
   }
 }
 
