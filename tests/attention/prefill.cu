@@ -450,13 +450,16 @@ TEST_CASE("prefill: 32 rows per warp at head dim 128 (S and P one 16-row tile at
   std::mt19937 rng(116);
   using Cfg = attn::PrefillConfig<128, 128, 32, 4, 2>;
   static_assert(Cfg::kScoresPerM16, "this tile takes the per-16-row scores path");
-  static_assert(!attn::DefaultPrefillConfig<64>::kScoresPerM16,
-                "the d64 default keeps the shared K fragments");
+  static_assert(!attn::DefaultPrefillConfig<64>::kScoresPerM16 &&
+                    !attn::DefaultPrefillConfig<128>::kScoresPerM16 &&
+                    !attn::DefaultPrefillConfig<256>::kScoresPerM16 &&
+                    !attn::DefaultPagedPrefillConfig<64, f16>::kScoresPerM16,
+                "the defaults keep the shared K fragments");
   auto launch = [](const attn::PrefillArgs<f16>& a) {
     return attn::prefill_mma_with_config<f16, Cfg>(a, nullptr);
   };
-  // 150 queries: a whole 128-row tile and a partial one; the window and the soft-cap take the general step on
-  // every tile kind (diagonal, window edge, whole, partial last).
+  // 150 queries x 2 heads: two whole 128-row tiles and a partial one, causal (diagonal tiles on the general
+  // step, whole ones in the hot loop); then a window and the soft-cap on every tile (the general step).
   Case c = uniform(llmk::test::pick(150, 131), 161, 128, true);
   c.heads = 2;
   c.kv_heads = 1;

@@ -48,8 +48,8 @@ struct PrefillConfig {
   static constexpr int kPitch = HeadDim + 8;  // elements; the 16-byte pad spreads ldmatrix rows over banks
   /// S, the softmax and P one 16-row tile at a time when a warp's O takes 128 or more registers (32 rows at
   /// head dim 128): each K fragment is read once per 16-row tile instead of once per warp, but only one
-  /// tile's scores are live next to O (the 128 x 32 d128 tile: 0 bytes of spill instead of 60-116 with nvcc
-  /// 13). Same bits either way. V fragments still feed every 16-row tile.
+  /// tile's scores are live next to O (the 128 x 32 d128 tile: 0 bytes of spill instead of 60 with nvcc 13).
+  /// Same bits either way. V fragments still feed every 16-row tile.
   static constexpr bool kScoresPerM16 = kMmaM > 1 && kMmaM* HeadDim >= 256;
 
   static_assert(HeadDim % 16 == 0 && HeadDim >= 16 && HeadDim <= 256,
