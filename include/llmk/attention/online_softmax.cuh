@@ -148,15 +148,7 @@ struct FragmentSoftmax {
     for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r) update_row<0>(s[mi], r, c, m[kM0 + mi][r], l[kM0 + mi][r], f[mi][r]);
-#pragma unroll
-    for (int mi = 0; mi < kM; ++mi)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int di = 0; di < kD8; ++di) {
-          o[kM0 + mi][di][2 * r] *= f[mi][r];
-          o[kM0 + mi][di][2 * r + 1] *= f[mi][r];
-        }
+    rescale_rows<kM0>(o, f);
   }
 
   /// update() without the output accumulator: the new max, p in s, l, and each row's factor f for o (apply
@@ -207,14 +199,20 @@ struct FragmentSoftmax {
   /// o *= f, row by row (the factors of update_scores()).
   template <int kD8>
   LLMK_DEVICE static void rescale(float (&o)[kMmaM][kD8][4], const float (&f)[kMmaM][2]) {
+    rescale_rows<0>(o, f);
+  }
+
+  /// rescale() of the kM 16-row tiles from tile kM0 on.
+  template <int kM0, int kM, int kD8>
+  LLMK_DEVICE static void rescale_rows(float (&o)[kMmaM][kD8][4], const float (&f)[kM][2]) {
 #pragma unroll
-    for (int mi = 0; mi < kMmaM; ++mi)
+    for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int di = 0; di < kD8; ++di) {
-          o[mi][di][2 * r] *= f[mi][r];
-          o[mi][di][2 * r + 1] *= f[mi][r];
+          o[kM0 + mi][di][2 * r] *= f[mi][r];
+          o[kM0 + mi][di][2 * r + 1] *= f[mi][r];
         }
   }
 
