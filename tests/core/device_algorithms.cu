@@ -317,3 +317,212 @@ TEST_CASE("device algorithms: bad arguments are named") {
             "segments"));
   CHECK(has(dev::lowest_k_mask<unsigned>(nullptr, &bytes, k.data(), -3, 1, nullptr, nullptr), "count"));
 }
+
+TEST_CASE("sort_keys and segmented_sort_keys: stable (signed zeros keep their order), both orders, empty") {
+  std::uint32_t seed = 101;
+  for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{37},
+                               std::int64_t{llmk::test::pick<std::int64_t>(3001, 515)}})
+    for (const auto order : {dev::SortOrder::kAscending, dev::SortOrder::kDescending}) {
+      CAPTURE(n);
+      std::vector<float> keys = random_keys<float>(n, ++seed, 9);
+      for (std::size_t i = 0; i < keys.size(); i += 3)
+        if (keys[i] == 0.0f) keys[i] = -0.0f;  // equal to +0.0: only a stable sort keeps the sign order
+      llmk::DeviceBuffer<float> dk(keys), dout(keys.size() + 1);
+      dout.poison();
+      REQUIRE(with_temp([&](void* t, std::size_t* b) {
+                return dev::sort_keys<float>(t, b, dk.data(), dout.data(), n, order, nullptr);
+              }).ok());
+      std::vector<float> want = keys;
+      std::stable_sort(want.begin(), want.end(),
+                       [&](float a, float b) { return order == dev::SortOrder::kAscending ? a < b : b < a; });
+      const std::vector<float> got = dout.to_host();
+      std::int64_t bad = 0;
+      for (std::size_t i = 0; i < want.size(); ++i)
+        bad += std::signbit(got[i]) != std::signbit(want[i]) || got[i] != want[i];
+      CHECK(bad == 0);
+    }
+  const std::vector<std::int64_t> offsets = {0, 0, 5, 6, 6, 40, 41, 100};
+  const std::int64_t n = 103, segments = 7;  // 100 .. 102 in no segment: not written
+  const std::vector<unsigned> keys = random_keys<unsigned>(n, 9, 1 << 20);
+  llmk::DeviceBuffer<std::int64_t> doff(offsets);
+  for (const auto order : {dev::SortOrder::kAscending, dev::SortOrder::kDescending}) {
+    llmk::DeviceBuffer<unsigned> dk(keys), dout(keys.size());
+    dout.poison();
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::segmented_sort_keys<unsigned>(t, b, dk.data(), dout.data(), n, segments,
+                                                        doff.data(), order, nullptr);
+            }).ok());
+    std::vector<unsigned> want = keys;
+    for (std::size_t s = 0; s < 7; ++s)
+      std::sort(want.begin() + offsets[s], want.begin() + offsets[s + 1],
+                [&](unsigned a, unsigned b) { return order == dev::SortOrder::kAscending ? a < b : b < a; });
+    const std::vector<unsigned> got = dout.to_host();
+    for (std::size_t i = 0; i < 100; ++i) CHECK(got[i] == want[i]);
+    for (std::size_t i = 100; i < 103; ++i) CHECK(got[i] == 0xffffffffu);  // poison kept
+  }
+}
+
+TEST_CASE("segmented_reduce_sum: exact integer sums, empty segments") {
+  const std::vector<std::int64_t> offsets = {0, 4, 4, 61, 62, 62};
+  std::vector<std::int64_t> x(62);
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<std::int64_t> d(-(std::int64_t{1} << 40), std::int64_t{1} << 40);
+  for (auto& v : x) v = d(rng);
+  llmk::DeviceBuffer<std::int64_t> dx(x), dout(5), doff(offsets);
+  dout.poison();
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::segmented_reduce_sum<std::int64_t>(t, b, dx.data(), dout.data(), 5, doff.data(),
+                                                           nullptr);
+          }).ok());
+  const std::vector<std::int64_t> got = dout.to_host();
+  for (std::size_t s = 0; s < 5; ++s)
+    CHECK(got[s] == std::accumulate(x.begin() + offsets[s], x.begin() + offsets[s + 1], std::int64_t{0}));
+}
+
+namespace {
+
+// The pruning rank rule within one segment: the stable order of its positions by key.
+template <class Key>
+std::vector<std::int64_t> stable_order(const std::vector<Key>& keys, std::int64_t b, std::int64_t e) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(e - b));
+  std::iota(pos.begin(), pos.end(), b);
+  std::stable_sort(pos.begin(), pos.end(), [&](std::int64_t x, std::int64_t y) {
+    return keys[static_cast<std::size_t>(x)] < keys[static_cast<std::size_t>(y)];
+  });
+  return pos;
+}
+
+}  // namespace
+
+TEST_CASE("ragged segments: segmented_lowest_k_mask with offsets and ks, segmented_kth_value, kth_value") {
+  // segments of different lengths, empty ones among them; few distinct keys (ties); k out of range both ways
+  const std::vector<std::int64_t> offsets = {0, 0, 5, 6, 6, 40, 41, 100, 173};
+  const std::int64_t segments = 8, n = 173;
+  const std::vector<std::int64_t> ks = {3, 2, 1, 0, 17, -4, 30, 100};
+  for (const int distinct : {3, 1 << 30}) {
+    CAPTURE(distinct);
+    const std::vector<float> keys = random_keys<float>(n, static_cast<std::uint32_t>(distinct), distinct);
+    llmk::DeviceBuffer<float> dk(keys), dkth(segments);
+    llmk::DeviceBuffer<std::int64_t> doff(offsets), dks(ks);
+    llmk::DeviceBuffer<std::uint8_t> keep(keys.size());
+    keep.poison();
+    REQUIRE(with_temp([&](void* t, std::size_t* b) {
+              return dev::segmented_lowest_k_mask<float>(t, b, dk.data(), n, segments, doff.data(),
+                                                         dks.data(), keep.data(), nullptr);
+            }).ok());
+    const std::vector<std::uint8_t> m = keep.to_host();
+    std::vector<std::uint8_t> want(keys.size(), 1);
+    for (std::size_t s = 0; s < 8; ++s) {
+      const std::vector<std::int64_t> pos = stable_order(keys, offsets[s], offsets[s + 1]);
+      const std::int64_t k = std::clamp<std::int64_t>(ks[s], 0, static_cast<std::int64_t>(pos.size()));
+      for (std::int64_t i = 0; i < k; ++i)
+        want[static_cast<std::size_t>(pos[static_cast<std::size_t>(i)])] = 0;
+    }
+    CHECK(m == want);
+    for (const std::int64_t k : {std::int64_t{-1}, std::int64_t{0}, std::int64_t{4}, std::int64_t{1000}}) {
+      CAPTURE(k);
+      dkth.poison();
+      REQUIRE(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_kth_value<float>(t, b, dk.data(), n, segments, doff.data(), k,
+                                                       dkth.data(), nullptr);
+              }).ok());
+      const std::vector<float> got = dkth.to_host();
+      for (std::size_t s = 0; s < 8; ++s) {
+        const std::vector<std::int64_t> pos = stable_order(keys, offsets[s], offsets[s + 1]);
+        const std::int64_t r = std::clamp<std::int64_t>(k, 0, static_cast<std::int64_t>(pos.size()) - 1);
+        CHECK(got[s] ==
+              (pos.empty() ? 0.0f : keys[static_cast<std::size_t>(pos[static_cast<std::size_t>(r)])]));
+      }
+      llmk::DeviceBuffer<float> one(1);
+      one.poison();
+      REQUIRE(with_temp([&](void* t, std::size_t* b) {
+                return dev::kth_value<float>(t, b, dk.data(), n, k, one.data(), nullptr);
+              }).ok());
+      std::vector<float> sorted = keys;
+      std::sort(sorted.begin(), sorted.end());
+      CHECK(one.to_host()[0] == sorted[static_cast<std::size_t>(std::clamp<std::int64_t>(k, 0, n - 1))]);
+    }
+  }
+  // one segment (no grouping sort) and an empty tensor
+  const std::vector<unsigned> keys = random_keys<unsigned>(50, 4, 6);
+  const std::vector<std::int64_t> off1 = {0, 50}, k1 = {20};
+  llmk::DeviceBuffer<unsigned> dk(keys), one(1);
+  llmk::DeviceBuffer<std::int64_t> doff(off1), dks(k1);
+  llmk::DeviceBuffer<std::uint8_t> keep(keys.size());
+  keep.poison();
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::segmented_lowest_k_mask<unsigned>(t, b, dk.data(), 50, 1, doff.data(), dks.data(),
+                                                          keep.data(), nullptr);
+          }).ok());
+  const std::vector<std::int64_t> pos = stable_order(keys, 0, 50);
+  std::vector<std::uint8_t> want(50, 1);
+  for (std::size_t i = 0; i < 20; ++i) want[static_cast<std::size_t>(pos[i])] = 0;
+  CHECK(keep.to_host() == want);
+  one.poison();
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::kth_value<unsigned>(t, b, dk.data(), 0, 3, one.data(), nullptr);
+          }).ok());
+  CHECK(one.to_host()[0] == 0u);  // empty: Key{}
+}
+
+TEST_CASE("select_less_than: the positions below a threshold, in order") {
+  for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{999}})
+    for (const float threshold : {-10.0f, 0.0f, 0.5f, 10.0f}) {
+      CAPTURE(n);
+      CAPTURE(threshold);
+      const std::vector<float> keys = random_keys<float>(n, static_cast<std::uint32_t>(n) + 77, 9);
+      llmk::DeviceBuffer<float> dk(keys);
+      llmk::DeviceBuffer<std::int32_t> out(keys.size() + 1);
+      llmk::DeviceBuffer<std::int64_t> count(1);
+      out.poison();
+      count.poison();
+      REQUIRE(with_temp([&](void* t, std::size_t* b) {
+                return dev::select_less_than<float, std::int32_t>(t, b, dk.data(), n, threshold, out.data(),
+                                                                  count.data(), nullptr);
+              }).ok());
+      std::vector<std::int32_t> want;
+      for (std::int32_t i = 0; i < static_cast<std::int32_t>(n); ++i)
+        if (keys[static_cast<std::size_t>(i)] < threshold) want.push_back(i);
+      REQUIRE(count.to_host()[0] == static_cast<std::int64_t>(want.size()));
+      const std::vector<std::int32_t> got = out.to_host();
+      CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(want.size())) ==
+            want);
+    }
+}
+
+TEST_CASE("device algorithms: the new entries name their bad arguments") {
+  std::size_t bytes = 0;
+  auto has = [](const llmk::Status& s, const char* arg) {
+    return !s.ok() && s.message().find(std::string("'") + arg + "'") != std::string::npos;
+  };
+  llmk::DeviceBuffer<float> k(8), out(2);
+  llmk::DeviceBuffer<std::int64_t> ks(2);
+  CHECK(
+      has(dev::sort_keys<float>(nullptr, &bytes, k.data(), k.data(), -1, dev::SortOrder::kAscending, nullptr),
+          "count"));
+  CHECK(has(dev::segmented_reduce_sum<std::int64_t>(nullptr, &bytes, nullptr, nullptr, -1, nullptr, nullptr),
+            "segments"));
+  CHECK(has(dev::segmented_kth_value<float>(nullptr, &bytes, k.data(), 8, 0, nullptr, 1, out.data(), nullptr),
+            "segments"));
+  CHECK(has(dev::kth_value<float>(nullptr, &bytes, k.data(), std::int64_t{1} << 33, 1, out.data(), nullptr),
+            "count"));
+  CHECK(has(dev::select_less_than<float, std::int32_t>(nullptr, &bytes, k.data(), std::int64_t{1} << 31, 0.0f,
+                                                       nullptr, nullptr, nullptr),
+            "count"));
+  REQUIRE(
+      dev::segmented_kth_value<float>(nullptr, &bytes, k.data(), 8, 2, nullptr, 1, out.data(), nullptr).ok());
+  llmk::DeviceBuffer<unsigned char> temp(bytes);
+  CHECK(has(
+      dev::segmented_kth_value<float>(temp.data(), &bytes, k.data(), 8, 2, nullptr, 1, out.data(), nullptr),
+      "out"));
+  CHECK(has(dev::segmented_lowest_k_mask<float>(temp.data(), &bytes, k.data(), 8, 2, ks.data(), nullptr,
+                                                nullptr, nullptr),
+            "keys"));
+#if defined(LLMK_SIM)  // offsets are read on the host only in the simulator (on a GPU: the caller's contract)
+  const std::vector<std::int64_t> bad_end = {0, 3, 7};
+  llmk::DeviceBuffer<std::int64_t> doff(bad_end);
+  CHECK(has(dev::segmented_kth_value<float>(temp.data(), &bytes, k.data(), 8, 2, doff.data(), 1, out.data(),
+                                            nullptr),
+            "offsets"));
+#endif
+}

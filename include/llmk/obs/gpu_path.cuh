@@ -218,6 +218,30 @@ __global__ void __launch_bounds__(kGlueThreads)
   for_each_element(1, d, [&](std::int64_t r, std::int64_t c) { out[r + c] = a[c * lda + c]; });
 }
 
+// Act-order's sort input: keys[c] = H_cc with a dead column's 0 read as 1 (fix_dead_columns, as the host
+// check's copy), columns[c] = c (the identity permutation when act-order is off).
+template <class T>
+__global__ void __launch_bounds__(kGlueThreads)
+    act_order_keys_kernel(const T* diag, std::int64_t d, T* keys, std::int32_t* columns) {
+  for_each_element(1, d, [&](std::int64_t, std::int64_t c) {
+    const T v = diag[c];
+    keys[c] = v == T(0) ? T(1) : v;
+    columns[c] = static_cast<std::int32_t>(c);
+  });
+}
+
+// g_idx[perm[j]] = (by_position ? j : perm[j]) / G: GPTQ's group of each original column (by processing
+// position under act-order with dynamic groups, else by the column itself).
+template <int kUnused = 0>
+__global__ void __launch_bounds__(kGlueThreads)
+    group_index_kernel(const std::int32_t* perm, std::int64_t d, std::int64_t group, bool by_position,
+                       std::int32_t* g_idx) {
+  for_each_element(1, d, [&](std::int64_t, std::int64_t j) {
+    const std::int64_t c = perm[j];
+    g_idx[c] = static_cast<std::int32_t>((by_position ? j : c) / group);
+  });
+}
+
 // W in processing order with dead columns (H_cc == 0) zeroed: wp[r, j] = w[r, perm[j]].
 template <class T>
 __global__ void __launch_bounds__(kGlueThreads)
@@ -782,7 +806,8 @@ inline std::int64_t fused_block_size(std::int64_t cols, std::int64_t requested, 
 struct FusedLayout {
   std::int64_t ldp = 0, bs = 0;
   std::size_t wp = 0, e = 0, scratch = 0, u = 0, err = 0, diag = 0, flag = 0, row_est = 0, row_dot = 0,
-              perm = 0, nonfinite = 0, block_keep = 0, select_temp = 0, select_bytes = 0, total = 0;
+              perm = 0, nonfinite = 0, block_keep = 0, select_temp = 0, select_bytes = 0, order_keys = 0,
+              order_sorted = 0, order_cols = 0, order_temp = 0, order_bytes = 0, total = 0;
 };
 
 // block_select: SparseGPT's block masks (kPruneBlock): the mask and lowest_k_mask's temporary storage.
@@ -811,6 +836,17 @@ inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64
   l.row_dot = take(static_cast<std::size_t>(rows) * sizeof(double));
   l.perm = take(static_cast<std::size_t>(cols) * sizeof(std::int32_t));
   l.nonfinite = take(sizeof(unsigned));
+  // act-order on the device: (fixed diag H, column) pairs, the descending stable sort's outputs and temp
+  l.order_keys = take(static_cast<std::size_t>(cols) * sizeof(float));
+  l.order_sorted = take(static_cast<std::size_t>(cols) * sizeof(float));
+  l.order_cols = take(static_cast<std::size_t>(cols) * sizeof(std::int32_t));
+  std::size_t order_bytes = 0;
+  // A size query runs nothing; an error here (no device) leaves 0 and the run reports it.
+  (void)llmk::device::sort_pairs<float, std::int32_t>(nullptr, &order_bytes, nullptr, nullptr, nullptr,
+                                                      nullptr, cols, llmk::device::SortOrder::kDescending,
+                                                      nullptr);
+  l.order_temp = take(order_bytes);
+  l.order_bytes = order_bytes;
   if (block_select) {
     const std::int64_t cells = rows * std::max<std::int64_t>(bs, 1);
     l.block_keep = take(static_cast<std::size_t>(cells));
@@ -905,31 +941,30 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
   std::vector<float> diag;
   LLMK_RETURN_IF_ERROR(check_inputs_read_diag(w, n, d, ldw, h, ldh, flag, diag_scratch, stream, &diag,
                                               &rep.damping.dead_columns));
-  std::vector<std::int32_t> perm(static_cast<std::size_t>(d));
-  std::iota(perm.begin(), perm.end(), 0);
-  if (cfg.act_order)  // gptq.hpp: stable sort by descending (dead-column-fixed) diag H
-    std::stable_sort(perm.begin(), perm.end(), [&](std::int32_t x, std::int32_t y) {
-      return diag[static_cast<std::size_t>(x)] > diag[static_cast<std::size_t>(y)];
-    });
-  std::vector<float> diag_p(static_cast<std::size_t>(d));
-  for (std::int64_t j = 0; j < d; ++j)
-    diag_p[static_cast<std::size_t>(j)] = diag[static_cast<std::size_t>(perm[static_cast<std::size_t>(j)])];
-  LLMK_RETURN_IF_ERROR(copy_sync(perm_dev, perm.data(), perm.size() * sizeof(std::int32_t), false, stream));
+  // Processing order on the device: gptq.hpp's stable sort by descending (dead-column-fixed) diag H is
+  // a stable radix sort of (diag, column) pairs; perm and g_idx never leave the device. diag_p (diag in
+  // processing order) comes back for the damping's host arithmetic.
+  float* order_keys = region<float>(workspace, L.order_keys);
+  float* order_sorted = region<float>(workspace, L.order_sorted);
+  std::int32_t* order_cols = region<std::int32_t>(workspace, L.order_cols);
+  LLMK_RETURN_IF_ERROR(launch(act_order_keys_kernel<float>, glue_grid(1, d), dim3(kGlueThreads), 0, stream,
+                              diag_scratch, d, order_keys, cfg.act_order ? order_cols : perm_dev));
+  std::vector<float> diag_p = diag;
+  if (cfg.act_order) {
+    std::size_t order_bytes = L.order_bytes;
+    LLMK_RETURN_IF_ERROR((llmk::device::sort_pairs<float, std::int32_t>(
+        region<void>(workspace, L.order_temp), &order_bytes, order_keys, order_sorted, order_cols, perm_dev,
+        d, llmk::device::SortOrder::kDescending, stream)));
+    LLMK_RETURN_IF_ERROR(copy_sync(diag_p.data(), order_sorted, diag_p.size() * sizeof(float), true, stream));
+  }
 
   const bool quantize = cfg.bits != 0;
   const bool grouped = quantize && cfg.group_size > 0;
   const std::int64_t G = grouped ? cfg.group_size : d;
   const bool static_grids = quantize && (!grouped || cfg.static_groups);
-  if (quantize) {
-    std::vector<std::int32_t> g_idx(static_cast<std::size_t>(d));
-    for (std::int64_t j = 0; j < d; ++j) {
-      const std::int64_t c = perm[static_cast<std::size_t>(j)];
-      g_idx[static_cast<std::size_t>(c)] =
-          static_cast<std::int32_t>(static_grids || !cfg.act_order ? c / G : j / G);
-    }
-    LLMK_RETURN_IF_ERROR(
-        copy_sync(out.g_idx, g_idx.data(), g_idx.size() * sizeof(std::int32_t), false, stream));
-  }
+  if (quantize)
+    LLMK_RETURN_IF_ERROR(launch(group_index_kernel<>, glue_grid(1, d), dim3(kGlueThreads), 0, stream,
+                                perm_dev, d, G, !static_grids && cfg.act_order, out.g_idx));
   const unsigned zero = 0;
   LLMK_RETURN_IF_ERROR(copy_sync(nonfinite, &zero, sizeof(zero), false, stream));
   LLMK_RETURN_IF_ERROR(launch(permute_weights_kernel<float>, glue_grid(n, d), dim3(kGlueThreads), 0, stream,
@@ -1037,7 +1072,9 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
   rep.loss = 0.5 * dot;
   rep.loss_estimate = est;
   rep.timings.loss_s = seconds_since(phase);
-  rep.order = std::move(perm);
+  rep.order.resize(static_cast<std::size_t>(d));  // the report's copy of the processing order
+  LLMK_RETURN_IF_ERROR(
+      copy_sync(rep.order.data(), perm_dev, rep.order.size() * sizeof(std::int32_t), true, stream));
   *report = std::move(rep);
   return {};
 }

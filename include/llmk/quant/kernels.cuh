@@ -519,6 +519,10 @@ __global__ void __launch_bounds__(kRowMaxThreads) quantize_rows_dynamic_kernel(R
 }
 
 /// Per-tensor range: each block reduces a grid-stride share, thread 0 folds it in with one atomic per value.
+/// Kept by hand next to llmk::device::reduce_max_abs (CUB) on static evidence (docs/architecture.md): CUB's
+/// reduce kernel for llmk::half reads 2 bytes per load (LDG.E.U16, sm_90a SASS), this one 16 (LDG.E.128);
+/// it also gives min / max in one pass and needs no workspace. BM_TensorAmax / BM_TensorAmaxCub time the
+/// pair.
 template <class In>
 __global__ void __launch_bounds__(kElementwiseThreads) range_reduce_kernel(RangeArgs<In> a) {
   constexpr int kIn = 16 / static_cast<int>(sizeof(In));

@@ -1,0 +1,156 @@
+// llmk/core/device_algorithms/common.cuh: what every device-wide algorithm shares: the build switch (CUB on
+// the GPU, Thrust's CPP system or std:: in the simulator), the temporary-storage protocol's checks,
+// SortOrder, and small element-wise launches. The interface and its rules: llmk/core/device_algorithms.cuh.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "llmk/config.cuh"
+#include "llmk/core/status.cuh"
+
+#if defined(LLMK_HOST_ONLY)
+#error "llmk/core/device_algorithms.cuh works on device memory: build with nvcc or the simulator (LLMK_SIM)"
+#endif
+
+#if defined(LLMK_SIM)
+#ifndef THRUST_DEVICE_SYSTEM  // the simulator's "device" memory is host memory
+#define THRUST_DEVICE_SYSTEM THRUST_DEVICE_SYSTEM_CPP
+#endif
+#include <thrust/copy.h>
+#include <thrust/execution_policy.h>
+#include <thrust/functional.h>
+#include <thrust/reduce.h>
+#include <thrust/scan.h>
+#include <thrust/transform_reduce.h>
+
+#include <cmath>
+#include <vector>
+#else
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+#include <cub/device/device_select.cuh>
+#endif
+
+#include "llmk/core/launch.cuh"
+
+namespace llmk::device {
+
+enum class SortOrder { kAscending, kDescending };
+
+namespace detail {
+
+#if defined(LLMK_SIM)
+inline constexpr std::size_t kSimTempBytes = 16;  // see the file comment
+#endif
+
+// The common argument checks; `needs` is what the implementation asks for (nothing runs when temp is null).
+inline Status check_temp(const void* temp, std::size_t* temp_bytes, std::size_t needs, bool* query) {
+  if (temp_bytes == nullptr) return Status::invalid_argument("temp_bytes", "must not be null");
+  *query = temp == nullptr;
+  if (*query) {
+    *temp_bytes = needs;
+    return {};
+  }
+  if (*temp_bytes < needs)
+    return Status::invalid_argument(
+        "temp_bytes", str_cat("must be >= the size query's ", needs, " bytes, got ", *temp_bytes));
+  if (reinterpret_cast<std::uintptr_t>(temp) % 16 != 0)
+    return Status::invalid_argument("temp", "must be 16-byte aligned");
+  return {};
+}
+
+inline Status check_count(std::int64_t count) {
+  if (count < 0) return Status::invalid_argument("count", str_cat("must be >= 0, got ", count));
+  return {};
+}
+
+#if !defined(LLMK_SIM)
+inline Status cub_status(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) return Status::cuda_error(what, cudaGetErrorString(e));
+  return {};
+}
+#endif
+
+// |x| of a finite value, 0 for NaN and +-Inf (llmk's amax rule: ranges skip non-finite values).
+template <class T>
+struct FiniteAbs {
+  LLMK_HOST_DEVICE float operator()(T v) const {
+    const float x = static_cast<float>(v);
+    const float a = x < 0.0f ? -x : x;
+    return a - a == 0.0f ? a : 0.0f;
+  }
+};
+
+#if defined(LLMK_SIM)
+// The simulator's stable sort of (key, value) pairs: std::stable_sort of the positions by key. Not Thrust's:
+// Debian's Thrust 1.17 sequential sorts (merge and radix) bind a null reference internally, which UBSan
+// rejects in the sanitizer builds, and the CUDA toolkit's newer Thrust cannot be included next to the
+// simulator's CUDA shim (it pulls in the real CUDA runtime headers). Scans, reductions and copies are
+// Thrust's.
+template <class Key, class Value>
+void stable_sort_pairs_host(const Key* keys_in, Key* keys_out, const Value* values_in, Value* values_out,
+                            std::int64_t count, SortOrder order) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) pos[static_cast<std::size_t>(i)] = i;
+  if (order == SortOrder::kAscending)
+    std::stable_sort(pos.begin(), pos.end(),
+                     [&](std::int64_t a, std::int64_t b) { return keys_in[a] < keys_in[b]; });
+  else
+    std::stable_sort(pos.begin(), pos.end(),
+                     [&](std::int64_t a, std::int64_t b) { return keys_in[b] < keys_in[a]; });
+  for (std::int64_t i = 0; i < count; ++i) {
+    keys_out[i] = keys_in[pos[static_cast<std::size_t>(i)]];
+    values_out[i] = values_in[pos[static_cast<std::size_t>(i)]];
+  }
+}
+
+template <class Key>
+void stable_sort_keys_host(const Key* keys_in, Key* keys_out, std::int64_t count, SortOrder order) {
+  std::copy(keys_in, keys_in + count, keys_out);
+  if (order == SortOrder::kAscending)
+    std::stable_sort(keys_out, keys_out + count, [](const Key& a, const Key& b) { return a < b; });
+  else
+    std::stable_sort(keys_out, keys_out + count, [](const Key& a, const Key& b) { return b < a; });
+}
+#endif
+
+struct NonZero {
+  LLMK_HOST_DEVICE bool operator()(std::uint8_t f) const { return f != 0; }
+};
+
+struct MaxOp {
+  template <class T>
+  LLMK_HOST_DEVICE T operator()(T a, T b) const {
+    return a < b ? b : a;
+  }
+};
+
+// out[i] = i. A template for inline linkage.
+template <class Index>
+__global__ void __launch_bounds__(256) iota_kernel(Index* out, std::int64_t count) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    out[i] = static_cast<Index>(i);
+}
+
+// Workspace carving: every sub-array starts on a 256-byte boundary.
+inline std::size_t align_up(std::size_t x) {
+  return (x + 255) / 256 * 256;
+}
+
+inline dim3 elementwise_grid(std::int64_t count) {
+  return dim3(static_cast<unsigned>(std::min<std::int64_t>((count + 255) / 256, 4096)));
+}
+
+}  // namespace detail
+
+}  // namespace llmk::device

@@ -1,0 +1,427 @@
+// llmk/core/device_algorithms/select.cuh: selections: stream compaction (by flag, by threshold), the k lowest
+// (a mask) and the k-th value, per equal or ragged segment and over a whole tensor. The highest k: invert the
+// keys (~bits for unsigned, -x for float); ties keep their rank rule (lower position first).
+// The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
+#pragma once
+
+#include "llmk/core/device_algorithms/common.cuh"
+#include "llmk/core/device_algorithms/sort.cuh"
+
+namespace llmk::device {
+
+/// Stream compaction: out gets in[i] for every i with flags[i] != 0, in order; *num_selected (device) the
+/// count. out must hold count elements (the worst case).
+///   llmk::device::select_flagged<std::int32_t>(temp, &bytes, iota, is_outlier, cols_out, d_count, K,
+///   stream);
+template <class T>
+Status select_flagged(void* temp, std::size_t* temp_bytes, const T* in, const std::uint8_t* flags, T* out,
+                      std::int64_t* num_selected, std::int64_t count, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  std::size_t needs = 0;
+#if defined(LLMK_SIM)
+  (void)stream;
+  needs = detail::kSimTempBytes;
+#else
+  LLMK_RETURN_IF_ERROR(detail::cub_status(
+      cub::DeviceSelect::Flagged(nullptr, needs, in, flags, out, num_selected, count, stream),
+      "cub::DeviceSelect::Flagged"));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
+  if (query) return {};
+  if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
+  if (count > 0 && (in == nullptr || flags == nullptr || out == nullptr))
+    return Status::invalid_argument("in", "in, flags and out must not be null");
+#if defined(LLMK_SIM)
+  T* end = thrust::copy_if(thrust::cpp::par, in, in + count, flags, out, detail::NonZero{});
+  *num_selected = static_cast<std::int64_t>(end - out);
+  return {};
+#else
+  std::size_t bytes = *temp_bytes;
+  return detail::cub_status(
+      cub::DeviceSelect::Flagged(temp, bytes, in, flags, out, num_selected, count, stream),
+      "cub::DeviceSelect::Flagged");
+#endif
+}
+
+namespace detail {
+
+// Segment s = [s * length, (s + 1) * length). sorted_index holds the positions of keys grouped by segment
+// (each group in place: positions [s * length, (s + 1) * length) hold segment s's elements) and, within a
+// group, ordered by (key, position): its first k entries are the segment's k lowest, the pruning rank rule.
+// keep[sorted_index[i]] = (i - s * length >= k). A template for inline linkage.
+template <class Index>
+__global__ void __launch_bounds__(256)
+    scatter_keep_kernel(const Index* sorted_index, std::int64_t count, std::int64_t length, std::int64_t k,
+                        std::uint8_t* keep) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    keep[sorted_index[i]] = i - i / length * length >= k ? 1 : 0;
+}
+
+// segment_of[i] = index[i] / length: the second sort's keys.
+template <class Index>
+__global__ void __launch_bounds__(256)
+    segment_keys_kernel(const Index* index, std::int64_t count, std::int64_t length, Index* segment_of) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    segment_of[i] = static_cast<Index>(static_cast<std::int64_t>(index[i]) / length);
+}
+
+// The ragged forms: segment s = [offsets[s], offsets[s + 1]), offsets[0] = 0, offsets[segments] = count.
+// The segment holding position p: the last s with offsets[s] <= p (a binary search; empty segments share
+// their offset with the next one, which the search skips).
+LLMK_HOST_DEVICE std::int64_t segment_holding(const std::int64_t* offsets, std::int64_t segments,
+                                              std::int64_t p) {
+  std::int64_t lo = 0, hi = segments;  // offsets[lo] <= p < offsets[hi]
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (offsets[mid] <= p)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+template <class Index>
+__global__ void __launch_bounds__(256)
+    segment_of_offsets_kernel(const Index* index, std::int64_t count, const std::int64_t* offsets,
+                              std::int64_t segments, Index* segment_of) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    segment_of[i] =
+        static_cast<Index>(segment_holding(offsets, segments, static_cast<std::int64_t>(index[i])));
+}
+
+// grouped[i]: the positions grouped by segment (group s at [offsets[s], offsets[s + 1])), each group in
+// (key, position) order; group_seg[i] its segment (null: one segment). keep[grouped[i]] = (rank >= k_s),
+// k_s = ks[s] clamped to [0, length of s].
+template <class Index>
+__global__ void __launch_bounds__(256)
+    scatter_keep_ragged_kernel(const Index* grouped, const Index* group_seg, std::int64_t count,
+                               const std::int64_t* offsets, const std::int64_t* ks, std::uint8_t* keep) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const std::int64_t s = group_seg == nullptr ? 0 : static_cast<std::int64_t>(group_seg[i]);
+    const std::int64_t b = offsets[s], len = offsets[s + 1] - b, k = ks[s];
+    const std::int64_t kk = k < 0 ? 0 : (k > len ? len : k);
+    keep[grouped[i]] = i - b >= kk ? 1 : 0;
+  }
+}
+
+// out[s] = the key of rank k (0-based, clamped to the segment's last) of segment s; Key{} when it is empty.
+template <class Key, class Index>
+__global__ void __launch_bounds__(256)
+    gather_kth_kernel(const Key* keys, const Index* grouped, const std::int64_t* offsets,
+                      std::int64_t segments, std::int64_t k, Key* out) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t s = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; s < segments;
+       s += stride) {
+    const std::int64_t b = offsets[s], len = offsets[s + 1] - b;
+    out[s] = len == 0 ? Key{} : keys[grouped[b + (k < 0 ? 0 : (k >= len ? len - 1 : k))]];
+  }
+}
+
+// offsets = {0, count}: one segment (kth_value).
+template <int kUnused = 0>
+__global__ void whole_offsets_kernel(std::int64_t* offsets, std::int64_t count) {
+  if (threadIdx.x == 0) {
+    offsets[0] = 0;
+    offsets[1] = count;
+  }
+}
+
+// The shared machinery of the ragged forms: after it, grouped / group_seg as above (group_seg null when
+// segments <= 1). Two stable radix sorts, as segmented_lowest_k_mask's. Workspace: rank_layout.
+struct RankLayout {
+  std::size_t index = 0, by_key = 0, sorted_keys = 0, grouped = 0, sort_temp = 0, total = 0;
+  std::size_t sort_bytes = 0, group_bytes = 0;
+};
+
+template <class Key>
+Status rank_layout(std::int64_t count, std::int64_t segments, cudaStream_t stream, RankLayout* l) {
+  using Index = std::uint32_t;
+  static_assert(sizeof(Key) >= sizeof(Index), "the segment keys reuse the sorted keys' storage");
+  const std::size_t n = static_cast<std::size_t>(count);
+  const std::size_t idx_bytes = align_up(n * sizeof(Index)), key_bytes = align_up(n * sizeof(Key));
+  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(nullptr, &l->sort_bytes, nullptr, nullptr, nullptr, nullptr,
+                                               count, SortOrder::kAscending, stream)));
+  if (segments > 1)
+    LLMK_RETURN_IF_ERROR((sort_pairs<Index, Index>(nullptr, &l->group_bytes, nullptr, nullptr, nullptr,
+                                                   nullptr, count, SortOrder::kAscending, stream)));
+  l->index = 0;
+  l->by_key = idx_bytes;
+  l->sorted_keys = 2 * idx_bytes;
+  l->grouped = 2 * idx_bytes + key_bytes;
+  l->sort_temp = l->grouped + (segments > 1 ? idx_bytes : 0);
+  l->total = l->sort_temp + std::max(l->sort_bytes, l->group_bytes);
+  return {};
+}
+
+template <class Key>
+Status rank_by_segment(void* temp, const RankLayout& l, const Key* keys, std::int64_t count,
+                       std::int64_t segments, const std::int64_t* offsets, const std::uint32_t** grouped,
+                       const std::uint32_t** group_seg, cudaStream_t stream) {
+  using Index = std::uint32_t;
+  auto* base = static_cast<unsigned char*>(temp);
+  auto* index = reinterpret_cast<Index*>(base + l.index);  // positions; later the groups' segments
+  auto* by_key = reinterpret_cast<Index*>(base + l.by_key);
+  auto* sorted_keys = reinterpret_cast<Key*>(base + l.sorted_keys);  // later the positions' segments
+  void* sort_temp = base + l.sort_temp;
+  const dim3 grid = elementwise_grid(count);
+  std::size_t bytes = l.sort_bytes;
+  LLMK_RETURN_IF_ERROR(launch(iota_kernel<Index>, grid, dim3(256), 0, stream, index, count));
+  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(sort_temp, &bytes, keys, sorted_keys, index, by_key, count,
+                                               SortOrder::kAscending, stream)));
+  if (segments <= 1) {
+    *grouped = by_key;
+    *group_seg = nullptr;
+    return {};
+  }
+  auto* segment_of = reinterpret_cast<Index*>(sorted_keys);
+  auto* out = reinterpret_cast<Index*>(base + l.grouped);
+  LLMK_RETURN_IF_ERROR(launch(segment_of_offsets_kernel<Index>, grid, dim3(256), 0, stream, by_key, count,
+                              offsets, segments, segment_of));
+  bytes = l.group_bytes;
+  LLMK_RETURN_IF_ERROR((sort_pairs<Index, Index>(sort_temp, &bytes, segment_of, index, by_key, out, count,
+                                                 SortOrder::kAscending, stream)));
+  *grouped = out;
+  *group_seg = index;
+  return {};
+}
+
+// The ragged forms' argument checks. In the simulator (host memory) the offsets are checked too; on a GPU
+// they are the caller's contract, as CUB's are.
+inline Status check_ragged(std::int64_t count, std::int64_t segments) {
+  LLMK_RETURN_IF_ERROR(check_count(count));
+  if (segments < 0 || (segments == 0 && count > 0))
+    return Status::invalid_argument("segments",
+                                    str_cat("must be >= 1 (>= 0 when count is 0), got ", segments));
+  if (count > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()))
+    return Status::invalid_argument("count", str_cat("must be < 2^32 (32-bit positions), got ", count));
+  return {};
+}
+
+inline Status check_offsets_values(std::int64_t count, std::int64_t segments, const std::int64_t* offsets) {
+#if defined(LLMK_SIM)
+  if (offsets[0] != 0 || offsets[segments] != count)
+    return Status::invalid_argument("offsets", str_cat("must start at 0 and end at count = ", count,
+                                                       ", got [", offsets[0], ", ", offsets[segments], "]"));
+  for (std::int64_t s = 0; s < segments; ++s)
+    if (offsets[s + 1] < offsets[s])
+      return Status::invalid_argument(
+          "offsets", str_cat("must be non-decreasing; offsets[", s + 1, "] = ", offsets[s + 1], " < offsets[",
+                             s, "] = ", offsets[s]));
+#else
+  (void)count, (void)segments, (void)offsets;
+#endif
+  return {};
+}
+
+}  // namespace detail
+
+/// The k lowest of each of `segments` equal segments s = keys[s * length .. (s + 1) * length), by (key,
+/// index within the segment) (ties to the lower index, llmk's pruning rank rule): keep[i] = 0 for them, 1
+/// for the others. A stable radix sort of (key, position) pairs (cub::DeviceRadixSort); with several
+/// segments, a second stable radix sort of the positions by their segment groups them without disturbing
+/// the key order inside a group (the same two sort instantiations serve every segment count, where a
+/// segmented sort would add two more); plus two or three small launches. temp holds the position arrays and
+/// the sorted keys. k is clamped to [0, length]; segments * length must be < 2^32 (32-bit positions).
+///   // per-row pruning of a [rows, cols] score matrix, k per row
+///   llmk::device::segmented_lowest_k_mask<unsigned>(temp, &bytes, scores, rows, cols, k, keep, stream);
+template <class Key>
+Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t segments,
+                               std::int64_t length, std::int64_t k, std::uint8_t* keep, cudaStream_t stream) {
+  if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
+  if (length < 0) return Status::invalid_argument("length", str_cat("must be >= 0, got ", length));
+  const std::int64_t count = segments * length;
+  if (length > 0 && segments > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()) / length)
+    return Status::invalid_argument(
+        "count", str_cat("segments * length must be < 2^32 (32-bit indices), got ", segments, " x ", length));
+  using Index = std::uint32_t;
+  static_assert(sizeof(Key) >= sizeof(Index), "the segment keys reuse the sorted keys' storage");
+  const std::size_t n = static_cast<std::size_t>(count);
+  const bool one = segments <= 1;
+  const std::size_t idx_bytes = detail::align_up(n * sizeof(Index)),
+                    key_bytes = detail::align_up(n * sizeof(Key));
+  std::size_t sort_bytes = 0, group_bytes = 0;
+  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(nullptr, &sort_bytes, keys, nullptr, nullptr, nullptr, count,
+                                               SortOrder::kAscending, stream)));
+  if (!one)
+    LLMK_RETURN_IF_ERROR((sort_pairs<Index, Index>(nullptr, &group_bytes, nullptr, nullptr, nullptr, nullptr,
+                                                   count, SortOrder::kAscending, stream)));
+  const std::size_t needs = (one ? 2 : 3) * idx_bytes + key_bytes + std::max(sort_bytes, group_bytes);
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
+  if (query || count == 0) return {};
+  if (keys == nullptr || keep == nullptr)
+    return Status::invalid_argument("keys", "keys and keep must not be null");
+  auto* base = static_cast<unsigned char*>(temp);
+  auto* index = reinterpret_cast<Index*>(base);                      // positions; later the sorted segments
+  auto* by_key = reinterpret_cast<Index*>(base + idx_bytes);         // positions sorted by key
+  auto* sorted_keys = reinterpret_cast<Key*>(base + 2 * idx_bytes);  // later the positions' segments
+  auto* grouped = reinterpret_cast<Index*>(base + 2 * idx_bytes + key_bytes);
+  void* sort_temp = base + (one ? 2 : 3) * idx_bytes + key_bytes;
+  const dim3 grid = detail::elementwise_grid(count);
+  LLMK_RETURN_IF_ERROR(launch(detail::iota_kernel<Index>, grid, dim3(256), 0, stream, index, count));
+  LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index, by_key,
+                                               count, SortOrder::kAscending, stream)));
+  const std::int64_t kk = k < 0 ? 0 : (k > length ? length : k);
+  if (one)
+    return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, by_key, count, length, kk,
+                  keep);
+  auto* segment_of = reinterpret_cast<Index*>(sorted_keys);
+  LLMK_RETURN_IF_ERROR(launch(detail::segment_keys_kernel<Index>, grid, dim3(256), 0, stream, by_key, count,
+                              length, segment_of));
+  LLMK_RETURN_IF_ERROR((sort_pairs<Index, Index>(sort_temp, &group_bytes, segment_of, index, by_key, grouped,
+                                                 count, SortOrder::kAscending, stream)));
+  return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, grouped, count, length, kk,
+                keep);
+}
+
+/// The k lowest of keys[0 .. count) by (key, index): segmented_lowest_k_mask with one segment.
+///   llmk::device::lowest_k_mask<unsigned>(temp, &bytes, score_bits, rows * cols, k, mask, stream);
+template <class Key>
+Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
+                     std::uint8_t* keep, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  return segmented_lowest_k_mask<Key>(temp, temp_bytes, keys, 1, count, k, keep, stream);
+}
+
+/// The ragged form: segment s = keys[offsets[s] .. offsets[s + 1]) (offsets: device, segments + 1
+/// non-decreasing entries from 0 to count; empty segments allowed), the ks[s] lowest of segment s by (key,
+/// position) (ks: device, one per segment, each clamped to [0, the segment's length]): keep[i] = 0 for them,
+/// 1 for the others. The same two stable radix sorts as the equal form (the segment of a position is found
+/// by a binary search over offsets). count must be < 2^32.
+///   // 50% of each sequence's tokens, sequences of different lengths
+///   llmk::device::segmented_lowest_k_mask<float>(temp, &bytes, scores, tokens, batch, cu_seqlens, halves,
+///                                                keep, stream);
+template <class Key>
+Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count,
+                               std::int64_t segments, const std::int64_t* offsets, const std::int64_t* ks,
+                               std::uint8_t* keep, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_ragged(count, segments));
+  detail::RankLayout l;
+  LLMK_RETURN_IF_ERROR(detail::rank_layout<Key>(count, segments, stream, &l));
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, l.total, &query));
+  if (query || count == 0) return {};
+  if (keys == nullptr || keep == nullptr || offsets == nullptr || ks == nullptr)
+    return Status::invalid_argument("keys", "keys, offsets, ks and keep must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
+  const std::uint32_t *grouped = nullptr, *group_seg = nullptr;
+  LLMK_RETURN_IF_ERROR(
+      detail::rank_by_segment<Key>(temp, l, keys, count, segments, offsets, &grouped, &group_seg, stream));
+  return launch(detail::scatter_keep_ragged_kernel<std::uint32_t>, detail::elementwise_grid(count), dim3(256),
+                0, stream, grouped, group_seg, count, offsets, ks, keep);
+}
+
+/// out[s] (device, one per segment) = the key of rank k (0-based, ascending; k clamped to [0, length - 1])
+/// of segment s = keys[offsets[s] .. offsets[s + 1]), Key{} for an empty segment: the k-th value, e.g. a
+/// pruning threshold per row or per sequence. offsets as in the ragged segmented_lowest_k_mask; count must
+/// be < 2^32. Exact (a sort), so bit-identical on both builds.
+///   // the median score of each row of a [rows, cols] matrix (row_offsets = 0, cols, 2 cols, ...)
+///   llmk::device::segmented_kth_value<float>(temp, &bytes, scores, rows * cols, rows, row_offsets,
+///                                            cols / 2, medians, stream);
+template <class Key>
+Status segmented_kth_value(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count,
+                           std::int64_t segments, const std::int64_t* offsets, std::int64_t k, Key* out,
+                           cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_ragged(count, segments));
+  detail::RankLayout l;
+  LLMK_RETURN_IF_ERROR(detail::rank_layout<Key>(count, segments, stream, &l));
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, l.total, &query));
+  if (query || segments == 0) return {};
+  if (out == nullptr || offsets == nullptr)
+    return Status::invalid_argument("out", "out and offsets must not be null");
+  if (count > 0 && keys == nullptr) return Status::invalid_argument("keys", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
+  const std::uint32_t *grouped = nullptr, *group_seg = nullptr;
+  if (count > 0)
+    LLMK_RETURN_IF_ERROR(
+        detail::rank_by_segment<Key>(temp, l, keys, count, segments, offsets, &grouped, &group_seg, stream));
+  return launch(detail::gather_kth_kernel<Key, std::uint32_t>, detail::elementwise_grid(segments), dim3(256),
+                0, stream, keys, grouped, offsets, segments, k, out);
+}
+
+/// *out (device) = the key of rank k (0-based, ascending, clamped to [0, count - 1]) of keys[0 .. count);
+/// Key{} when count is 0. temp also holds the one-segment offsets {0, count}.
+///   llmk::device::kth_value<float>(temp, &bytes, magnitudes, n, n / 2, d_threshold, stream);
+template <class Key>
+Status kth_value(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
+                 Key* out, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_ragged(count, 1));
+  std::size_t bytes = 0;
+  LLMK_RETURN_IF_ERROR(segmented_kth_value<Key>(nullptr, &bytes, keys, count, 1, nullptr, k, out, stream));
+  const std::size_t offsets_at = detail::align_up(bytes);
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, offsets_at + 2 * sizeof(std::int64_t), &query));
+  if (query) return {};
+  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
+  auto* offsets = reinterpret_cast<std::int64_t*>(static_cast<unsigned char*>(temp) + offsets_at);
+  LLMK_RETURN_IF_ERROR(launch(detail::whole_offsets_kernel<>, dim3(1), dim3(32), 0, stream, offsets, count));
+  return segmented_kth_value<Key>(temp, &bytes, keys, count, 1, offsets, k, out, stream);
+}
+
+namespace detail {
+// The threshold test of select_less_than, on an element's position (the selected values are positions).
+template <class Key, class Index>
+struct LessAt {
+  const Key* keys;
+  Key threshold;
+  LLMK_HOST_DEVICE bool operator()(Index i) const { return keys[i] < threshold; }
+};
+}  // namespace detail
+
+/// Threshold select: indices_out gets every position i with keys[i] < threshold, in increasing order;
+/// *num_selected (device) their count. indices_out must hold count entries (the worst case); count must fit
+/// Index. cub::DeviceSelect::If over a counting iterator on the GPU.
+///   // the columns whose score is below the per-layer threshold
+///   llmk::device::select_less_than<float, std::int32_t>(temp, &bytes, scores, n, threshold, cols, d_count,
+///                                                       stream);
+template <class Key, class Index>
+Status select_less_than(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count,
+                        Key threshold, Index* indices_out, std::int64_t* num_selected, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  if (count > static_cast<std::int64_t>(std::numeric_limits<Index>::max()))
+    return Status::invalid_argument(
+        "count",
+        str_cat("must fit the index type (<= ", std::numeric_limits<Index>::max(), "), got ", count));
+  std::size_t needs = 0;
+  const detail::LessAt<Key, Index> pred{keys, threshold};
+#if defined(LLMK_SIM)
+  (void)stream;
+  needs = detail::kSimTempBytes;
+#else
+  LLMK_RETURN_IF_ERROR(
+      detail::cub_status(cub::DeviceSelect::If(nullptr, needs, thrust::counting_iterator<Index>(0),
+                                               indices_out, num_selected, count, pred, stream),
+                         "cub::DeviceSelect::If"));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
+  if (query) return {};
+  if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
+  if (count > 0 && (keys == nullptr || indices_out == nullptr))
+    return Status::invalid_argument("keys", "keys and indices_out must not be null");
+#if defined(LLMK_SIM)
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < count; ++i)
+    if (pred(static_cast<Index>(i))) indices_out[n++] = static_cast<Index>(i);
+  *num_selected = n;
+  return {};
+#else
+  std::size_t bytes = *temp_bytes;
+  return detail::cub_status(cub::DeviceSelect::If(temp, bytes, thrust::counting_iterator<Index>(0),
+                                                  indices_out, num_selected, count, pred, stream),
+                            "cub::DeviceSelect::If");
+#endif
+}
+
+}  // namespace llmk::device

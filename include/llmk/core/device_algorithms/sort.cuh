@@ -1,0 +1,210 @@
+// llmk/core/device_algorithms/sort.cuh: stable radix sorts, whole and segmented.
+// The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
+#pragma once
+
+#include "llmk/core/device_algorithms/common.cuh"
+
+namespace llmk::device {
+
+/// Stable sort of (key, value) pairs by key: keys_out / values_out get the sorted pairs; equal keys keep
+/// their input order (in both orders). Inputs and outputs must not overlap. count 0: nothing runs.
+///   llmk::device::sort_pairs<float, std::int32_t>(temp, &bytes, diag, diag_sorted, iota, perm, d,
+///                                                 llmk::device::SortOrder::kDescending, stream);
+template <class Key, class Value>
+Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out,
+                  const Value* values_in, Value* values_out, std::int64_t count, SortOrder order,
+                  cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  std::size_t needs = 0;
+#if defined(LLMK_SIM)
+  (void)stream;
+  needs = detail::kSimTempBytes;
+#else
+  if (order == SortOrder::kAscending)
+    LLMK_RETURN_IF_ERROR(
+        detail::cub_status(cub::DeviceRadixSort::SortPairs(nullptr, needs, keys_in, keys_out, values_in,
+                                                           values_out, count, 0, sizeof(Key) * 8, stream),
+                           "cub::DeviceRadixSort::SortPairs"));
+  else
+    LLMK_RETURN_IF_ERROR(detail::cub_status(
+        cub::DeviceRadixSort::SortPairsDescending(nullptr, needs, keys_in, keys_out, values_in, values_out,
+                                                  count, 0, sizeof(Key) * 8, stream),
+        "cub::DeviceRadixSort::SortPairsDescending"));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
+  if (query || count == 0) return {};
+  if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
+    return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
+#if defined(LLMK_SIM)
+  detail::stable_sort_pairs_host(keys_in, keys_out, values_in, values_out, count, order);
+  return {};
+#else
+  std::size_t bytes = *temp_bytes;
+  if (order == SortOrder::kAscending)
+    return detail::cub_status(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in,
+                                                              values_out, count, 0, sizeof(Key) * 8, stream),
+                              "cub::DeviceRadixSort::SortPairs");
+  return detail::cub_status(
+      cub::DeviceRadixSort::SortPairsDescending(temp, bytes, keys_in, keys_out, values_in, values_out, count,
+                                                0, sizeof(Key) * 8, stream),
+      "cub::DeviceRadixSort::SortPairsDescending");
+#endif
+}
+
+/// Stable sort of (key, value) pairs within each segment s = [offsets[s], offsets[s + 1]) (offsets: device,
+/// segments + 1 non-decreasing entries; elements outside every segment are neither read nor written).
+///   llmk::device::segmented_sort_pairs<unsigned, std::int32_t>(temp, &bytes, keys, keys_out, cols, cols_out,
+///       rows * k, rows, row_offsets, llmk::device::SortOrder::kAscending, stream);
+template <class Key, class Value>
+Status segmented_sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out,
+                            const Value* values_in, Value* values_out, std::int64_t count,
+                            std::int64_t segments, const std::int64_t* offsets, SortOrder order,
+                            cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
+  std::size_t needs = 0;
+#if defined(LLMK_SIM)
+  (void)stream;
+  needs = detail::kSimTempBytes;
+#else
+  if (order == SortOrder::kAscending)
+    LLMK_RETURN_IF_ERROR(detail::cub_status(
+        cub::DeviceSegmentedSort::StableSortPairs(nullptr, needs, keys_in, keys_out, values_in, values_out,
+                                                  count, segments, offsets, offsets + 1, stream),
+        "cub::DeviceSegmentedSort::StableSortPairs"));
+  else
+    LLMK_RETURN_IF_ERROR(detail::cub_status(cub::DeviceSegmentedSort::StableSortPairsDescending(
+                                                nullptr, needs, keys_in, keys_out, values_in, values_out,
+                                                count, segments, offsets, offsets + 1, stream),
+                                            "cub::DeviceSegmentedSort::StableSortPairsDescending"));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
+  if (query || count == 0 || segments == 0) return {};
+  if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
+    return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
+  if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
+#if defined(LLMK_SIM)
+  for (std::int64_t s = 0; s < segments; ++s) {
+    const std::int64_t b = offsets[s], e = offsets[s + 1];
+    if (b < 0 || e < b || e > count)
+      return Status::invalid_argument(
+          "offsets",
+          str_cat("segment ", s, " = [", b, ", ", e, ") is not inside [0, ", count, ") or is decreasing"));
+    detail::stable_sort_pairs_host(keys_in + b, keys_out + b, values_in + b, values_out + b, e - b, order);
+  }
+  return {};
+#else
+  std::size_t bytes = *temp_bytes;
+  if (order == SortOrder::kAscending)
+    return detail::cub_status(
+        cub::DeviceSegmentedSort::StableSortPairs(temp, bytes, keys_in, keys_out, values_in, values_out,
+                                                  count, segments, offsets, offsets + 1, stream),
+        "cub::DeviceSegmentedSort::StableSortPairs");
+  return detail::cub_status(cub::DeviceSegmentedSort::StableSortPairsDescending(
+                                temp, bytes, keys_in, keys_out, values_in, values_out, count, segments,
+                                offsets, offsets + 1, stream),
+                            "cub::DeviceSegmentedSort::StableSortPairsDescending");
+#endif
+}
+
+/// Stable sort of keys: keys_out gets keys_in in order (equal keys keep their input order, which shows only
+/// for -0.0 / +0.0). Input and output must not overlap. count 0: nothing runs.
+///   llmk::device::sort_keys<float>(temp, &bytes, magnitudes, sorted, n, llmk::device::SortOrder::kAscending,
+///                                  stream);
+template <class Key>
+Status sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out, std::int64_t count,
+                 SortOrder order, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  std::size_t needs = 0;
+#if defined(LLMK_SIM)
+  (void)stream;
+  needs = detail::kSimTempBytes;
+#else
+  if (order == SortOrder::kAscending)
+    LLMK_RETURN_IF_ERROR(detail::cub_status(
+        cub::DeviceRadixSort::SortKeys(nullptr, needs, keys_in, keys_out, count, 0, sizeof(Key) * 8, stream),
+        "cub::DeviceRadixSort::SortKeys"));
+  else
+    LLMK_RETURN_IF_ERROR(
+        detail::cub_status(cub::DeviceRadixSort::SortKeysDescending(nullptr, needs, keys_in, keys_out, count,
+                                                                    0, sizeof(Key) * 8, stream),
+                           "cub::DeviceRadixSort::SortKeysDescending"));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
+  if (query || count == 0) return {};
+  if (keys_in == nullptr || keys_out == nullptr)
+    return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
+#if defined(LLMK_SIM)
+  detail::stable_sort_keys_host(keys_in, keys_out, count, order);
+  return {};
+#else
+  std::size_t bytes = *temp_bytes;
+  if (order == SortOrder::kAscending)
+    return detail::cub_status(
+        cub::DeviceRadixSort::SortKeys(temp, bytes, keys_in, keys_out, count, 0, sizeof(Key) * 8, stream),
+        "cub::DeviceRadixSort::SortKeys");
+  return detail::cub_status(cub::DeviceRadixSort::SortKeysDescending(temp, bytes, keys_in, keys_out, count, 0,
+                                                                     sizeof(Key) * 8, stream),
+                            "cub::DeviceRadixSort::SortKeysDescending");
+#endif
+}
+
+/// Stable sort of keys within each segment s = [offsets[s], offsets[s + 1]) (as segmented_sort_pairs).
+///   llmk::device::segmented_sort_keys<float>(temp, &bytes, scores, sorted, rows * cols, rows, row_offsets,
+///                                            llmk::device::SortOrder::kDescending, stream);
+template <class Key>
+Status segmented_sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out,
+                           std::int64_t count, std::int64_t segments, const std::int64_t* offsets,
+                           SortOrder order, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
+  std::size_t needs = 0;
+#if defined(LLMK_SIM)
+  (void)stream;
+  needs = detail::kSimTempBytes;
+#else
+  if (order == SortOrder::kAscending)
+    LLMK_RETURN_IF_ERROR(
+        detail::cub_status(cub::DeviceSegmentedSort::StableSortKeys(nullptr, needs, keys_in, keys_out, count,
+                                                                    segments, offsets, offsets + 1, stream),
+                           "cub::DeviceSegmentedSort::StableSortKeys"));
+  else
+    LLMK_RETURN_IF_ERROR(detail::cub_status(
+        cub::DeviceSegmentedSort::StableSortKeysDescending(nullptr, needs, keys_in, keys_out, count, segments,
+                                                           offsets, offsets + 1, stream),
+        "cub::DeviceSegmentedSort::StableSortKeysDescending"));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
+  if (query || count == 0 || segments == 0) return {};
+  if (keys_in == nullptr || keys_out == nullptr)
+    return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
+  if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
+#if defined(LLMK_SIM)
+  for (std::int64_t s = 0; s < segments; ++s) {
+    const std::int64_t b = offsets[s], e = offsets[s + 1];
+    if (b < 0 || e < b || e > count)
+      return Status::invalid_argument(
+          "offsets",
+          str_cat("segment ", s, " = [", b, ", ", e, ") is not inside [0, ", count, ") or is decreasing"));
+    detail::stable_sort_keys_host(keys_in + b, keys_out + b, e - b, order);
+  }
+  return {};
+#else
+  std::size_t bytes = *temp_bytes;
+  if (order == SortOrder::kAscending)
+    return detail::cub_status(
+        cub::DeviceSegmentedSort::StableSortKeys(temp, bytes, keys_in, keys_out, count, segments, offsets,
+                                                 offsets + 1, stream),
+        "cub::DeviceSegmentedSort::StableSortKeys");
+  return detail::cub_status(
+      cub::DeviceSegmentedSort::StableSortKeysDescending(temp, bytes, keys_in, keys_out, count, segments,
+                                                         offsets, offsets + 1, stream),
+      "cub::DeviceSegmentedSort::StableSortKeysDescending");
+#endif
+}
+
+}  // namespace llmk::device
