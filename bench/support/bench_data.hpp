@@ -9,7 +9,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <random>
+#include <tuple>
+#include <type_traits>
+#include <typeindex>
+#include <typeinfo>
 #include <vector>
 
 #include "gpu_timer.hpp"
@@ -19,18 +24,12 @@
 
 namespace llmk::bench {
 
-/// Fills `buf` with gen(rng) values, rng = std::mt19937(seed): a pool of up to 1M values is generated on the
-/// host, uploaded, and then doubled on the device (device-to-device copies), so multi-GiB tensors fill in
-/// milliseconds. The values repeat with that period, which changes nothing for speed; gen must not return
-/// only zeros, NaNs or denormals. `gen` is taken by value and called in order on that one copy, so a
-/// generator with state (a mutable lambda holding a distribution) keeps it across the whole pool.
-template <class T, class Gen>
-void fill_random(DeviceBuffer<T>& buf, unsigned seed, Gen gen) {
+namespace detail {
+
+// Uploads `pool` into buf[0, pool.size()) and doubles it on the device until buf is full.
+template <class T>
+void fill_from_pool(DeviceBuffer<T>& buf, const std::vector<T>& pool) {
   const std::size_t n = buf.size();
-  if (n == 0) return;
-  std::mt19937 rng(seed);
-  std::vector<T> pool(std::min<std::size_t>(n, std::size_t{1} << 20));
-  for (auto& x : pool) x = gen(rng);
   throw_if_error(device_copy(buf.data(), pool.data(), pool.size() * sizeof(T), CopyKind::kHostToDevice));
   for (std::size_t filled = pool.size(); filled < n; filled *= 2) {
     const std::size_t count = std::min(filled, n - filled);
@@ -39,13 +38,79 @@ void fill_random(DeviceBuffer<T>& buf, unsigned seed, Gen gen) {
   }
 }
 
+// The host pools, kept for the whole process: Google Benchmark calls a benchmark function once per step of
+// its iteration-count search (3 to 5 times per benchmark), each call building its data again, and drawing a
+// pool (up to 1M values from std::mt19937 through a distribution: tens of ms) was most of a large
+// benchmark's setup. A pool is a function of (generator, seed, size) when the generator starts from the
+// same state every time: a function pointer (keyed by its address) or a stateless type.
+struct PoolKey {
+  std::type_index gen_type;
+  const void* gen_fn;
+  unsigned seed;
+  std::size_t size;
+  bool operator<(const PoolKey& o) const {
+    return std::tie(gen_type, gen_fn, seed, size) < std::tie(o.gen_type, o.gen_fn, o.seed, o.size);
+  }
+};
+
+template <class T, class Gen>
+std::vector<T> draw_pool(std::size_t size, unsigned seed, Gen gen) {
+  std::mt19937 rng(seed);
+  std::vector<T> pool(size);
+  for (auto& x : pool) x = gen(rng);
+  return pool;
+}
+
+template <class T, class Gen>
+const std::vector<T>& cached_pool(const PoolKey& key, Gen gen) {
+  static std::map<PoolKey, std::vector<T>> pools;
+  auto it = pools.find(key);
+  if (it == pools.end()) it = pools.emplace(key, draw_pool<T>(key.size, key.seed, gen)).first;
+  return it->second;
+}
+
+template <class Gen>
+const void* function_address(const Gen& gen) {
+  if constexpr (std::is_pointer_v<Gen>)
+    return reinterpret_cast<const void*>(gen);
+  else
+    return nullptr;
+}
+
+}  // namespace detail
+
+/// Fills `buf` with gen(rng) values, rng = std::mt19937(seed): a pool of up to 1M values is generated on the
+/// host, uploaded, and then doubled on the device (device-to-device copies), so multi-GiB tensors fill in
+/// milliseconds. The values repeat with that period, which changes nothing for speed; gen must not return
+/// only zeros, NaNs or denormals. `gen` is taken by value and called in order on that one copy, so a
+/// generator with state (a mutable lambda holding a distribution) keeps it across the whole pool. A function
+/// pointer or a stateless generator's pool is drawn once per process and reused (detail::cached_pool).
+template <class T, class Gen>
+void fill_random(DeviceBuffer<T>& buf, unsigned seed, Gen gen) {
+  const std::size_t n = buf.size();
+  if (n == 0) return;
+  const std::size_t size = std::min<std::size_t>(n, std::size_t{1} << 20);
+  if constexpr (std::is_function_v<std::remove_pointer_t<Gen>> || std::is_empty_v<Gen>)
+    detail::fill_from_pool(
+        buf, detail::cached_pool<T>({std::type_index(typeid(Gen)), detail::function_address(gen), seed, size},
+                                    gen));
+  else
+    detail::fill_from_pool(buf, detail::draw_pool<T>(size, seed, gen));
+}
+
 /// Fills `buf` with N(0, 1) values (one std::normal_distribution<float> over the whole pool, converted to T),
-/// as fill_random describes: never all zeros, no NaN, no denormals.
+/// as fill_random describes: never all zeros, no NaN, no denormals. The generator starts from the same
+/// state every call, so its pools are reused too.
 template <class T>
 void fill_normal(DeviceBuffer<T>& buf, unsigned seed) {
-  fill_random(buf, seed, [dist = std::normal_distribution<float>(0.0f, 1.0f)](std::mt19937& rng) mutable {
+  const std::size_t n = buf.size();
+  if (n == 0) return;
+  auto gen = [dist = std::normal_distribution<float>(0.0f, 1.0f)](std::mt19937& rng) mutable {
     return T(dist(rng));
-  });
+  };
+  const std::size_t size = std::min<std::size_t>(n, std::size_t{1} << 20);
+  detail::fill_from_pool(buf,
+                         detail::cached_pool<T>({std::type_index(typeid(gen)), nullptr, seed, size}, gen));
 }
 
 /// Bytes the rotated copies of a benchmark's data must cover so that consecutive iterations miss in L2: 4x
