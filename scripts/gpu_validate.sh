@@ -242,6 +242,7 @@ run_bench() {  # run_bench <binary> <timeout>
   timeout "$(left "$limit")" "$b" --benchmark_format=json --benchmark_out="$out/bench/$name.json" --benchmark_out_format=json \
     --benchmark_min_time="$min_time" "${filter[@]+"${filter[@]}"}" >"$out/logs/$name.log" 2>&1
   local rc=$?
+  echo "$name exit $rc wall $((SECONDS - t1)) s" >>"$out/logs/bench_times.txt"  # where the budget goes
   if ((rc == 0)); then echo "   ok  $name ($((SECONDS - t1)) s)"; else
     echo "   FAILED  $name (exit $rc, $((SECONDS - t1)) s: logs/$name.log)"; problems+=("benchmark $name exit $rc"); status=1; fi
 }
