@@ -79,6 +79,43 @@ inline Status cub_status(cudaError_t e, const char* what) {
 }
 #endif
 
+// CUB's protocol around one algorithm, written once. `run(temp, bytes)` is the work: on a GPU the CUB call
+// (which answers the size query when temp is null), in the simulator the host implementation (no query:
+// it asks for kSimTempBytes). `checks()` validates the pointers once the query is past; nothing runs when
+// `nothing_to_run`. Each entry defines `run` in one #if: its CUB call or its simulator body.
+template <class Run, class Checks>
+Status two_phase(void* temp, std::size_t* temp_bytes, bool nothing_to_run, Checks&& checks, Run&& run) {
+  std::size_t needs = 0;
+#if defined(LLMK_SIM)
+  needs = kSimTempBytes;
+#else
+  LLMK_RETURN_IF_ERROR(run(nullptr, needs));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(check_temp(temp, temp_bytes, needs, &query));
+  if (query || nothing_to_run) return {};
+  LLMK_RETURN_IF_ERROR(checks());
+  std::size_t bytes = *temp_bytes;
+  return run(temp, bytes);
+}
+
+#if defined(LLMK_SIM)
+// The simulator's segment loop: fn(b, e) for each segment [offsets[s], offsets[s + 1]), which must lie in
+// [0, count) and not decrease (read on the host here; on a GPU the caller's contract, as CUB's).
+template <class Fn>
+Status for_each_segment(std::int64_t count, std::int64_t segments, const std::int64_t* offsets, Fn&& fn) {
+  for (std::int64_t s = 0; s < segments; ++s) {
+    const std::int64_t b = offsets[s], e = offsets[s + 1];
+    if (b < 0 || e < b || e > count)
+      return Status::invalid_argument(
+          "offsets",
+          str_cat("segment ", s, " = [", b, ", ", e, ") is not inside [0, ", count, ") or is decreasing"));
+    fn(b, e);
+  }
+  return {};
+}
+#endif
+
 // |x| of a finite value, 0 for NaN and +-Inf (llmk's amax rule: ranges skip non-finite values).
 template <class T>
 struct FiniteAbs {

@@ -6,6 +6,26 @@
 
 namespace llmk::device {
 
+namespace detail {
+inline Status check_in_out(const void* in, const void* out) {
+  if (in == nullptr || out == nullptr) return Status::invalid_argument("in", "in and out must not be null");
+  return {};
+}
+// A reduction's output is written even for count 0; its input is read only for count > 0.
+inline Status check_reduce(const void* in, const void* out, std::int64_t count) {
+  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
+  if (count > 0 && in == nullptr) return Status::invalid_argument("in", "must not be null");
+  return {};
+}
+inline Status check_segmented(const void* in, const void* out, const std::int64_t* offsets) {
+  if (in == nullptr || out == nullptr || offsets == nullptr)
+    return Status::invalid_argument("in", "in, out and offsets must not be null");
+  return {};
+}
+// The segmented reductions take no element count: the simulator checks that the segments do not decrease.
+inline constexpr std::int64_t kAnyCount = std::numeric_limits<std::int64_t>::max();
+}  // namespace detail
+
 /// out[i] = in[0] + ... + in[i - 1] (exclusive; out[0] = 0) or + in[i] (inclusive). Integer types: exact.
 /// in and out may be the same array.
 ///   llmk::device::exclusive_sum<std::int32_t>(temp, &bytes, counts, offsets, n, stream);
@@ -13,27 +33,20 @@ template <class T>
 Status exclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
                      cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  std::size_t needs = 0;
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) -> Status {
+    thrust::exclusive_scan(thrust::cpp::par, in, in + count, out, T{0});
+    return {};
+  };
 #else
-  LLMK_RETURN_IF_ERROR(
-      detail::cub_status(cub::DeviceScan::ExclusiveSum(nullptr, needs, in, out, count, stream),
-                         "cub::DeviceScan::ExclusiveSum"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(cub::DeviceScan::ExclusiveSum(t, b, in, out, count, stream),
+                              "cub::DeviceScan::ExclusiveSum");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || count == 0) return {};
-  if (in == nullptr || out == nullptr) return Status::invalid_argument("in", "in and out must not be null");
-#if defined(LLMK_SIM)
-  thrust::exclusive_scan(thrust::cpp::par, in, in + count, out, T{0});
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream),
-                            "cub::DeviceScan::ExclusiveSum");
-#endif
+  return detail::two_phase(
+      temp, temp_bytes, count == 0, [&] { return detail::check_in_out(in, out); }, run);
 }
 
 /// The inclusive form of exclusive_sum.
@@ -42,27 +55,20 @@ template <class T>
 Status inclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
                      cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  std::size_t needs = 0;
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) -> Status {
+    thrust::inclusive_scan(thrust::cpp::par, in, in + count, out);
+    return {};
+  };
 #else
-  LLMK_RETURN_IF_ERROR(
-      detail::cub_status(cub::DeviceScan::InclusiveSum(nullptr, needs, in, out, count, stream),
-                         "cub::DeviceScan::InclusiveSum"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(cub::DeviceScan::InclusiveSum(t, b, in, out, count, stream),
+                              "cub::DeviceScan::InclusiveSum");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || count == 0) return {};
-  if (in == nullptr || out == nullptr) return Status::invalid_argument("in", "in and out must not be null");
-#if defined(LLMK_SIM)
-  thrust::inclusive_scan(thrust::cpp::par, in, in + count, out);
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(cub::DeviceScan::InclusiveSum(temp, bytes, in, out, count, stream),
-                            "cub::DeviceScan::InclusiveSum");
-#endif
+  return detail::two_phase(
+      temp, temp_bytes, count == 0, [&] { return detail::check_in_out(in, out); }, run);
 }
 
 /// *out (device) = max |in[i]| over the finite elements (0 when there are none, count 0 included): llmk's
@@ -73,31 +79,22 @@ template <class T>
 Status reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* out, std::int64_t count,
                       cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  std::size_t needs = 0;
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) -> Status {
+    *out = thrust::transform_reduce(thrust::cpp::par, in, in + count, detail::FiniteAbs<T>{}, 0.0f,
+                                    detail::MaxOp{});
+    return {};
+  };
 #else
-  LLMK_RETURN_IF_ERROR(
-      detail::cub_status(cub::DeviceReduce::TransformReduce(nullptr, needs, in, out, count, detail::MaxOp{},
-                                                            detail::FiniteAbs<T>{}, 0.0f, stream),
-                         "cub::DeviceReduce::TransformReduce"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(cub::DeviceReduce::TransformReduce(t, b, in, out, count, detail::MaxOp{},
+                                                                 detail::FiniteAbs<T>{}, 0.0f, stream),
+                              "cub::DeviceReduce::TransformReduce");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query) return {};
-  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
-  if (count > 0 && in == nullptr) return Status::invalid_argument("in", "must not be null");
-#if defined(LLMK_SIM)
-  *out = thrust::transform_reduce(thrust::cpp::par, in, in + count, detail::FiniteAbs<T>{}, 0.0f,
-                                  detail::MaxOp{});
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(cub::DeviceReduce::TransformReduce(temp, bytes, in, out, count, detail::MaxOp{},
-                                                               detail::FiniteAbs<T>{}, 0.0f, stream),
-                            "cub::DeviceReduce::TransformReduce");
-#endif
+  return detail::two_phase(
+      temp, temp_bytes, false, [&] { return detail::check_reduce(in, out, count); }, run);
 }
 
 /// *out (device) = the sum of in[0 .. count) (0 for count 0). Integer types: exact. Floating point: the
@@ -108,27 +105,19 @@ template <class T>
 Status reduce_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
                   cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  std::size_t needs = 0;
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) -> Status {
+    *out = thrust::reduce(thrust::cpp::par, in, in + count, T{0});
+    return {};
+  };
 #else
-  LLMK_RETURN_IF_ERROR(detail::cub_status(cub::DeviceReduce::Sum(nullptr, needs, in, out, count, stream),
-                                          "cub::DeviceReduce::Sum"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(cub::DeviceReduce::Sum(t, b, in, out, count, stream), "cub::DeviceReduce::Sum");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query) return {};
-  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
-  if (count > 0 && in == nullptr) return Status::invalid_argument("in", "must not be null");
-#if defined(LLMK_SIM)
-  *out = thrust::reduce(thrust::cpp::par, in, in + count, T{0});
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(cub::DeviceReduce::Sum(temp, bytes, in, out, count, stream),
-                            "cub::DeviceReduce::Sum");
-#endif
+  return detail::two_phase(
+      temp, temp_bytes, false, [&] { return detail::check_reduce(in, out, count); }, run);
 }
 
 /// out[s] = max |in[i]| over the finite elements of segment s = [offsets[s], offsets[s + 1]) (0 when empty).
@@ -137,34 +126,26 @@ template <class T>
 Status segmented_reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* out,
                                 std::int64_t segments, const std::int64_t* offsets, cudaStream_t stream) {
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
-  std::size_t needs = 0;
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) {
+    std::int64_t s = 0;
+    return detail::for_each_segment(
+        detail::kAnyCount, segments, offsets, [&](std::int64_t b, std::int64_t e) {
+          out[s++] = thrust::transform_reduce(thrust::cpp::par, in + b, in + e, detail::FiniteAbs<T>{}, 0.0f,
+                                              detail::MaxOp{});
+        });
+  };
 #else
-  LLMK_RETURN_IF_ERROR(detail::cub_status(
-      cub::DeviceSegmentedReduce::Reduce(nullptr, needs,
-                                         thrust::make_transform_iterator(in, detail::FiniteAbs<T>{}), out,
-                                         segments, offsets, offsets + 1, detail::MaxOp{}, 0.0f, stream),
-      "cub::DeviceSegmentedReduce::Reduce"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(cub::DeviceSegmentedReduce::Reduce(
+                                  t, b, thrust::make_transform_iterator(in, detail::FiniteAbs<T>{}), out,
+                                  segments, offsets, offsets + 1, detail::MaxOp{}, 0.0f, stream),
+                              "cub::DeviceSegmentedReduce::Reduce");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || segments == 0) return {};
-  if (in == nullptr || out == nullptr || offsets == nullptr)
-    return Status::invalid_argument("in", "in, out and offsets must not be null");
-#if defined(LLMK_SIM)
-  for (std::int64_t s = 0; s < segments; ++s)
-    out[s] = thrust::transform_reduce(thrust::cpp::par, in + offsets[s], in + offsets[s + 1],
-                                      detail::FiniteAbs<T>{}, 0.0f, detail::MaxOp{});
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(cub::DeviceSegmentedReduce::Reduce(
-                                temp, bytes, thrust::make_transform_iterator(in, detail::FiniteAbs<T>{}), out,
-                                segments, offsets, offsets + 1, detail::MaxOp{}, 0.0f, stream),
-                            "cub::DeviceSegmentedReduce::Reduce");
-#endif
+  return detail::two_phase(
+      temp, temp_bytes, segments == 0, [&] { return detail::check_segmented(in, out, offsets); }, run);
 }
 
 /// out[s] = the sum of segment s = [offsets[s], offsets[s + 1]) (0 when empty); the summation order as
@@ -175,30 +156,24 @@ template <class T>
 Status segmented_reduce_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t segments,
                             const std::int64_t* offsets, cudaStream_t stream) {
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
-  std::size_t needs = 0;
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) {
+    std::int64_t s = 0;
+    return detail::for_each_segment(detail::kAnyCount, segments, offsets,
+                                    [&](std::int64_t b, std::int64_t e) {
+                                      out[s++] = thrust::reduce(thrust::cpp::par, in + b, in + e, T{0});
+                                    });
+  };
 #else
-  LLMK_RETURN_IF_ERROR(detail::cub_status(
-      cub::DeviceSegmentedReduce::Sum(nullptr, needs, in, out, segments, offsets, offsets + 1, stream),
-      "cub::DeviceSegmentedReduce::Sum"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(
+        cub::DeviceSegmentedReduce::Sum(t, b, in, out, segments, offsets, offsets + 1, stream),
+        "cub::DeviceSegmentedReduce::Sum");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || segments == 0) return {};
-  if (in == nullptr || out == nullptr || offsets == nullptr)
-    return Status::invalid_argument("in", "in, out and offsets must not be null");
-#if defined(LLMK_SIM)
-  for (std::int64_t s = 0; s < segments; ++s)
-    out[s] = thrust::reduce(thrust::cpp::par, in + offsets[s], in + offsets[s + 1], T{0});
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(
-      cub::DeviceSegmentedReduce::Sum(temp, bytes, in, out, segments, offsets, offsets + 1, stream),
-      "cub::DeviceSegmentedReduce::Sum");
-#endif
+  return detail::two_phase(
+      temp, temp_bytes, segments == 0, [&] { return detail::check_segmented(in, out, offsets); }, run);
 }
 
 }  // namespace llmk::device

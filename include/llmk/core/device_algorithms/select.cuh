@@ -17,31 +17,26 @@ template <class T>
 Status select_flagged(void* temp, std::size_t* temp_bytes, const T* in, const std::uint8_t* flags, T* out,
                       std::int64_t* num_selected, std::int64_t count, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  std::size_t needs = 0;
+  auto checks = [&]() -> Status {
+    if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
+    if (count > 0 && (in == nullptr || flags == nullptr || out == nullptr))
+      return Status::invalid_argument("in", "in, flags and out must not be null");
+    return {};
+  };
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) -> Status {
+    T* end = thrust::copy_if(thrust::cpp::par, in, in + count, flags, out, detail::NonZero{});
+    *num_selected = static_cast<std::int64_t>(end - out);
+    return {};
+  };
 #else
-  LLMK_RETURN_IF_ERROR(detail::cub_status(
-      cub::DeviceSelect::Flagged(nullptr, needs, in, flags, out, num_selected, count, stream),
-      "cub::DeviceSelect::Flagged"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(cub::DeviceSelect::Flagged(t, b, in, flags, out, num_selected, count, stream),
+                              "cub::DeviceSelect::Flagged");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query) return {};
-  if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
-  if (count > 0 && (in == nullptr || flags == nullptr || out == nullptr))
-    return Status::invalid_argument("in", "in, flags and out must not be null");
-#if defined(LLMK_SIM)
-  T* end = thrust::copy_if(thrust::cpp::par, in, in + count, flags, out, detail::NonZero{});
-  *num_selected = static_cast<std::int64_t>(end - out);
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(
-      cub::DeviceSelect::Flagged(temp, bytes, in, flags, out, num_selected, count, stream),
-      "cub::DeviceSelect::Flagged");
-#endif
+  return detail::two_phase(temp, temp_bytes, false, checks, run);
 }
 
 namespace detail {
@@ -393,35 +388,30 @@ Status select_less_than(void* temp, std::size_t* temp_bytes, const Key* keys, st
     return Status::invalid_argument(
         "count",
         str_cat("must fit the index type (<= ", std::numeric_limits<Index>::max(), "), got ", count));
-  std::size_t needs = 0;
   const detail::LessAt<Key, Index> pred{keys, threshold};
+  auto checks = [&]() -> Status {
+    if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
+    if (count > 0 && (keys == nullptr || indices_out == nullptr))
+      return Status::invalid_argument("keys", "keys and indices_out must not be null");
+    return {};
+  };
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) -> Status {
+    std::int64_t n = 0;
+    for (std::int64_t i = 0; i < count; ++i)
+      if (pred(static_cast<Index>(i))) indices_out[n++] = static_cast<Index>(i);
+    *num_selected = n;
+    return {};
+  };
 #else
-  LLMK_RETURN_IF_ERROR(
-      detail::cub_status(cub::DeviceSelect::If(nullptr, needs, thrust::counting_iterator<Index>(0),
-                                               indices_out, num_selected, count, pred, stream),
-                         "cub::DeviceSelect::If"));
+  auto run = [&](void* t, std::size_t& b) {
+    return detail::cub_status(cub::DeviceSelect::If(t, b, thrust::counting_iterator<Index>(0), indices_out,
+                                                    num_selected, count, pred, stream),
+                              "cub::DeviceSelect::If");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query) return {};
-  if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
-  if (count > 0 && (keys == nullptr || indices_out == nullptr))
-    return Status::invalid_argument("keys", "keys and indices_out must not be null");
-#if defined(LLMK_SIM)
-  std::int64_t n = 0;
-  for (std::int64_t i = 0; i < count; ++i)
-    if (pred(static_cast<Index>(i))) indices_out[n++] = static_cast<Index>(i);
-  *num_selected = n;
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  return detail::cub_status(cub::DeviceSelect::If(temp, bytes, thrust::counting_iterator<Index>(0),
-                                                  indices_out, num_selected, count, pred, stream),
-                            "cub::DeviceSelect::If");
-#endif
+  return detail::two_phase(temp, temp_bytes, false, checks, run);
 }
 
 }  // namespace llmk::device

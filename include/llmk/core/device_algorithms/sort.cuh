@@ -15,41 +15,64 @@ Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* 
                   const Value* values_in, Value* values_out, std::int64_t count, SortOrder order,
                   cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  std::size_t needs = 0;
+  auto checks = [&]() -> Status {
+    if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
+      return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
+    return {};
+  };
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) -> Status {
+    detail::stable_sort_pairs_host(keys_in, keys_out, values_in, values_out, count, order);
+    return {};
+  };
 #else
-  if (order == SortOrder::kAscending)
-    LLMK_RETURN_IF_ERROR(
-        detail::cub_status(cub::DeviceRadixSort::SortPairs(nullptr, needs, keys_in, keys_out, values_in,
-                                                           values_out, count, 0, sizeof(Key) * 8, stream),
-                           "cub::DeviceRadixSort::SortPairs"));
-  else
-    LLMK_RETURN_IF_ERROR(detail::cub_status(
-        cub::DeviceRadixSort::SortPairsDescending(nullptr, needs, keys_in, keys_out, values_in, values_out,
-                                                  count, 0, sizeof(Key) * 8, stream),
-        "cub::DeviceRadixSort::SortPairsDescending"));
+  auto run = [&](void* t, std::size_t& b) {
+    if (order == SortOrder::kAscending)
+      return detail::cub_status(
+          cub::DeviceRadixSort::SortPairs(t, b, keys_in, keys_out, values_in, values_out, count, 0,
+                                          sizeof(Key) * 8, stream),
+          "cub::DeviceRadixSort::SortPairs");
+    return detail::cub_status(
+        cub::DeviceRadixSort::SortPairsDescending(t, b, keys_in, keys_out, values_in, values_out, count, 0,
+                                                  sizeof(Key) * 8, stream),
+        "cub::DeviceRadixSort::SortPairsDescending");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || count == 0) return {};
-  if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
-    return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
+  return detail::two_phase(temp, temp_bytes, count == 0, checks, run);
+}
+
+/// Stable sort of keys: keys_out gets keys_in in order (equal keys keep their input order, which shows only
+/// for -0.0 / +0.0). Input and output must not overlap. count 0: nothing runs.
+///   llmk::device::sort_keys<float>(temp, &bytes, magnitudes, sorted, n, llmk::device::SortOrder::kAscending,
+///                                  stream);
+template <class Key>
+Status sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out, std::int64_t count,
+                 SortOrder order, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  auto checks = [&]() -> Status {
+    if (keys_in == nullptr || keys_out == nullptr)
+      return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
+    return {};
+  };
 #if defined(LLMK_SIM)
-  detail::stable_sort_pairs_host(keys_in, keys_out, values_in, values_out, count, order);
-  return {};
+  (void)stream;
+  auto run = [&](void*, std::size_t&) -> Status {
+    detail::stable_sort_keys_host(keys_in, keys_out, count, order);
+    return {};
+  };
 #else
-  std::size_t bytes = *temp_bytes;
-  if (order == SortOrder::kAscending)
-    return detail::cub_status(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in,
-                                                              values_out, count, 0, sizeof(Key) * 8, stream),
-                              "cub::DeviceRadixSort::SortPairs");
-  return detail::cub_status(
-      cub::DeviceRadixSort::SortPairsDescending(temp, bytes, keys_in, keys_out, values_in, values_out, count,
-                                                0, sizeof(Key) * 8, stream),
-      "cub::DeviceRadixSort::SortPairsDescending");
+  auto run = [&](void* t, std::size_t& b) {
+    if (order == SortOrder::kAscending)
+      return detail::cub_status(
+          cub::DeviceRadixSort::SortKeys(t, b, keys_in, keys_out, count, 0, sizeof(Key) * 8, stream),
+          "cub::DeviceRadixSort::SortKeys");
+    return detail::cub_status(
+        cub::DeviceRadixSort::SortKeysDescending(t, b, keys_in, keys_out, count, 0, sizeof(Key) * 8, stream),
+        "cub::DeviceRadixSort::SortKeysDescending");
+  };
 #endif
+  return detail::two_phase(temp, temp_bytes, count == 0, checks, run);
 }
 
 /// Stable sort of (key, value) pairs within each segment s = [offsets[s], offsets[s + 1]) (offsets: device,
@@ -63,93 +86,33 @@ Status segmented_sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys
                             cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
-  std::size_t needs = 0;
+  auto checks = [&]() -> Status {
+    if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
+      return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
+    if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
+    return {};
+  };
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) {
+    return detail::for_each_segment(count, segments, offsets, [&](std::int64_t b, std::int64_t e) {
+      detail::stable_sort_pairs_host(keys_in + b, keys_out + b, values_in + b, values_out + b, e - b, order);
+    });
+  };
 #else
-  if (order == SortOrder::kAscending)
-    LLMK_RETURN_IF_ERROR(detail::cub_status(
-        cub::DeviceSegmentedSort::StableSortPairs(nullptr, needs, keys_in, keys_out, values_in, values_out,
-                                                  count, segments, offsets, offsets + 1, stream),
-        "cub::DeviceSegmentedSort::StableSortPairs"));
-  else
-    LLMK_RETURN_IF_ERROR(detail::cub_status(cub::DeviceSegmentedSort::StableSortPairsDescending(
-                                                nullptr, needs, keys_in, keys_out, values_in, values_out,
-                                                count, segments, offsets, offsets + 1, stream),
-                                            "cub::DeviceSegmentedSort::StableSortPairsDescending"));
-#endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || count == 0 || segments == 0) return {};
-  if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
-    return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
-  if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
-#if defined(LLMK_SIM)
-  for (std::int64_t s = 0; s < segments; ++s) {
-    const std::int64_t b = offsets[s], e = offsets[s + 1];
-    if (b < 0 || e < b || e > count)
-      return Status::invalid_argument(
-          "offsets",
-          str_cat("segment ", s, " = [", b, ", ", e, ") is not inside [0, ", count, ") or is decreasing"));
-    detail::stable_sort_pairs_host(keys_in + b, keys_out + b, values_in + b, values_out + b, e - b, order);
-  }
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  if (order == SortOrder::kAscending)
+  auto run = [&](void* t, std::size_t& b) {
+    if (order == SortOrder::kAscending)
+      return detail::cub_status(
+          cub::DeviceSegmentedSort::StableSortPairs(t, b, keys_in, keys_out, values_in, values_out, count,
+                                                    segments, offsets, offsets + 1, stream),
+          "cub::DeviceSegmentedSort::StableSortPairs");
     return detail::cub_status(
-        cub::DeviceSegmentedSort::StableSortPairs(temp, bytes, keys_in, keys_out, values_in, values_out,
-                                                  count, segments, offsets, offsets + 1, stream),
-        "cub::DeviceSegmentedSort::StableSortPairs");
-  return detail::cub_status(cub::DeviceSegmentedSort::StableSortPairsDescending(
-                                temp, bytes, keys_in, keys_out, values_in, values_out, count, segments,
-                                offsets, offsets + 1, stream),
-                            "cub::DeviceSegmentedSort::StableSortPairsDescending");
+        cub::DeviceSegmentedSort::StableSortPairsDescending(t, b, keys_in, keys_out, values_in, values_out,
+                                                            count, segments, offsets, offsets + 1, stream),
+        "cub::DeviceSegmentedSort::StableSortPairsDescending");
+  };
 #endif
-}
-
-/// Stable sort of keys: keys_out gets keys_in in order (equal keys keep their input order, which shows only
-/// for -0.0 / +0.0). Input and output must not overlap. count 0: nothing runs.
-///   llmk::device::sort_keys<float>(temp, &bytes, magnitudes, sorted, n, llmk::device::SortOrder::kAscending,
-///                                  stream);
-template <class Key>
-Status sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out, std::int64_t count,
-                 SortOrder order, cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_count(count));
-  std::size_t needs = 0;
-#if defined(LLMK_SIM)
-  (void)stream;
-  needs = detail::kSimTempBytes;
-#else
-  if (order == SortOrder::kAscending)
-    LLMK_RETURN_IF_ERROR(detail::cub_status(
-        cub::DeviceRadixSort::SortKeys(nullptr, needs, keys_in, keys_out, count, 0, sizeof(Key) * 8, stream),
-        "cub::DeviceRadixSort::SortKeys"));
-  else
-    LLMK_RETURN_IF_ERROR(
-        detail::cub_status(cub::DeviceRadixSort::SortKeysDescending(nullptr, needs, keys_in, keys_out, count,
-                                                                    0, sizeof(Key) * 8, stream),
-                           "cub::DeviceRadixSort::SortKeysDescending"));
-#endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || count == 0) return {};
-  if (keys_in == nullptr || keys_out == nullptr)
-    return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
-#if defined(LLMK_SIM)
-  detail::stable_sort_keys_host(keys_in, keys_out, count, order);
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  if (order == SortOrder::kAscending)
-    return detail::cub_status(
-        cub::DeviceRadixSort::SortKeys(temp, bytes, keys_in, keys_out, count, 0, sizeof(Key) * 8, stream),
-        "cub::DeviceRadixSort::SortKeys");
-  return detail::cub_status(cub::DeviceRadixSort::SortKeysDescending(temp, bytes, keys_in, keys_out, count, 0,
-                                                                     sizeof(Key) * 8, stream),
-                            "cub::DeviceRadixSort::SortKeysDescending");
-#endif
+  return detail::two_phase(temp, temp_bytes, count == 0 || segments == 0, checks, run);
 }
 
 /// Stable sort of keys within each segment s = [offsets[s], offsets[s + 1]) (as segmented_sort_pairs).
@@ -161,50 +124,31 @@ Status segmented_sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_
                            SortOrder order, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
-  std::size_t needs = 0;
+  auto checks = [&]() -> Status {
+    if (keys_in == nullptr || keys_out == nullptr)
+      return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
+    if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
+    return {};
+  };
 #if defined(LLMK_SIM)
   (void)stream;
-  needs = detail::kSimTempBytes;
+  auto run = [&](void*, std::size_t&) {
+    return detail::for_each_segment(count, segments, offsets, [&](std::int64_t b, std::int64_t e) {
+      detail::stable_sort_keys_host(keys_in + b, keys_out + b, e - b, order);
+    });
+  };
 #else
-  if (order == SortOrder::kAscending)
-    LLMK_RETURN_IF_ERROR(
-        detail::cub_status(cub::DeviceSegmentedSort::StableSortKeys(nullptr, needs, keys_in, keys_out, count,
-                                                                    segments, offsets, offsets + 1, stream),
-                           "cub::DeviceSegmentedSort::StableSortKeys"));
-  else
-    LLMK_RETURN_IF_ERROR(detail::cub_status(
-        cub::DeviceSegmentedSort::StableSortKeysDescending(nullptr, needs, keys_in, keys_out, count, segments,
-                                                           offsets, offsets + 1, stream),
-        "cub::DeviceSegmentedSort::StableSortKeysDescending"));
+  auto run = [&](void* t, std::size_t& b) {
+    if (order == SortOrder::kAscending)
+      return detail::cub_status(cub::DeviceSegmentedSort::StableSortKeys(
+                                    t, b, keys_in, keys_out, count, segments, offsets, offsets + 1, stream),
+                                "cub::DeviceSegmentedSort::StableSortKeys");
+    return detail::cub_status(cub::DeviceSegmentedSort::StableSortKeysDescending(
+                                  t, b, keys_in, keys_out, count, segments, offsets, offsets + 1, stream),
+                              "cub::DeviceSegmentedSort::StableSortKeysDescending");
+  };
 #endif
-  bool query = false;
-  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
-  if (query || count == 0 || segments == 0) return {};
-  if (keys_in == nullptr || keys_out == nullptr)
-    return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
-  if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
-#if defined(LLMK_SIM)
-  for (std::int64_t s = 0; s < segments; ++s) {
-    const std::int64_t b = offsets[s], e = offsets[s + 1];
-    if (b < 0 || e < b || e > count)
-      return Status::invalid_argument(
-          "offsets",
-          str_cat("segment ", s, " = [", b, ", ", e, ") is not inside [0, ", count, ") or is decreasing"));
-    detail::stable_sort_keys_host(keys_in + b, keys_out + b, e - b, order);
-  }
-  return {};
-#else
-  std::size_t bytes = *temp_bytes;
-  if (order == SortOrder::kAscending)
-    return detail::cub_status(
-        cub::DeviceSegmentedSort::StableSortKeys(temp, bytes, keys_in, keys_out, count, segments, offsets,
-                                                 offsets + 1, stream),
-        "cub::DeviceSegmentedSort::StableSortKeys");
-  return detail::cub_status(
-      cub::DeviceSegmentedSort::StableSortKeysDescending(temp, bytes, keys_in, keys_out, count, segments,
-                                                         offsets, offsets + 1, stream),
-      "cub::DeviceSegmentedSort::StableSortKeysDescending");
-#endif
+  return detail::two_phase(temp, temp_bytes, count == 0 || segments == 0, checks, run);
 }
 
 }  // namespace llmk::device
