@@ -3,7 +3,7 @@
 Every number says where it comes from: "NVIDIA datasheet" (the product datasheet; tensor rates there are quoted
 "with sparsity", the dense rate used here is half of that), "whitepaper" (the NVIDIA H100 Tensor Core GPU
 Architecture whitepaper), "derived" (computed from the others, formula given) or "assumption" (a judgement, not a
-published figure; perf-audit.md explains most of them). Nothing here was measured.
+published figure; perf-audit.md explains most of them) or "fitted" (from a measurement under bench/results/, named).
 """
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ MMA_SYNC_FRACTION = (0.50, 0.67)
 # A device-to-device copy reaches about 90% of the nominal HBM bandwidth (assumption; shared/targets.md: ~3.0 TB/s of
 # 3.35 on H100, ~4.3 of 4.8 on H200, read + written counted). A measured BM_DeviceCopy replaces it.
 COPY_FRACTION = 0.90
+# The operand bandwidth L2 delivers to all SMs at once, fitted from the H100 SXM run of 2026-11-25
+# (bench/results/2026-11-25-h100-80gb-hbm3-7e21187-subset and -2bcc0c2): the Hopper GEMM's 128 x 128 k-tile (32 KiB
+# of operands per SM) took 0.425 us, fp16 and int8 alike (the slope of time over K at M = N = 4096), so
+# 132 x 32 KiB / 0.425 us = 10.2e12 B/s. The datasheets give no L2 bandwidth; H200 and H100 PCIe scale it by SMs.
+L2_OPERAND_BYTES_PER_S_H100 = 132 * 32768 / 0.425e-6
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class Gpu:
     tc_f8_dense: float  # FLOP/s, fp8 dense, wgmma
     fp32_simt: float  # FLOP/s, fp32 FMA on the CUDA cores (non-tensor)
     l2_bytes: int
+    l2_bytes_per_s: float  # operand bandwidth of L2 to all SMs (fitted on H100 SXM, see above)
     max_clk_hz: float  # nvidia-smi's max SM clock
     sustained_clk_hz: float  # the clock the prediction assumes under a long tensor-core load
     sources: str  # one line: where the numbers come from
@@ -57,6 +63,7 @@ H100_SXM = Gpu(
     tc_f8_dense=1978.9e12,  # NVIDIA datasheet: 3,958 TFLOPS fp8 with sparsity -> 1,979 dense
     fp32_simt=66.9e12,  # NVIDIA datasheet: 67 TFLOPS fp32
     l2_bytes=50 * 2**20,  # whitepaper: 50 MB L2
+    l2_bytes_per_s=L2_OPERAND_BYTES_PER_S_H100,  # fitted (see L2_OPERAND_BYTES_PER_S_H100)
     max_clk_hz=1.98e9,  # nvidia-smi max SM clock of H100 SXM (1980 MHz)
     sustained_clk_hz=1.755e9,  # assumption (perf-audit.md): clock held under a sustained tensor-core load
     sources="NVIDIA H100 datasheet (SXM), H100 whitepaper; clocks: assumption",
@@ -72,6 +79,7 @@ H200 = Gpu(
     tc_f8_dense=1978.9e12,  # NVIDIA datasheet: 3,958 TFLOPS fp8 with sparsity
     fp32_simt=66.9e12,  # NVIDIA datasheet: 67 TFLOPS fp32
     l2_bytes=50 * 2**20,  # assumption: same die as H100
+    l2_bytes_per_s=L2_OPERAND_BYTES_PER_S_H100,  # assumption: same die and clocks as H100 SXM
     max_clk_hz=1.98e9,  # assumption: same as H100 SXM
     sustained_clk_hz=1.755e9,  # assumption, as for H100 SXM
     sources="NVIDIA H200 datasheet; SM count, L2 and clocks: assumption (same GH100 as H100 SXM)",
@@ -87,6 +95,7 @@ H100_PCIE = Gpu(
     tc_f8_dense=1513.0e12,  # NVIDIA datasheet: 3,026 TFLOPS with sparsity
     fp32_simt=51.2e12,  # NVIDIA datasheet: 51 TFLOPS fp32
     l2_bytes=50 * 2**20,  # whitepaper: 50 MB L2
+    l2_bytes_per_s=L2_OPERAND_BYTES_PER_S_H100 * 114 / 132,  # assumption: the H100 SXM figure per SM
     max_clk_hz=1.755e9,  # assumption: nvidia-smi max SM clock of H100 PCIe
     sustained_clk_hz=1.62e9,  # assumption: the clock the datasheet tensor rate implies (derived: 756e12/(114*4096))
     sources="NVIDIA H100 datasheet (PCIe), H100 whitepaper; clocks: assumption",

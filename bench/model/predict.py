@@ -13,14 +13,16 @@ Prediction from the static counts of the kernel's main loop (static/report.tsv, 
     tensor_clk = FLOPs_per_instr / (FLOP/clk/SM of the mma.sync rate)       FLOP/clk/SM = peak / (SMs x tc clock)
     clk_per_tc = max(issue_clk, tensor_clk)   the compute-bound cost of one tensor-core instruction on one SM
     compute    = (tensor_work / FLOPs_per_instr) x clk_per_tc / (SMs_used x sustained clock)
-    predicted  = max(traffic / achievable bandwidth, compute)
-  FLOPs_per_instr: HMMA.16816 4096, IMMA.16832 / QMMA.16832 8192, *GMMA 64x128xK (assumption). tensor_work counts
+    l2         = tiles x k-tiles x (128 + BN) x 128 B / L2 operand bandwidth    (Hopper GEMM only; fitted, hardware.py)
+    predicted  = max(traffic / achievable bandwidth, compute, l2)
+  FLOPs_per_instr: HMMA.16816 4096, IMMA.16832 / QMMA.16832 8192, *GMMA 64xNxK with N the Hopper GEMM's tile width
+  (64x128xK where the kernel name does not say). tensor_work counts
   the padding of 16-row mma tiles (GEMM M = 1 computes 16 rows). SMs_used = min(SMs, thread blocks) where the launch
   is known (GEMMs, prefill), else all SMs. achievable bandwidth = a measured BM_DeviceCopy's bytes/s, else 90% of
   nominal. The implied compute rate is FLOPs / compute. The prediction is a range over MMA_SYNC_FRACTION
   (fast end 0.67, slow end 0.50); its point value is the midpoint. Ignored: launch latency (a few us per launch:
   shapes under ~10 us measure slower), the split-KV merge kernel, wave quantization, occupancy and latency hiding
-  beyond the issue bound, L2 effects.
+  beyond the issue bound, L2 effects other than the Hopper GEMM's operand term.
 """
 from __future__ import annotations
 
@@ -127,11 +129,15 @@ def predict(work: Work, gpu: Gpu, family: Family, m: Match | None, copy_bw: floa
                           "; ".join(x for x in (m.note, "no tensor-core main loop") if x)), ""
     kind, op = kind_from_sass(family, row)
     fpi = OPCODES[op][1] if op else OPCODES["HMMA"][1]
+    if op and op.endswith("GMMA") and m.gmma_n:  # the tile width of the Hopper GEMM is the wgmma's N
+        fpi = fpi * m.gmma_n // 128
     sms_used = min(gpu.sms, m.blocks) if m.blocks else gpu.sms
     # ipt counts one warp's instructions per tensor-core instruction. An mma.sync is one warp's; a wgmma is issued
     # by the 4 warps of a warpgroup (each runs the loop), so its issue cost per SM is 4 x ipt slots.
     warps_per_tc = 4 if op and op.endswith("GMMA") else 1
     issue_clk = row.ipt * warps_per_tc / ISSUE_SLOTS_PER_SM
+    # Hopper GEMM: the operand slices every tile pulls through L2 (hardware.L2_OPERAND_BYTES_PER_S_H100)
+    l2 = m.l2_bytes / gpu.l2_bytes_per_s if m.l2_bytes else 0.0
     times, bounds, achieved = [], [], None
     for frac in (MMA_SYNC_FRACTION[1], MMA_SYNC_FRACTION[0]):
         rate_clk = peak(gpu, kind, frac) / (gpu.sms * gpu.tc_clk_hz)  # FLOP/clk/SM
@@ -141,9 +147,9 @@ def predict(work: Work, gpu: Gpu, family: Family, m: Match | None, copy_bw: floa
         # attention: the exponentials run on the MUFU units beside the tensor cores (FlashAttention-3's limit
         # for fp8 and small head dims); the slower of the two bounds the loop
         mufu = work.exps / (MUFU_EX2_PER_SM_CLK * sms_used * gpu.sustained_clk_hz)
-        times.append(max(mem, compute, mufu))
-        bounds.append("memory" if mem >= max(compute, mufu) else "mufu" if mufu > compute else
-                      ("issue" if issue_clk >= tensor_clk else "tensor"))
+        times.append(max(mem, compute, mufu, l2))
+        bounds.append("memory" if mem >= max(compute, mufu, l2) else "l2" if l2 >= max(compute, mufu) else
+                      "mufu" if mufu > compute else ("issue" if issue_clk >= tensor_clk else "tensor"))
         if achieved is None and compute > 0:
             achieved = work.flops / compute
     notes = [f"{op} ipt {row.ipt:.2f}"]

@@ -178,13 +178,28 @@ def _gemm_blocks(tile_of):
 
 # The Hopper GEMM (gemm/hopper_gemm.cuh) that w8a8_gemm / fp8_gemm run for M > 64 on sm_90a builds (what
 # scripts/gpu_validate.sh builds on Hopper); its rows come from the assert variant (see match()).
-_SM90_GEMM = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},128,4,false>,"
-_SM90_GEMM_BN = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},{},4,false>,"
+_SM90_GEMM = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},128,4,false,false>,"
+_SM90_GEMM_BN = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},{},4,false,false>,"
+
+
+def sm90_tile_n(m: int, n: int, sms: int = 132) -> int:
+    """The Hopper tile width the dispatch picks: gemm::sm90_detail::choose_tile_n, line for line."""
+    best, best_cost = 128, 0.0
+    for bn in (128, 64, 256):
+        tiles = math.ceil(m / 128) * math.ceil(n / bn)
+        full, last = divmod(tiles, sms)
+
+        def rnd(active):
+            return max(bn / 128.0, 1.5 * active / sms * (128.0 + bn) / 256.0)
+        cost = full * rnd(sms) + (rnd(last) if last > 0 else 0.0)
+        if bn == 128 or cost < best_cost:
+            best, best_cost = bn, cost
+    return best
 
 
 def _sm90_bn(a) -> int:
-    """The Hopper tile width w8a8_gemm / fp8_gemm pick (gemm::sm90_detail::prefer_narrow_tile, 132 SMs)."""
-    return 64 if 2 * math.ceil(a["M"] / 128) * math.ceil(a["N"] / 128) <= 132 else 128
+    """The Hopper tile width of w8a8_gemm / fp8_gemm / gemm_f16_sm90 on 132 SMs."""
+    return sm90_tile_n(a["M"], a["N"], 132)
 
 
 def _sm90_quant(elem: str):
@@ -217,7 +232,8 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_FP8": (lambda a, t: _sm90_quant("float8_e4m3")(a) if a["M"] > 64 else
                rf"^gemm::fp8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
                lambda a, t: _sm90_8bit_blocks(a)),
-    "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM.format("half") + r"gemm::LinearEpilogue>", _gemm_blocks(lambda m: (128, 128))),
+    "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue>",
+                     lambda a, t: math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a))),
     "BM_FP8Blockwise": (lambda a, t: _SM90_GEMM.format("float8_e4m3") + r"gemm::Fp8BlockScaledEpilogue<half",
                         _gemm_blocks(lambda m: (128, 128))),
     "BM_MixedInt8": (lambda a, t: rf"^gemm::mixed_int8_kernel<half,gemm::KMajorTile<"
@@ -242,6 +258,26 @@ class Match:
     row: KernelRow | None  # the one the model uses (worst ipt)
     blocks: int | None
     note: str
+    gmma_n: int = 0  # the N of the wgmma instruction (Hopper GEMM: the tile width BN); 0: OPCODES' assumption
+    l2_bytes: float = 0.0  # operand bytes the tiles pull through L2 (Hopper GEMM), 0 where not modelled
+
+
+_SM90_CFG = re.compile(r"gemm_sm90_kernel<gemm::Sm90GemmConfig<([^,]+),(\d+),\d+,(?:true|false),(true|false)>")
+
+
+def sm90_gemm_traffic(kernel: str, args: dict, tiles: int | None) -> tuple[int, float]:
+    """(the wgmma's N, operand bytes through L2) of a Hopper GEMM row: every 128 x BN tile loads (128 + BN) rows of
+    128 bytes per k-tile (BK = 128 bytes of K); promoted fp8 (FastAccum false) issues its wgmmas in slices of at
+    most 128 columns. (0, 0.0) for other kernels."""
+    mt = _SM90_CFG.search(kernel)
+    if not mt or tiles is None or "K" not in args:
+        return 0, 0.0
+    fp8 = mt.group(1).startswith("float8_")
+    elem = 1 if fp8 or mt.group(1) == "signed char" else 2
+    bn = int(mt.group(2))
+    gmma_n = min(bn, 128) if fp8 and mt.group(3) == "false" else bn
+    k_tiles = math.ceil(args["K"] * elem / 128)
+    return gmma_n, float(tiles) * k_tiles * (128 + bn) * 128
 
 
 def match(base: str, args: dict, targs: tuple, rows: list[KernelRow]) -> Match | None:
@@ -271,4 +307,5 @@ def match(base: str, args: dict, targs: tuple, rows: list[KernelRow]) -> Match |
     worst = max(found, key=lambda r: r.ipt)
     note = "; ".join(x for x in (fallback, "" if len(found) == 1 else
                                  f"{len(found)} rows match: worst ipt {worst.ipt:.2f} used") if x)
-    return Match(regex, found, worst, blocks, note)
+    bn, l2 = sm90_gemm_traffic(worst.kernel, args, blocks)
+    return Match(regex, found, worst, blocks, note, bn, l2)

@@ -101,7 +101,7 @@ TEST_CASE("sm90 W8A8: dequantized outputs (zero points, per token/channel, bias)
   }
 }
 
-TEST_CASE("sm90 FP8: e4m3 x e4m3, per-tensor and per-channel scales, bias") {
+TEST_CASE("sm90 FP8: e4m3 x e4m3, per-tensor and per-channel scales, bias; 128 x 128 and 128 x 256 tiles") {
   if (!sm90_here()) return;
   std::mt19937 rng(903);
   std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
@@ -130,7 +130,8 @@ TEST_CASE("sm90 FP8: e4m3 x e4m3, per-tensor and per-channel scales, bias") {
     } else {
       llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
       p.d = d.data();
-      const llmk::Status st = gemm::fp8_gemm_sm90<f16>(p, nullptr);
+      // 128 x 256 tiles: the promoted k-tile sums run in two 128-column slices.
+      const llmk::Status st = gemm::fp8_gemm_sm90<f16, gemm::Sm90GemmConfig<e4m3, 256>>(p, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.message());
       check_close(d.to_host(), s.n, ref, s.m, s.n, bound, gpu);
     }
@@ -298,6 +299,42 @@ TEST_CASE("sm90 fp16 / bf16 GEMM: alpha * A B^T + beta * C; a 128 x 64 tile with
   // BN = 64 and 2 slots: more k-tiles than slots, the ring wraps within a tile and across tiles.
   check_f16<f16, gemm::Sm90GemmConfig<f16, 64, 2>>(Shape{150, 100, llmk::test::fast() ? 320 : 456}, 2.0f,
                                                    1.0f, 906);
+}
+
+TEST_CASE("sm90 128 x 256 tiles: exact W8A8 int32, fp16 with fp32 out (8 staging boxes per warpgroup)") {
+  if (!sm90_here()) return;
+  // N = 300: a full and a tail tile in N; with 2 simulated SMs each block walks two tiles, so the staging
+  // boxes rotate across tiles as well as within one.
+  const Shape s{llmk::test::fast() ? 130 : 200, 300, llmk::test::fast() ? 160 : 272};
+  CAPTURE(s.m);
+  std::mt19937 rng(913);
+  const std::int64_t lda = s.k + 16, ldd = s.n + 4;
+  const auto a = random_int8(s.m, lda, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  llmk::DeviceBuffer<std::int32_t> d(static_cast<std::size_t>(s.m) * ldd);
+  gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), lda, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), ldd};
+  const llmk::Status st =
+      gemm::w8a8_gemm_sm90<std::int32_t, gemm::Sm90GemmConfig<std::int8_t, 256>>(p, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd, 0);
+  llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), s.k, s.m, s.n, s.k, want.data(), ldd, false);
+  const std::vector<std::int32_t> got = d.to_host();
+  int bad = 0;
+  for (int i = 0; i < s.m; ++i)
+    for (int j = 0; j < s.n; ++j) bad += got[i * ldd + j] != want[i * ldd + j] ? 1 : 0;
+  CHECK(bad == 0);
+  check_f16<f16, gemm::Sm90GemmConfig<f16, 256>>(Shape{s.m, s.n, s.k / 2 + 8}, 1.5f, 0.5f, 914);
+}
+
+TEST_CASE("sm90 tile width by shape (choose_tile_n): 128 x 256 for large outputs, 128 x 64 for few tiles") {
+  using gemm::sm90_detail::choose_tile_n;
+  CHECK(choose_tile_n(4096, 4096, 132) == 256);
+  CHECK(choose_tile_n(4096, 11008, 132) == 256);
+  CHECK(choose_tile_n(256, 11008, 132) == 256);
+  CHECK(choose_tile_n(256, 4096, 132) == 128);  // 64 tiles: tensor-bound, no gain from more
+  CHECK(choose_tile_n(128, 4096, 132) == 64);   // 32 tiles of 128: 64 of 64 keep more SMs busy
+  CHECK(choose_tile_n(65, 100, 132) == 64);
+  CHECK(choose_tile_n(136, 72, 2) == 128);
 }
 
 #if defined(LLMK_SIM)

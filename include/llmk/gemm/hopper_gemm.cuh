@@ -26,7 +26,9 @@
 // s_a[kb, row] * s_w[col / 128, kb], whose slices the producer TMA-loads into the ring slot with the
 // operands). fp8 (both epilogues) promotes by default: each k-tile's wgmmas go to fresh accumulators that
 // are waited for and added into fp32 registers, since the fp8 tensor cores keep fewer bits than fp32
-// (Sm90GemmConfig's FastAccum = true keeps one chain over K instead).
+// (Sm90GemmConfig's FastAccum = true keeps one chain over K instead); a 256-wide tile does that in two
+// 128-column slices. The launchers that choose the tile themselves (w8a8_gemm, fp8_gemm, gemm_f16_sm90 with
+// Cfg = void) take 128 x 64, 128 x 128 or 128 x 256 tiles by the shape (sm90_detail::choose_tile_n).
 //
 // Launchers: w8a8_gemm_sm90, fp8_gemm_sm90, gemm_f16_sm90 (fp16/bf16), fp8_gemm_blockwise. w8a8_gemm and
 // fp8_gemm dispatch to them on sm_90 devices (or in the simulator with LLMK_SIM_ARCH=900, see
@@ -36,6 +38,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "llmk/arch/sm90/bulk_copy.cuh"
 #include "llmk/arch/sm90/pipeline.cuh"
@@ -183,9 +186,10 @@ struct Sm90GemmParams {
   Epilogue epi;
 };
 
-/// Shared memory of the kernel: the operand ring, the output staging tile of each consumer warpgroup (64 x
-/// BN, in 128-byte-wide column boxes with the 128B swizzle: what stmatrix writes without bank conflicts and
-/// the TMA store reads), and the block scales of each ring slot.
+/// Shared memory of the kernel: the operand ring, two output staging boxes per consumer warpgroup (64 rows x
+/// 128 bytes each, 128B swizzle: what stmatrix writes without bank conflicts and the TMA store reads; the
+/// epilogue rotates through them box by box, so a 128 x 256 tile with four ring slots still fits), and the
+/// block scales of each ring slot.
 // s_a boxes: a tile's 128 row scales and up to 3 floats before them (the box starts on a 16-byte boundary).
 inline constexpr int kAScaleBox = 132;
 
@@ -194,12 +198,12 @@ struct Sm90GemmStorage {
   static constexpr int kOutBytes = static_cast<int>(sizeof(typename Epilogue::Out));
   static constexpr int kBoxCols = 128 / kOutBytes;  // output columns per 128-byte box
   static constexpr int kBoxes = Cfg::kBN / kBoxCols;
+  static constexpr int kBoxBytes = 64 * 128;
   // The TMA-store epilogue needs whole boxes (and 2- or 4-byte outputs); other tiles store directly.
   static constexpr bool kStaged = (kOutBytes == 2 || kOutBytes == 4) && Cfg::kBN % kBoxCols == 0;
-  static constexpr int kStagingBytes = kStaged ? 64 * Cfg::kBN * kOutBytes : 0;
   alignas(1024) unsigned char a[Cfg::kStages][Cfg::kABytes];
   alignas(1024) unsigned char b[Cfg::kStages][Cfg::kBBytes];
-  alignas(1024) unsigned char out[2][kStagingBytes > 0 ? kStagingBytes : 1024];
+  alignas(1024) unsigned char out[kStaged ? 2 : 1][kStaged ? 2 * kBoxBytes : 1024];  // [warpgroup][2 boxes]
   // kAScaleBox floats in rows of whole 128-byte lines (each row's TMA destination 128-byte aligned).
   alignas(128) float a_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][(kAScaleBox + 31) / 32 * 32];
   alignas(128) float w_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][32];
@@ -220,13 +224,14 @@ LLMK_DEVICE std::uint32_t pack_pair(Out a, Out b) {
   return static_cast<std::uint32_t>(a.bits) | (static_cast<std::uint32_t>(b.bits) << 16);
 }
 
-// Writes the consumer warpgroup's 64 x BN accumulator block (rows 16w + g (+8), columns 8j + 2t (+1), the
-// wgmma D layout) into its staging tile, as Out: stmatrix.x4 for 16-bit outputs (16 columns per call, each
-// lane addressing one swizzled 16-byte row), 8-byte pairs for 32-bit ones. Elements outside [M, N] are 0 (the
-// TMA store clips them).
-template <class Cfg, class Epilogue, class Acc>
-LLMK_DEVICE void stage_output(unsigned char* tile, const Acc (&acc)[Cfg::kBN / 2], const Epilogue& epi,
-                              int r0, int c0, int m, int n) {
+// Writes output box `Box` (columns Box * kBoxCols .. of the tile) of the consumer warpgroup's 64 x BN
+// accumulator block (rows 16w + g (+8), columns 8j + 2t (+1), the wgmma D layout) into the 64-row x 128-byte
+// staging box `box`, 128B-swizzled, as Out: stmatrix.x4 for 16-bit outputs (16 columns per call, each lane
+// addressing one swizzled 16-byte row), 8-byte pairs for 32-bit ones. Elements outside [M, N] are 0 (the TMA
+// store clips them). Box is a template argument so that acc is indexed by constants (registers, not local).
+template <class Cfg, int Box, class Epilogue, class Acc>
+LLMK_DEVICE void stage_box(unsigned char* box, const Acc (&acc)[Cfg::kBN / 2], const Epilogue& epi, int r0,
+                           int c0, int m, int n) {
   using Out = typename Epilogue::Out;
   const int lane = static_cast<int>(threadIdx.x % 32), w = static_cast<int>(threadIdx.x % 128) / 32;
   const int g = lane / 4, t = lane % 4;
@@ -234,30 +239,59 @@ LLMK_DEVICE void stage_output(unsigned char* tile, const Acc (&acc)[Cfg::kBN / 2
     const int row = r0 + 16 * w + g + 8 * ((i >> 1) & 1), col = c0 + 8 * (i >> 2) + 2 * t + (i & 1);
     return row < m && col < n ? epi.value(row, col, acc[i]) : Out{};
   };
-  // Byte offset of (row, 16-byte chunk c of the tile's row) in box `c / 8`, 128B swizzle.
-  auto offset = [](int row, int chunk) {
-    return (chunk / 8) * 8192 + row * 128 + (((chunk % 8) ^ (row % 8)) * 16);
-  };
-  if constexpr (sizeof(Out) == 2) {
+  // Byte offset of (row, 16-byte chunk c of the box's row), 128B swizzle.
+  auto offset = [](int row, int chunk) { return row * 128 + ((chunk ^ (row % 8)) * 16); };
+  if constexpr (sizeof(Out) == 2) {  // 64 columns per box: 4 stmatrix.x4 of 16 columns
+    // Every value of the box first, then the stores: the epilogue's loads (scales, bias, C) are not held
+    // behind each stmatrix (an asm with a memory clobber), so their latencies overlap.
+    std::uint32_t r[4][4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 8 * (4 * Box + q) + 2 * j;
+        r[q][j] = pack_pair(out_at(i), out_at(i + 1));
+      }
     const int row = 16 * w + (lane % 8) + 8 * ((lane >> 3) & 1);
 #pragma unroll
-    for (int q = 0; q < Cfg::kBN / 16; ++q) {
-      const std::uint32_t r[4] = {
-          pack_pair(out_at(8 * q), out_at(8 * q + 1)), pack_pair(out_at(8 * q + 2), out_at(8 * q + 3)),
-          pack_pair(out_at(8 * q + 4), out_at(8 * q + 5)), pack_pair(out_at(8 * q + 6), out_at(8 * q + 7))};
-      arch::sm90::STSM_x4::copy(tile + offset(row, 2 * q + (lane >> 4)), r);
-    }
-  } else {
+    for (int q = 0; q < 4; ++q) arch::sm90::STSM_x4::copy(box + offset(row, 2 * q + (lane >> 4)), r[q]);
+  } else {  // 32 columns per box: accumulators 16 Box .. 16 Box + 15
 #pragma unroll
-    for (int i = 0; i < Cfg::kBN / 2; i += 2) {
-      const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t;
+    for (int i = 16 * Box; i < 16 * Box + 16; i += 2) {
+      const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * ((i >> 2) % 4) + 2 * t;
       struct alignas(8) Pair {
         Out v[2];
       };
-      *reinterpret_cast<Pair*>(tile + offset(row, col / 4) + (col % 4) * 4) =
-          Pair{{out_at(i), out_at(i + 1)}};
+      *reinterpret_cast<Pair*>(box + offset(row, col / 4) + (col % 4) * 4) = Pair{{out_at(i), out_at(i + 1)}};
     }
   }
+}
+
+// The TMA-store epilogue of one consumer warpgroup's 64 x BN block (rows r0.., columns c0..): box by box
+// through the warpgroup's two staging boxes. Each box's store is its own bulk group (committed even when
+// there is nothing to store, so the count below holds), and a box is rewritten only once the store issued
+// from it two boxes earlier has read it (wait_group.read 1). `seq` counts this warpgroup's boxes across
+// tiles.
+template <class Cfg, class Storage, class Epilogue, class Acc, int... Box>
+LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, const Acc (&acc)[Cfg::kBN / 2],
+                                  const Sm90GemmParams<Epilogue>& p, int r0, int c0,
+                                  std::integer_sequence<int, Box...>) {
+  namespace sm90 = arch::sm90;
+  const bool issuer = threadIdx.x % 128 == 0;
+  auto one = [&]<int B>(std::integral_constant<int, B>) {
+    unsigned char* box = staging + (seq++ & 1u) * Storage::kBoxBytes;
+    if (issuer) sm90::bulk_wait_group_read<1>();
+    sm90::warpgroup_sync();
+    stage_box<Cfg, B>(box, acc, p.epi, r0, c0, p.m, p.n);
+    sm90::fence_proxy_async();  // the stores above, seen by the TMA store's async proxy
+    sm90::warpgroup_sync();
+    if (issuer) {
+      if (r0 < p.m && c0 + B * Storage::kBoxCols < p.n)
+        sm90::tma_store(p.d_map, box, {c0 + B * Storage::kBoxCols, r0});
+      sm90::bulk_commit_group();
+    }
+  };
+  (one(std::integral_constant<int, Box>{}), ...);
 }
 
 }  // namespace sm90_detail
@@ -310,11 +344,18 @@ __global__ void __launch_bounds__(384, 1)
     sm90::setmaxnreg_inc<232>();
     const int half = wg - 1;  // rows 64 * half .. of the tile
     const int tid = static_cast<int>(threadIdx.x % 128), w = tid / 32, lane = tid % 32;
-    unsigned char* staging = s.out[half];
+    unsigned char* staging = s.out[Storage::kStaged ? half : 0];
+    unsigned box_seq = 0;  // staging boxes used so far (store_tile_boxes)
     sm90::RingPosition<Cfg::kStages> c, prev;
-    // Block-scaled or promoted fp8: one k-tile's partial sums, added into acc once its wgmmas are done.
+    // Block-scaled or promoted fp8: one k-tile's partial sums, added into acc once its wgmmas are done, in
+    // column slices of at most 128 (a 128 x 256 tile takes two slices per k-tile: acc and one slice's partial
+    // sums fit the consumers' 232 registers, two full sets would not).
     constexpr bool kTileSums = kBlockScaled || Cfg::kPromote;
-    Acc part[Cfg::kBN / 2] = {};
+    constexpr int kPartN = kTileSums && Cfg::kBN > 128 ? 128 : Cfg::kBN, kSlices = Cfg::kBN / kPartN;
+    static_assert(!kBlockScaled || Cfg::kBN == 128,
+                  "block-wise scales: one 128-column weight block per tile");
+    using PartAtom = typename Cfg::Wgmma::template Atom<kPartN>;
+    Acc part[kPartN / 2] = {};
     for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
       const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
       Acc acc[Cfg::kBN / 2] = {};
@@ -332,20 +373,23 @@ __global__ void __launch_bounds__(384, 1)
             const float sw = s.w_scales[c.stage][((n0 / 128) * p.k_blocks + kt) & 3];
             s_lo = s.a_scales[c.stage][r] * sw, s_hi = s.a_scales[c.stage][r + 8] * sw;
           }
-          sm90::wgmma_fence();
 #pragma unroll
-          for (int ks = 0; ks < Cfg::kKSteps; ++ks)
-            Cfg::Atom::fma(part, sm90::advance_smem_desc(da, 32u * ks), sm90::advance_smem_desc(db, 32u * ks),
-                           ks > 0);
-          sm90::wgmma_commit();
-          sm90::wgmma_wait<0>();
-          if (lane == 0) s.ring.consumer_release(c);
-          if constexpr (kBlockScaled) {
+          for (int sl = 0; sl < kSlices; ++sl) {  // B rows sl * kPartN .. (128 bytes each)
+            sm90::wgmma_fence();
 #pragma unroll
-            for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
-          } else {
+            for (int ks = 0; ks < Cfg::kKSteps; ++ks)
+              PartAtom::fma(part, sm90::advance_smem_desc(da, 32u * ks),
+                            sm90::advance_smem_desc(db, 128u * kPartN * sl + 32u * ks), ks > 0);
+            sm90::wgmma_commit();
+            sm90::wgmma_wait<0>();
+            if (sl == kSlices - 1 && lane == 0) s.ring.consumer_release(c);
+            if constexpr (kBlockScaled) {
 #pragma unroll
-            for (int i = 0; i < Cfg::kBN / 2; ++i) acc[i] += part[i];
+              for (int i = 0; i < kPartN / 2; ++i) acc[i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
+            } else {
+#pragma unroll
+              for (int i = 0; i < kPartN / 2; ++i) acc[sl * kPartN / 2 + i] += part[i];
+            }
           }
         } else {
           sm90::wgmma_fence();
@@ -369,19 +413,8 @@ __global__ void __launch_bounds__(384, 1)
       const int r0 = m0 + 64 * half;
       if constexpr (Storage::kStaged) {
         if (p.tma_store) {
-          // Staging tile -> TMA store. The previous tile's store must have read the staging tile first.
-          if (tid == 0) sm90::bulk_wait_group_read<0>();
-          sm90::warpgroup_sync();
-          sm90_detail::stage_output<Cfg>(staging, acc, p.epi, r0, n0, m, n);
-          sm90::fence_proxy_async();  // the stores above, seen by the TMA store's async proxy
-          sm90::warpgroup_sync();
-          if (tid == 0 && r0 < m) {
-#pragma unroll
-            for (int b = 0; b < Storage::kBoxes; ++b)
-              if (n0 + b * Storage::kBoxCols < n)
-                sm90::tma_store(p.d_map, staging + b * 8192, {n0 + b * Storage::kBoxCols, r0});
-            sm90::bulk_commit_group();
-          }
+          sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, acc, p, r0, n0,
+                                                      std::make_integer_sequence<int, Storage::kBoxes>{});
           continue;
         }
       }
@@ -397,6 +430,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     if constexpr (Storage::kStaged)
       if (p.tma_store && tid == 0) sm90::bulk_wait_group<0>();  // the stores are complete before the exit
+    (void)box_seq;
   }
 }
 
@@ -408,11 +442,41 @@ bool sm90_available() {
   return sm90a_runnable<Cfg>();
 }
 
-// 128 x 64 tiles where 128 x 128 ones would leave half the SMs or more idle (M = 256, N = 4096: 64 tiles for
-// 132 SMs): twice the tiles at the same k-loop efficiency (the dispatch of w8a8_gemm / fp8_gemm).
-inline bool prefer_narrow_tile(int m, int n) {
-  const long long wide_tiles = static_cast<long long>(ceil_div(m, 128)) * ceil_div(n, 128);
-  return 2 * wide_tiles <= device_sm_count();
+// The width BN (64, 128 or 256) of the 128 x BN tile for an M x N output on `sms` SMs, by a small model:
+// per round of tiles (grid = min(tiles, SMs)), the larger of the tensor time of a k-step (BN / 128, in units
+// of a 128 x 128 tile's) and the time the active SMs take to pull their operand slices through L2
+// (kL2 * active / sms * (128 + BN) / 256). kL2 = 1.5 is measured: on the H100 run of 2026-11-25
+// (bench/results/2026-11-25-h100-80gb-hbm3-7e21187-subset) a 128 x 128 k-tile took 0.425 us, fp16 and int8
+// alike, with every SM loading, where its tensor time is 0.28 us. Wider tiles load fewer bytes per FLOP and
+// cut the rounds' fixed costs; narrower ones keep more SMs busy.
+inline int choose_tile_n(int m, int n, int sms) {
+  constexpr double kL2 = 1.5;
+  int best = 128;
+  double best_cost = 0.0;
+  for (const int bn : {128, 64, 256}) {  // ties keep the earlier width
+    const long long tiles = static_cast<long long>(ceil_div(m, 128)) * ceil_div(n, bn);
+    const long long full = tiles / sms, last = tiles % sms;
+    auto round = [&](long long active) {
+      return std::max(bn / 128.0, kL2 * static_cast<double>(active) / sms * (128.0 + bn) / 256.0);
+    };
+    const double cost = static_cast<double>(full) * round(sms) + (last > 0 ? round(last) : 0.0);
+    if (bn == 128 || cost < best_cost) best = bn, best_cost = cost;
+  }
+  return best;
+}
+
+// Runs `launch(Cfg)` with the Sm90GemmConfig<In, BN> that choose_tile_n picks (the dispatch of w8a8_gemm,
+// fp8_gemm and gemm_f16_sm90): one place turns the runtime choice into the compile-time tile.
+template <class In, class Launch>
+Status with_chosen_tile(int m, int n, Launch&& launch) {
+  switch (choose_tile_n(m, n, device_sm_count())) {
+    case 64:
+      return launch(Sm90GemmConfig<In, 64>{});
+    case 256:
+      return launch(Sm90GemmConfig<In, 256>{});
+    default:
+      return launch(Sm90GemmConfig<In, 128>{});
+  }
 }
 
 template <class Cfg, class In>
@@ -565,21 +629,27 @@ Status fp8_gemm_blockwise(const Fp8BlockGemmArgs& p, cudaStream_t stream) {
 
 /// D = alpha * A * B^T + beta * C on Hopper (HGMMA) with fp16 or bf16 A [M, K] and B [N, K] (K contiguous),
 /// fp32 C and D. Requirements: those of tile_gemm_f16 (llmk/gemm/tile_gemm.cuh), plus c and d 4-byte aligned.
+/// Cfg = void (the default) picks the tile width by the shape (sm90_detail::choose_tile_n: 128 x 256 tiles
+/// for large outputs, 128 x 64 where wider tiles would leave SMs idle); an Sm90GemmConfig forces one.
 ///
 ///   llmk::Status s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d, N, M, N, K, 1.0f, 0.0f, stream);
-template <class T, class Cfg = Sm90GemmConfig<T>>
+template <class T, class Cfg = void>
 Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const float* c,
                      std::int64_t ldc, float* d, std::int64_t ldd, int m, int n, int k, float alpha,
                      float beta, cudaStream_t stream) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
                 "gemm_f16_sm90: llmk::half or bfloat16");
   LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm(a, lda, b, ldb, c, ldc, d, ldd, m, n, k, beta));
-  if (!sm90_detail::sm90_available<Cfg>())
+  if (!sm90_detail::sm90_available<Sm90GemmConfig<T>>())
     return Status::unsupported("gemm_f16_sm90 needs an sm_90 device and a build with sm_90a code");
   Sm90GemmParams<LinearEpilogue> prm;
   prm.m = m, prm.n = n, prm.k = k, prm.d = d, prm.ldd = ldd;
   prm.epi = LinearEpilogue{alpha, beta, c, ldc};
-  return sm90_detail::launch_gemm_sm90<Cfg>(a, lda, b, ldb, prm, stream);
+  if constexpr (std::is_void_v<Cfg>)
+    return sm90_detail::with_chosen_tile<T>(
+        m, n, [&]<class C>(C) { return sm90_detail::launch_gemm_sm90<C>(a, lda, b, ldb, prm, stream); });
+  else
+    return sm90_detail::launch_gemm_sm90<Cfg>(a, lda, b, ldb, prm, stream);
 }
 
 }  // namespace llmk::gemm

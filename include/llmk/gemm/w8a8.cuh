@@ -269,9 +269,8 @@ Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
       // Compute-bound sizes: the wgmma kernel where the device and the build have it
       // (llmk/gemm/hopper_gemm.cuh).
       if (sm90_detail::sm90_available<Sm90GemmConfig<std::int8_t>>())
-        return sm90_detail::prefer_narrow_tile(p.m, p.n)
-                   ? w8a8_gemm_sm90<Out, Sm90GemmConfig<std::int8_t, 64>>(p, stream)
-                   : w8a8_gemm_sm90<Out>(p, stream);
+        return sm90_detail::with_chosen_tile<std::int8_t>(
+            p.m, p.n, [&]<class Cfg>(Cfg) { return w8a8_gemm_sm90<Out, Cfg>(p, stream); });
       return w8a8_gemm_with_tile<Out, QGemmLarge>(p, stream);
   }
 }
@@ -322,9 +321,8 @@ Status fp8_gemm(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
       return fp8_gemm_with_tile<Out, QGemmMedium>(p, stream);
     default:
       if (sm90_detail::sm90_available<Sm90GemmConfig<float8_e4m3>>())
-        return sm90_detail::prefer_narrow_tile(p.m, p.n)
-                   ? fp8_gemm_sm90<Out, Sm90GemmConfig<float8_e4m3, 64>>(p, stream)
-                   : fp8_gemm_sm90<Out>(p, stream);
+        return sm90_detail::with_chosen_tile<float8_e4m3>(
+            p.m, p.n, [&]<class Cfg>(Cfg) { return fp8_gemm_sm90<Out, Cfg>(p, stream); });
       return fp8_gemm_with_tile<Out, QGemmLarge>(p, stream);
   }
 }
