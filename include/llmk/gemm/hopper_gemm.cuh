@@ -268,10 +268,10 @@ LLMK_DEVICE void stage_box(unsigned char* box, const Acc (&acc)[Cfg::kBN / 2], c
 }
 
 // The TMA-store epilogue of one consumer warpgroup's 64 x BN block (rows r0.., columns c0..): box by box
-// through the warpgroup's two staging boxes. Each box's store is its own bulk group (committed even when
-// there is nothing to store, so the count below holds), and a box is rewritten only once the store issued
-// from it two boxes earlier has read it (wait_group.read 1). `seq` counts this warpgroup's boxes across
-// tiles.
+// through the warpgroup's two staging boxes, each box's store its own bulk group. A staging box is rewritten
+// only once the store issued from it two boxes earlier has read it (wait_group.read 1: every group but the
+// newest). Boxes wholly outside [M, N] are skipped outright (the test is uniform over the warpgroup), so
+// every group holds a store and `seq`, this warpgroup's stored boxes across tiles, alternates the buffers.
 template <class Cfg, class Storage, class Epilogue, class Acc, int... Box>
 LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, const Acc (&acc)[Cfg::kBN / 2],
                                   const Sm90GemmParams<Epilogue>& p, int r0, int c0,
@@ -279,6 +279,7 @@ LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, const A
   namespace sm90 = arch::sm90;
   const bool issuer = threadIdx.x % 128 == 0;
   auto one = [&]<int B>(std::integral_constant<int, B>) {
+    if (r0 >= p.m || c0 + B * Storage::kBoxCols >= p.n) return;
     unsigned char* box = staging + (seq++ & 1u) * Storage::kBoxBytes;
     if (issuer) sm90::bulk_wait_group_read<1>();
     sm90::warpgroup_sync();
@@ -286,8 +287,7 @@ LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, const A
     sm90::fence_proxy_async();  // the stores above, seen by the TMA store's async proxy
     sm90::warpgroup_sync();
     if (issuer) {
-      if (r0 < p.m && c0 + B * Storage::kBoxCols < p.n)
-        sm90::tma_store(p.d_map, box, {c0 + B * Storage::kBoxCols, r0});
+      sm90::tma_store(p.d_map, box, {c0 + B * Storage::kBoxCols, r0});
       sm90::bulk_commit_group();
     }
   };
