@@ -19,7 +19,8 @@
 //                    is skipped with that message ("error_occurred" in the JSON).
 //                    BM_W8A8 and BM_FP8 run the Hopper wgmma kernel for M > 64 where the device is an sm_90
 //                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper).
-//   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp32 out; skipped without
+//   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's); skipped
+//   without
 //                    sm_90a.
 //   BM_FP8Blockwise  fp8_gemm_blockwise<half> (CUDA build): e4m3 with DeepSeek-V3 block-wise scales (1 x 128
 //                    activations, 128 x 128 weights), Hopper only; anchor BM_CublasLtFp8.
@@ -202,16 +203,16 @@ void BM_FP8(benchmark::State& state) {
 }
 
 #if defined(LLMK_CUDA)
-// The Hopper fp16 GEMM (llmk/gemm/hopper_gemm.cuh): fp16 A and W, fp32 accumulate and output. Skipped with
-// gemm_f16_sm90's message where the device or the build has no sm_90a code.
+// The Hopper fp16 GEMM (llmk/gemm/hopper_gemm.cuh): fp16 A and W, fp32 accumulate, fp16 out (the bytes of
+// BM_CublasHgemm). Skipped with gemm_f16_sm90's message where the device or the build has no sm_90a code.
 void BM_Sm90Hgemm(benchmark::State& state) {
   const Shape s(state);
   const std::size_t copies = copies_for(2 * s.nk());
   llmk::DeviceBuffer<half> a(s.mk()), w(copies * s.nk());
-  llmk::DeviceBuffer<float> d(s.mn());
+  llmk::DeviceBuffer<half> d(s.mn());
   fill_random(a, 7, normal_half);
   fill_random(w, 8, normal_half);
-  const double bytes = 2.0 * static_cast<double>(s.mk()) + 2.0 * static_cast<double>(s.nk()) + 4.0 * s.mn();
+  const double bytes = 2.0 * static_cast<double>(s.mk()) + 2.0 * static_cast<double>(s.nk()) + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     return gemm::gemm_f16_sm90<half>(a.data(), s.k, w.data() + c * s.nk(), s.k, nullptr, s.n, d.data(), s.n,
                                      s.m, s.n, s.k, 1.0f, 0.0f, nullptr);

@@ -29,7 +29,7 @@ PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_FP8$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM"),
     (r"^BM_FP8Blockwise$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM (per-tensor scales)"),
     (r"^BM_TileGemmF16$", "BM_CublasGemm<half>", None, "cuBLAS fp16 GEMM"),
-    (r"^BM_Sm90Hgemm$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (fp16 out; llmk writes fp32)"),
+    (r"^BM_Sm90Hgemm$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (fp16 out, as llmk's)"),
     # llmk's hand-written device-wide kernels against the CUB form of the same operation (issue: keep a
     # hand-written kernel only where it is faster): ratio > 1 keeps the hand kernel.
     (r"^BM_TensorAmax<(?P<T>[^,>]+)>$", "BM_TensorAmaxCub<{T}>", None, "CUB DeviceReduce (llmk::device)"),

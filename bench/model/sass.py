@@ -232,7 +232,7 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_FP8": (lambda a, t: _sm90_quant("float8_e4m3")(a) if a["M"] > 64 else
                rf"^gemm::fp8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
                lambda a, t: _sm90_8bit_blocks(a)),
-    "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue>",
+    "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue<half>",
                      lambda a, t: math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a))),
     "BM_FP8Blockwise": (lambda a, t: _SM90_GEMM.format("float8_e4m3") + r"gemm::Fp8BlockScaledEpilogue<half",
                         _gemm_blocks(lambda m: (128, 128))),

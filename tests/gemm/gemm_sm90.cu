@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "llmk/core/memory.cuh"
@@ -252,25 +253,30 @@ TEST_CASE("fp8_gemm_blockwise validates its scales") {
 #endif
 }
 
-template <class T, class Cfg>
-void check_f16(const Shape& s, float alpha, float beta, unsigned seed) {
+// gemm_f16_sm90 with C and D of type Out (float, or T: one rounding of the fp32 result to 16 bits, whose
+// half-ulp is added to the tolerance; C is read as Out, so the reference reads the same rounded C).
+// Cfg = void: the launcher picks the tile.
+template <class T, class Cfg, class Out = float>
+void check_f16(const Shape& s, float alpha, float beta, unsigned seed, std::int64_t ldd = 0) {
   CAPTURE(s.m);
   CAPTURE(s.n);
   CAPTURE(s.k);
+  if (ldd == 0) ldd = s.n;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const std::int64_t lda = s.k + 8;
   std::vector<T> a(static_cast<std::size_t>(s.m) * lda), b(static_cast<std::size_t>(s.n) * s.k);
   for (auto& x : a) x = T(dist(rng));
   for (auto& x : b) x = T(dist(rng));
-  std::vector<float> c(static_cast<std::size_t>(s.m) * s.n);
-  for (auto& x : c) x = dist(rng);
+  std::vector<Out> c(static_cast<std::size_t>(s.m) * s.n);
+  for (auto& x : c) x = Out(dist(rng));
   llmk::DeviceBuffer<T> d_a(a), d_b(b);
-  llmk::DeviceBuffer<float> d_c(c), d_d(static_cast<std::size_t>(s.m) * s.n);
+  llmk::DeviceBuffer<Out> d_c(c), d_d(static_cast<std::size_t>(s.m) * ldd);
   const llmk::Status st = gemm::gemm_f16_sm90<T, Cfg>(d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n,
-                                                      d_d.data(), s.n, s.m, s.n, s.k, alpha, beta, nullptr);
+                                                      d_d.data(), ldd, s.m, s.n, s.k, alpha, beta, nullptr);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  const std::vector<float> got = d_d.to_host();
+  const std::vector<Out> got = d_d.to_host();
+  const double out_ulp = std::is_same_v<Out, float> ? 0.0 : std::is_same_v<Out, bf16> ? 0x1p-8 : 0x1p-11;
   int bad = 0;
   for (int i = 0; i < s.m; ++i)
     for (int j = 0; j < s.n; ++j) {
@@ -281,10 +287,13 @@ void check_f16(const Shape& s, float alpha, float beta, unsigned seed) {
         ref += prod;
         mag += std::fabs(prod);
       }
-      ref = alpha * ref + beta * c[static_cast<std::size_t>(i) * s.n + j];
-      // One fp32 rounding per k16 step at most (the simulator rounds once), and the epilogue's two.
-      const double tol = (std::fabs(alpha) * mag * (s.k / 16 + 2) + std::fabs(beta)) * 0x1p-24 + 1e-6;
-      const double g = got[static_cast<std::size_t>(i) * s.n + j];
+      ref = alpha * ref +
+            beta * static_cast<double>(static_cast<float>(c[static_cast<std::size_t>(i) * s.n + j]));
+      // One fp32 rounding per k16 step at most (the simulator rounds once), the epilogue's two, and the
+      // output's rounding to 16 bits (half an ulp, relative).
+      const double tol = (std::fabs(alpha) * mag * (s.k / 16 + 2) + std::fabs(beta)) * 0x1p-24 + 1e-6 +
+                         std::fabs(ref) * out_ulp;
+      const double g = static_cast<float>(got[static_cast<std::size_t>(i) * ldd + j]);
       if (!(std::fabs(g - ref) <= tol) && bad++ < 5)
         MESSAGE("d[" << i << "][" << j << "] = " << g << ", want " << ref);
     }
@@ -324,6 +333,14 @@ TEST_CASE("sm90 128 x 256 tiles: exact W8A8 int32, fp16 with fp32 out (8 staging
     for (int j = 0; j < s.n; ++j) bad += got[i * ldd + j] != want[i * ldd + j] ? 1 : 0;
   CHECK(bad == 0);
   check_f16<f16, gemm::Sm90GemmConfig<f16, 256>>(Shape{s.m, s.n, s.k / 2 + 8}, 1.5f, 0.5f, 914);
+}
+
+TEST_CASE("sm90 fp16 / bf16 GEMM with 16-bit C and D: TMA-store and plain epilogues, the launcher's tile") {
+  if (!sm90_here()) return;
+  const std::vector<Shape> sh = shapes();
+  check_f16<f16, void, f16>(sh[0], 1.0f, 0.5f, 915);
+  check_f16<bf16, gemm::Sm90GemmConfig<bf16, 256>, bf16>(Shape{sh[1].m, 300, sh[1].k}, 0.75f, -1.0f, 916);
+  check_f16<f16, void, f16>(Shape{70, 40, 64}, 1.0f, 0.0f, 917, 41);  // odd ldd: plain stores
 }
 
 TEST_CASE("sm90 tile width by shape (choose_tile_n): 128 x 256 for large outputs, 128 x 64 for few tiles") {

@@ -21,8 +21,8 @@
 // positions run on across tiles, so loads of the next tile overlap the epilogue of the current one. K tails
 // come from TMA's zero fill. Outputs whose rows are not 16-byte aligned (or tiles that are not whole boxes)
 // take plain predicated stores of the same values instead of the TMA store. Epilogues: QuantEpilogue
-// (W8A8 / fp8: dequantization as DequantScales), LinearEpilogue (alpha * acc + beta * C, fp32),
-// Fp8BlockScaledEpilogue (block-wise fp8: the k-loop scales each 128-wide k-tile's partial sums by
+// (W8A8 / fp8: dequantization as DequantScales), LinearEpilogue (alpha * acc + beta * C; fp32, fp16 or bf16
+// C/D), Fp8BlockScaledEpilogue (block-wise fp8: the k-loop scales each 128-wide k-tile's partial sums by
 // s_a[kb, row] * s_w[col / 128, kb], whose slices the producer TMA-loads into the ring slot with the
 // operands). fp8 (both epilogues) promotes by default: each k-tile's wgmmas go to fresh accumulators that
 // are waited for and added into fp32 registers, since the fp8 tensor cores keep fewer bits than fp32
@@ -145,17 +145,18 @@ struct QuantEpilogue {
   }
 };
 
-/// alpha * acc + beta * C (fp32 C and D).
+/// alpha * acc + beta * C in fp32, rounded once to Out (C and D of type Out: float, llmk::half, bfloat16).
+template <class Out_ = float>
 struct LinearEpilogue {
-  using Out = float;
+  using Out = Out_;
   static constexpr bool kBlockScaled = false;
   float alpha = 1.0f, beta = 0.0f;
-  const float* c = nullptr;
+  const Out* c = nullptr;
   std::int64_t ldc = 0;
-  LLMK_DEVICE float value(int row, int col, float v) const {
+  LLMK_DEVICE Out value(int row, int col, float v) const {
     float out = alpha * v;
-    if (beta != 0.0f) out += beta * c[static_cast<std::int64_t>(row) * ldc + col];
-    return out;
+    if (beta != 0.0f) out += beta * static_cast<float>(c[static_cast<std::int64_t>(row) * ldc + col]);
+    return Out(out);
   }
 };
 
@@ -268,27 +269,35 @@ LLMK_DEVICE void stage_box(unsigned char* box, const Acc (&acc)[Cfg::kBN / 2], c
 }
 
 // The TMA-store epilogue of one consumer warpgroup's 64 x BN block (rows r0.., columns c0..): box by box
-// through the warpgroup's two staging boxes, each box's store its own bulk group. A staging box is rewritten
-// only once the store issued from it two boxes earlier has read it (wait_group.read 1: every group but the
-// newest). Boxes wholly outside [M, N] are skipped outright (the test is uniform over the warpgroup), so
-// every group holds a store and `seq`, this warpgroup's stored boxes across tiles, alternates the buffers.
+// through the warpgroup's two staging boxes (`seq` counts this warpgroup's boxes across tiles and alternates
+// them), each box's store its own bulk group. A staging box is rewritten only once the store issued from it
+// two boxes earlier has read it: wait_group.read 1 (every group but the newest) after a box that was stored,
+// wait_group.read 0 after one that was not (a box wholly outside [M, N] issues no store and commits no
+// group, so the newest group may be this buffer's). `stored` is the issuer's record of the previous box.
 template <class Cfg, class Storage, class Epilogue, class Acc, int... Box>
-LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, const Acc (&acc)[Cfg::kBN / 2],
-                                  const Sm90GemmParams<Epilogue>& p, int r0, int c0,
-                                  std::integer_sequence<int, Box...>) {
+LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, bool& stored,
+                                  const Acc (&acc)[Cfg::kBN / 2], const Sm90GemmParams<Epilogue>& p, int r0,
+                                  int c0, std::integer_sequence<int, Box...>) {
   namespace sm90 = arch::sm90;
   const bool issuer = threadIdx.x % 128 == 0;
   auto one = [&]<int B>(std::integral_constant<int, B>) {
-    if (r0 >= p.m || c0 + B * Storage::kBoxCols >= p.n) return;
     unsigned char* box = staging + (seq++ & 1u) * Storage::kBoxBytes;
-    if (issuer) sm90::bulk_wait_group_read<1>();
+    if (issuer) {
+      if (stored)
+        sm90::bulk_wait_group_read<1>();
+      else
+        sm90::bulk_wait_group_read<0>();
+    }
     sm90::warpgroup_sync();
     stage_box<Cfg, B>(box, acc, p.epi, r0, c0, p.m, p.n);
     sm90::fence_proxy_async();  // the stores above, seen by the TMA store's async proxy
     sm90::warpgroup_sync();
     if (issuer) {
-      sm90::tma_store(p.d_map, box, {c0 + B * Storage::kBoxCols, r0});
-      sm90::bulk_commit_group();
+      stored = r0 < p.m && c0 + B * Storage::kBoxCols < p.n;
+      if (stored) {
+        sm90::tma_store(p.d_map, box, {c0 + B * Storage::kBoxCols, r0});
+        sm90::bulk_commit_group();
+      }
     }
   };
   (one(std::integral_constant<int, Box>{}), ...);
@@ -345,7 +354,8 @@ __global__ void __launch_bounds__(384, 1)
     const int half = wg - 1;  // rows 64 * half .. of the tile
     const int tid = static_cast<int>(threadIdx.x % 128), w = tid / 32, lane = tid % 32;
     unsigned char* staging = s.out[Storage::kStaged ? half : 0];
-    unsigned box_seq = 0;  // staging boxes used so far (store_tile_boxes)
+    unsigned box_seq = 0;     // staging boxes used so far (store_tile_boxes)
+    bool box_stored = false;  // whether the last of them was stored (store_tile_boxes)
     sm90::RingPosition<Cfg::kStages> c, prev;
     // Block-scaled or promoted fp8: one k-tile's partial sums, added into acc once its wgmmas are done, in
     // column slices of at most 128 (a 128 x 256 tile takes two slices per k-tile: acc and one slice's partial
@@ -413,7 +423,7 @@ __global__ void __launch_bounds__(384, 1)
       const int r0 = m0 + 64 * half;
       if constexpr (Storage::kStaged) {
         if (p.tma_store) {
-          sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, acc, p, r0, n0,
+          sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, box_stored, acc, p, r0, n0,
                                                       std::make_integer_sequence<int, Storage::kBoxes>{});
           continue;
         }
@@ -430,7 +440,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     if constexpr (Storage::kStaged)
       if (p.tma_store && tid == 0) sm90::bulk_wait_group<0>();  // the stores are complete before the exit
-    (void)box_seq;
+    (void)box_seq, (void)box_stored;
   }
 }
 
@@ -628,23 +638,31 @@ Status fp8_gemm_blockwise(const Fp8BlockGemmArgs& p, cudaStream_t stream) {
 }
 
 /// D = alpha * A * B^T + beta * C on Hopper (HGMMA) with fp16 or bf16 A [M, K] and B [N, K] (K contiguous),
-/// fp32 C and D. Requirements: those of tile_gemm_f16 (llmk/gemm/tile_gemm.cuh), plus c and d 4-byte aligned.
-/// Cfg = void (the default) picks the tile width by the shape (sm90_detail::choose_tile_n: 128 x 256 tiles
-/// for large outputs, 128 x 64 where wider tiles would leave SMs idle); an Sm90GemmConfig forces one.
+/// fp32 accumulation, and C and D of type Out: float, or T itself (fp16 / bf16 out, as cuBLAS's HGEMM with
+/// fp32 compute: alpha * acc + beta * C in fp32, rounded once). Requirements: those of tile_gemm_f16
+/// (llmk/gemm/tile_gemm.cuh), plus c and d aligned to their element. Cfg = void (the default) picks the tile
+/// width by the shape (sm90_detail::choose_tile_n: 128 x 256 tiles for large outputs, 128 x 64 where wider
+/// tiles would leave SMs idle); an Sm90GemmConfig forces one.
 ///
-///   llmk::Status s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d, N, M, N, K, 1.0f, 0.0f, stream);
-template <class T, class Cfg = void>
-Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const float* c,
-                     std::int64_t ldc, float* d, std::int64_t ldd, int m, int n, int k, float alpha,
-                     float beta, cudaStream_t stream) {
+///   llmk::Status s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d_f32, N, M, N, K, 1.0f, 0.0f,
+///                                              stream);                     // float* d_f32: fp32 out
+///   s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d_f16, N, M, N, K, 1.0f, 0.0f, stream);  // half*
+template <class T, class Cfg = void, class Out>
+Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
+                     const std::type_identity_t<Out>* c, std::int64_t ldc, Out* d, std::int64_t ldd, int m,
+                     int n, int k, float alpha, float beta, cudaStream_t stream) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
                 "gemm_f16_sm90: llmk::half or bfloat16");
-  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm(a, lda, b, ldb, c, ldc, d, ldd, m, n, k, beta));
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, T>,
+                "gemm_f16_sm90: C and D are float or the input type");
+  LLMK_RETURN_IF_ERROR(
+      detail::validate_f16_gemm(a, lda, b, ldb, c, ldc, static_cast<const Out*>(d), ldd, m, n, k, beta));
   if (!sm90_detail::sm90_available<Sm90GemmConfig<T>>())
     return Status::unsupported("gemm_f16_sm90 needs an sm_90 device and a build with sm_90a code");
-  Sm90GemmParams<LinearEpilogue> prm;
+  using Epi = LinearEpilogue<Out>;
+  Sm90GemmParams<Epi> prm;
   prm.m = m, prm.n = n, prm.k = k, prm.d = d, prm.ldd = ldd;
-  prm.epi = LinearEpilogue{alpha, beta, c, ldc};
+  prm.epi = Epi{alpha, beta, c, ldc};
   if constexpr (std::is_void_v<Cfg>)
     return sm90_detail::with_chosen_tile<T>(
         m, n, [&]<class C>(C) { return sm90_detail::launch_gemm_sm90<C>(a, lda, b, ldb, prm, stream); });

@@ -190,10 +190,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) tile_gemm_f16_kernel(TileGemmPa
 namespace detail {
 
 // The argument rules of the fp16 / bf16 GEMMs (tile_gemm_f16, gemm_f16_sm90); see tile_gemm_f16.
-template <class T>
-Status validate_f16_gemm(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const float* c,
-                         std::int64_t ldc, const float* d, std::int64_t ldd, int m, int n, int k,
-                         float beta) {
+template <class T, class Out = float>
+Status validate_f16_gemm(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const Out* c,
+                         std::int64_t ldc, const Out* d, std::int64_t ldd, int m, int n, int k, float beta) {
   if (a == nullptr) return Status::invalid_argument("a", "must not be null");
   if (b == nullptr) return Status::invalid_argument("b", "must not be null");
   if (d == nullptr) return Status::invalid_argument("d", "must not be null");
@@ -218,8 +217,8 @@ Status validate_f16_gemm(const T* a, std::int64_t lda, const T* b, std::int64_t 
     return Status::invalid_argument("a", "must be 16-byte aligned");
   if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0)
     return Status::invalid_argument("b", "must be 16-byte aligned");
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("c", c));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("d", d));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<Out>("c", c));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<Out>("d", d));
   return {};
 }
 
