@@ -48,28 +48,33 @@ bool sm90_here() {
 
 }  // namespace
 
+// w8a8_gemm_sm90<int32> with configuration Cfg against the exact reference (lda and ldd padded: ldd = N +
+// pad).
+template <class Cfg>
+void check_raw_int32(const Shape& s, std::int64_t pad, std::mt19937& rng) {
+  CAPTURE(s.m);
+  CAPTURE(s.n);
+  CAPTURE(s.k);
+  const std::int64_t lda = s.k + 16, ldd = s.n + pad;
+  const auto a = random_int8(s.m, lda, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  llmk::DeviceBuffer<std::int32_t> d(static_cast<std::size_t>(s.m) * ldd);
+  gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), lda, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), ldd};
+  const llmk::Status st = gemm::w8a8_gemm_sm90<std::int32_t, Cfg>(p, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd, 0);
+  llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), s.k, s.m, s.n, s.k, want.data(), ldd, false);
+  const std::vector<std::int32_t> got = d.to_host();
+  int bad = 0;
+  for (int i = 0; i < s.m; ++i)
+    for (int j = 0; j < s.n; ++j) bad += got[i * ldd + j] != want[i * ldd + j] ? 1 : 0;
+  CHECK(bad == 0);
+}
+
 TEST_CASE("sm90 W8A8: raw int32 accumulators are exact (M, N, K tails, several tiles per block)") {
   if (!sm90_here()) return;
   std::mt19937 rng(901);
-  for (const Shape& s : shapes()) {
-    CAPTURE(s.m);
-    CAPTURE(s.n);
-    CAPTURE(s.k);
-    const std::int64_t lda = s.k + 16, ldd = s.n + 3;
-    const auto a = random_int8(s.m, lda, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
-    llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
-    llmk::DeviceBuffer<std::int32_t> d(static_cast<std::size_t>(s.m) * ldd);
-    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), lda, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), ldd};
-    const llmk::Status st = gemm::w8a8_gemm_sm90<std::int32_t>(p, nullptr);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd, 0);
-    llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), s.k, s.m, s.n, s.k, want.data(), ldd, false);
-    const std::vector<std::int32_t> got = d.to_host();
-    int bad = 0;
-    for (int i = 0; i < s.m; ++i)
-      for (int j = 0; j < s.n; ++j) bad += got[i * ldd + j] != want[i * ldd + j] ? 1 : 0;
-    CHECK(bad == 0);
-  }
+  for (const Shape& s : shapes()) check_raw_int32<gemm::Sm90GemmConfig<std::int8_t>>(s, 3, rng);
 }
 
 TEST_CASE("sm90 W8A8: dequantized outputs (zero points, per token/channel, bias)") {
@@ -315,23 +320,8 @@ TEST_CASE("sm90 128 x 256 tiles: exact W8A8 int32, fp16 with fp32 out (8 staging
   // N = 300: a full and a tail tile in N; with 2 simulated SMs each block walks two tiles, so the staging
   // boxes rotate across tiles as well as within one.
   const Shape s{llmk::test::fast() ? 130 : 200, 300, llmk::test::fast() ? 160 : 272};
-  CAPTURE(s.m);
   std::mt19937 rng(913);
-  const std::int64_t lda = s.k + 16, ldd = s.n + 4;
-  const auto a = random_int8(s.m, lda, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
-  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
-  llmk::DeviceBuffer<std::int32_t> d(static_cast<std::size_t>(s.m) * ldd);
-  gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), lda, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), ldd};
-  const llmk::Status st =
-      gemm::w8a8_gemm_sm90<std::int32_t, gemm::Sm90GemmConfig<std::int8_t, 256>>(p, nullptr);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd, 0);
-  llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), s.k, s.m, s.n, s.k, want.data(), ldd, false);
-  const std::vector<std::int32_t> got = d.to_host();
-  int bad = 0;
-  for (int i = 0; i < s.m; ++i)
-    for (int j = 0; j < s.n; ++j) bad += got[i * ldd + j] != want[i * ldd + j] ? 1 : 0;
-  CHECK(bad == 0);
+  check_raw_int32<gemm::Sm90GemmConfig<std::int8_t, 256>>(s, 4, rng);
   check_f16<f16, gemm::Sm90GemmConfig<f16, 256>>(Shape{s.m, s.n, s.k / 2 + 8}, 1.5f, 0.5f, 914);
 }
 
