@@ -18,7 +18,8 @@
 //                    sm_89+ only: on an older device fp8_gemm returns Status::unsupported and the benchmark
 //                    is skipped with that message ("error_occurred" in the JSON).
 //                    BM_W8A8 and BM_FP8 run the Hopper wgmma kernel for M > 64 where the device is an sm_90
-//                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper).
+//                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper); at
+//                    M <= 64 the mma.sync tiles split K over the SMs in a workspace (quant_gemm_workspace_bytes).
 //   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's); skipped
 //   without
 //                    sm_90a.
@@ -184,7 +185,12 @@ void run_scaled_8bit(benchmark::State& state, Gen gen, GemmFn gemm_fn) {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
   const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
-  const ScaledOperands<In> x(s, copies, gen);
+  ScaledOperands<In> x(s, copies, gen);
+  // Split-K at decode-sized M (few output tiles) needs a workspace for its partials, as cuBLASLt gets one.
+  const std::size_t ws_bytes = gemm::quant_gemm_workspace_bytes(x.args);
+  llmk::DeviceBuffer<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 16));
+  x.args.workspace = workspace.data();
+  x.args.workspace_bytes = ws_bytes;
   const double bytes = static_cast<double>(s.mk()) + 4.0 * s.m + weight_bytes + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     gemm::QuantGemmArgs<In> step = x.args;

@@ -3,6 +3,7 @@
 // validation, and the device architecture their launchers dispatch on.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -52,6 +53,14 @@ struct QuantGemmArgs {
   Scales scales;
   void* d = nullptr;  // [M, N] of the output type
   std::int64_t ldd = 0;
+  // Split-K (w8a8_gemm and fp8_gemm on their mma.sync tiles): where the output has too few tiles to fill
+  // the SMs (decode-sized M), blocks split K and sum their partials in a fixed order, in a caller-owned
+  // workspace of quant_gemm_workspace_bytes(args) bytes (16-byte aligned, no initialization; one call at a
+  // time). split_k: 0 splits by the SM count where a workspace is given (none without one), 1 never, s in
+  // [2, kSplitKMaxSplits] at most s (a workspace is then required).
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  int split_k = 0;
 };
 
 /// Arguments of fp8_gemm_blockwise (llmk/gemm/hopper_gemm.cuh).

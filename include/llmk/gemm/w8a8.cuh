@@ -32,6 +32,7 @@
 #include "llmk/gemm/hopper_gemm.cuh"
 #include "llmk/gemm/kmajor_mainloop.cuh"
 #include "llmk/gemm/quant_gemm_args.cuh"
+#include "llmk/gemm/split_k.cuh"
 
 namespace llmk::gemm {
 
@@ -70,48 +71,113 @@ LLMK_DEVICE void zero(Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
 
 }  // namespace detail
 
-/// W8A8 kernel: one block per BM x BN output tile (blockIdx.x over N tiles, blockIdx.y over M tiles).
-template <class Out, class Tile, bool kSaturate>
-__global__ void __launch_bounds__(Tile::kThreads) w8a8_kernel(QuantGemmArgs<std::int8_t> p) {
+namespace detail {
+
+// The operands of this block: all of K, or under split-K the k-tiles of split blockIdx.z, as a GEMM over a
+// window of K (A and W advanced to its start, K its length; the last window ends at K). The mainloop is the
+// unsplit one, unchanged.
+template <class Tile, bool kSplitK, class In, class Acc>
+LLMK_DEVICE KMajorOperands kmajor_split_operands(const QuantGemmArgs<In>& p, const SplitKArgs<Acc>& split) {
+  KMajorOperands op{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k};
+  if (kSplitK) {
+    const int k0 = static_cast<int>(blockIdx.z) * split.k_tiles_per_split * Tile::BK;  // 8-bit: BK bytes
+    op.a = p.a + k0;
+    op.b = p.w + k0;
+    op.k = min(p.k - k0, split.k_tiles_per_split * Tile::BK);
+  }
+  return op;
+}
+
+// The end of a split-K block of a K-major tile: publish this split's accumulators, and in the block that
+// arrives last, sum every split in order and store value(row, col, sum) as Out (4-column quads: one 8- or
+// 16-byte store each where d and ldd allow it).
+template <class Tile, class Out, class Acc, class Value>
+LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split, const Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4],
+                                       Out* d, std::int64_t ldd, int block_m, int block_n, int m, int n,
+                                       Value&& value) {
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
+  split_k_store_partial(split.partials + static_cast<std::int64_t>(blockIdx.z) * m * split.ldp, split.ldp, m,
+                        block_m + warp_m * Tile::WM, block_n + warp_n * Tile::WN, acc);
+  // The flag lives in the ring's first bytes: kmajor_mainloop ended with a barrier after its last read.
+  int* flag = reinterpret_cast<int*>(dynamic_smem());
+  if (!split_k_publish(&split.arrivals[blockIdx.y * gridDim.x + blockIdx.x], split.tag, flag)) return;
+  const bool vector_ok = ldd % 4 == 0 && reinterpret_cast<std::uintptr_t>(d) % (4 * sizeof(Out)) == 0;
+  split_k_reduce<Tile::kThreads, Tile::BM, Tile::BN>(
+      split.partials, split.ldp, m, n, block_m, block_n, static_cast<int>(gridDim.z),
+      [&](int row, int col, const Acc (&sum)[4], int cols) {
+        Out out[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = e < cols ? value(row, col + e, sum[e]) : Out{};
+        Out* dst = d + static_cast<std::int64_t>(row) * ldd + col;
+        if (cols == 4 && vector_ok) {
+          if constexpr (sizeof(Out) == 4)
+            store16(dst, Vector16<Out>{{out[0], out[1], out[2], out[3]}});
+          else
+            store8(dst, Vector8<Out>{{out[0], out[1], out[2], out[3]}});
+        } else {
+          for (int e = 0; e < cols; ++e) dst[e] = out[e];
+        }
+      });
+}
+
+}  // namespace detail
+
+/// W8A8 kernel: one block per BM x BN output tile (blockIdx.x over N tiles, blockIdx.y over M tiles) and,
+/// with kSplitK, split of K (blockIdx.z). The split-K reduction is a separate instantiation: its code after
+/// the mainloop changes how ptxas schedules the loop (sm_80, medium tile: 138 -> 171-177 instructions per
+/// loop iteration), so the unsplit kernels stay as they were.
+template <class Out, class Tile, bool kSaturate, bool kSplitK = false>
+__global__ void __launch_bounds__(Tile::kThreads)
+    w8a8_kernel(QuantGemmArgs<std::int8_t> p, detail::SplitKArgs<std::int32_t> split) {
   using Mma =
       std::conditional_t<kSaturate, arch::MMA_16x8x32_S32S8S8S32_SATFINITE, arch::MMA_16x8x32_S32S8S8S32>;
   const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
             block_n = static_cast<int>(blockIdx.x) * Tile::BN;
   std::int32_t acc[Tile::kMmaM][Tile::kMmaN][4];
   detail::zero<Tile>(acc);
-  kmajor_mainloop<Tile, 1, Mma>(KMajorOperands{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k}, block_m, block_n,
-                                dynamic_smem(), acc);
-  store_tile_staged<Tile>(
-      dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
-      [&](int row, int col, int mi, int ni, int e) -> Out {
-        if constexpr (std::is_same_v<Out, std::int32_t>) {
-          return acc[mi][ni][e];
-        } else {
-          return Out(detail::dequantize(p.scales, row, col,
-                                        detail::zero_point_corrected(p.scales, row, col, acc[mi][ni][e])));
-        }
-      });
+  kmajor_mainloop<Tile, 1, Mma>(detail::kmajor_split_operands<Tile, kSplitK>(p, split), block_m, block_n, dynamic_smem(),
+                                acc);
+  auto value = [&](int row, int col, std::int32_t v) -> Out {
+    if constexpr (std::is_same_v<Out, std::int32_t>)
+      return v;
+    else
+      return Out(detail::dequantize(p.scales, row, col, detail::zero_point_corrected(p.scales, row, col, v)));
+  };
+  if constexpr (kSplitK)
+    detail::kmajor_split_k_finish<Tile>(split, acc, static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
+                                        value);
+  else
+    store_tile_staged<Tile>(
+        dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
+        [&](int row, int col, int mi, int ni, int e) -> Out { return value(row, col, acc[mi][ni][e]); });
 }
 
-/// FP8 kernel (e4m3 x e4m3, fp32 accumulate). Compiled to a trap for architectures without fp8 mma; the
-/// launcher refuses such devices before launching.
-template <class Out, class Tile>
-__global__ void __launch_bounds__(Tile::kThreads) fp8_kernel(QuantGemmArgs<float8_e4m3> p) {
+/// FP8 kernel (e4m3 x e4m3, fp32 accumulate), blocks as w8a8_kernel. Compiled to a trap for architectures
+/// without fp8 mma; the launcher refuses such devices before launching.
+template <class Out, class Tile, bool kSplitK = false>
+__global__ void __launch_bounds__(Tile::kThreads)
+    fp8_kernel(QuantGemmArgs<float8_e4m3> p, detail::SplitKArgs<float> split) {
   if constexpr (arch::kHasFp8Mma) {
     const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
               block_n = static_cast<int>(blockIdx.x) * Tile::BN;
     float acc[Tile::kMmaM][Tile::kMmaN][4];
     detail::zero<Tile>(acc);
-    kmajor_mainloop<Tile, 1, arch::MMA_16x8x32_F32E4M3E4M3F32>(
-        KMajorOperands{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k}, block_m, block_n, dynamic_smem(), acc);
-    store_tile_staged<Tile>(dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
-                            [&](int row, int col, int mi, int ni, int e) -> Out {
-                              return Out(detail::dequantize(p.scales, row, col, acc[mi][ni][e]));
-                            });
+    kmajor_mainloop<Tile, 1, arch::MMA_16x8x32_F32E4M3E4M3F32>(detail::kmajor_split_operands<Tile, kSplitK>(p, split),
+                                                               block_m, block_n, dynamic_smem(), acc);
+    auto value = [&](int row, int col, float v) { return Out(detail::dequantize(p.scales, row, col, v)); };
+    if constexpr (kSplitK)
+      detail::kmajor_split_k_finish<Tile>(split, acc, static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m,
+                                          p.n, value);
+    else
+      store_tile_staged<Tile>(
+          dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
+          [&](int row, int col, int mi, int ni, int e) -> Out { return value(row, col, acc[mi][ni][e]); });
   } else {
 #if LLMK_DEVICE_PASS
     __trap();
 #endif
+    (void)split;
   }
 }
 
@@ -179,6 +245,97 @@ inline Status check_grid(int m, int bm) {
   return {};
 }
 
+// How an 8-bit mma.sync GEMM call splits K, and the workspace that needs.
+struct QGemmSplitPlan {
+  int splits = 1, k_tiles_per_split = 0;
+  std::size_t arrival_bytes = 0, partial_bytes = 0;
+  std::size_t workspace_bytes() const { return arrival_bytes + partial_bytes; }
+};
+
+// Blocks of a K-major tile's split-K kernel one SM holds at once: by shared memory (the ring or the float
+// epilogue staging, whichever is larger, + the 1 KiB an SM reserves per block) and by registers (65536 an
+// SM; ptxas gives the split kernels of the 64-thread small tile 154-168 registers: 6 blocks, the 128-thread
+// medium one 127-142: 3, the 256-thread large one up to 128: 1 counted, 2 possible).
+template <class Tile>
+int qgemm_blocks_per_sm() {
+  const int by_registers = Tile::kThreads >= 256 ? 1 : (Tile::kThreads >= 128 ? 3 : 6);
+  return max(1, min(by_registers, device_smem_per_sm() / (smem_bytes<Tile, float, 1>() + 1024)));
+}
+
+// The split count for an M x N x K call on `sms` SMs. split_k = 0: as many splits as one wave of resident
+// blocks holds (never a second, partial wave), at least 2 k-tiles a split, and the partials' traffic
+// (S x M x N x 4 bytes, written and read back: mostly L2) at most half the weights' (N x K bytes).
+template <class Tile>
+QGemmSplitPlan qgemm_split_plan(int m, int n, int k, int split_k, int sms) {
+  QGemmSplitPlan plan;
+  const long long tiles = static_cast<long long>(ceil_div(m, Tile::BM)) * ceil_div(n, Tile::BN);
+  const int k_tiles = ceil_div(k, Tile::BK);
+  long long want = split_k;
+  if (want == 0) {
+    want = static_cast<long long>(qgemm_blocks_per_sm<Tile>()) * sms / tiles;
+    want = min<long long>(want, k_tiles / 2);
+    want = min<long long>(want, k / (8LL * m));
+  }
+  want = max<long long>(1, min<long long>(min<long long>(want, kSplitKMaxSplits), k_tiles));
+  plan.k_tiles_per_split = ceil_div(k_tiles, static_cast<int>(want));
+  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
+  if (plan.splits > 1) {
+    plan.arrival_bytes = round_up_256(static_cast<std::size_t>(tiles) * sizeof(unsigned long long));
+    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * m * split_k_pitch(n) * 4;
+  }
+  return plan;
+}
+
+// The plan of a call on `Tile` with its workspace: split_k = 0 without a workspace does not split; a given
+// split count (split_k >= 2) needs one. Errors name the argument.
+template <class Tile, class In>
+Status qgemm_resolve_split(const QuantGemmArgs<In>& p, bool can_split, QGemmSplitPlan& plan) {
+  if (p.split_k < 0 || p.split_k > kSplitKMaxSplits)
+    return Status::invalid_argument(
+        "split_k",
+        str_cat("must be in [0, ", kSplitKMaxSplits, "] (0: by the SM count, 1: no split), got ", p.split_k));
+  plan = QGemmSplitPlan{};
+  if (!can_split || p.split_k == 1 || (p.split_k == 0 && p.workspace == nullptr)) return {};
+  plan = qgemm_split_plan<Tile>(p.m, p.n, p.k, p.split_k, device_sm_count());
+  if (plan.splits == 1) return {};
+  const std::size_t need = plan.workspace_bytes();
+  if (p.workspace == nullptr)
+    return Status::invalid_argument(
+        "workspace", str_cat("must not be null: split_k = ", p.split_k, " needs ", need,
+                             " bytes (quant_gemm_workspace_bytes; split_k = 0 needs none without one)"));
+  if (reinterpret_cast<std::uintptr_t>(p.workspace) % 16 != 0)
+    return Status::invalid_argument("workspace", "must be 16-byte aligned");
+  if (p.workspace_bytes < need)
+    return Status::invalid_argument(
+        "workspace_bytes", str_cat("must be >= quant_gemm_workspace_bytes = ", need, " for this call (",
+                                   plan.splits, " splits), got ", p.workspace_bytes));
+  return {};
+}
+
+// The kernel's view of the plan's workspace.
+template <class Acc>
+SplitKArgs<Acc> qgemm_split_args(const QGemmSplitPlan& plan, void* workspace, int n) {
+  SplitKArgs<Acc> split;
+  if (plan.splits > 1) {
+    auto* base = static_cast<unsigned char*>(workspace);
+    split.arrivals = reinterpret_cast<unsigned long long*>(base);
+    split.partials = reinterpret_cast<Acc*>(base + plan.arrival_bytes);
+    split.tag = split_k_next_tag();
+    split.ldp = split_k_pitch(n);
+    split.k_tiles_per_split = plan.k_tiles_per_split;
+  }
+  return split;
+}
+
+template <class Tile, class Out, class Kernel, class In, class Acc>
+Status launch_qgemm(Kernel kernel, const QuantGemmArgs<In>& p, const QGemmSplitPlan& plan,
+                    const SplitKArgs<Acc>& split, cudaStream_t stream) {
+  return launch(kernel,
+                dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM)),
+                     static_cast<unsigned>(plan.splits)),
+                dim3(Tile::kThreads), (smem_bytes<Tile, Out, 1>()), stream, p, split);
+}
+
 }  // namespace detail
 
 /// sums[j] = sum_k W[j, k] for each output column j of the GEMM (one warp per weight row, 16-byte loads).
@@ -221,7 +378,9 @@ inline Status weight_column_sums(const std::int8_t* w, std::int64_t ldw, int n, 
 }
 
 /// W8A8 GEMM with an explicit tile; kSaturate uses mma .satfinite (the int32 accumulator clamps at +-2^31
-/// instead of wrapping; it only matters for K > 2^31 / 128^2 = 131072).
+/// instead of wrapping; it only matters for K > 2^31 / 128^2 = 131072) and never splits K (a clamp per
+/// split is not the clamp of the whole sum). Split-K as in QuantGemmArgs, with
+/// quant_gemm_workspace_bytes<Tile>(p) bytes of workspace.
 template <class Out, class Tile, bool kSaturate = false>
 Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, float> ||
@@ -230,10 +389,13 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
   LLMK_RETURN_IF_ERROR(
       (detail::validate_quant_gemm<std::int8_t, Out>(p, !std::is_same_v<Out, std::int32_t>)));
   LLMK_RETURN_IF_ERROR(detail::check_grid(p.m, Tile::BM));
-  return launch(
-      w8a8_kernel<Out, Tile, kSaturate>,
-      dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM))),
-      dim3(Tile::kThreads), (detail::smem_bytes<Tile, Out, 1>()), stream, p);
+  detail::QGemmSplitPlan plan;
+  LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split<Tile>(p, !kSaturate, plan));
+  const auto split = detail::qgemm_split_args<std::int32_t>(plan, p.workspace, p.n);
+  if constexpr (!kSaturate)
+    if (plan.splits > 1)
+      return detail::launch_qgemm<Tile, Out>(w8a8_kernel<Out, Tile, false, true>, p, plan, split, stream);
+  return detail::launch_qgemm<Tile, Out>(w8a8_kernel<Out, Tile, kSaturate>, p, plan, split, stream);
 }
 
 /// The tile the 8-bit GEMMs pick for M rows: small for decode-like M <= 16, medium up to 64, else large (on
@@ -242,6 +404,40 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
 enum class QGemmTileKind { kSmall, kMedium, kLarge };
 inline QGemmTileKind choose_qgemm_tile(int m) {
   return m <= 16 ? QGemmTileKind::kSmall : (m <= 64 ? QGemmTileKind::kMedium : QGemmTileKind::kLarge);
+}
+
+/// Bytes of workspace w8a8_gemm / fp8_gemm (Tile = void) or w8a8_gemm_with_tile / fp8_gemm_with_tile (the
+/// call's Tile) need to split K with these arguments: reads M, N, K, split_k and the device (its SM count
+/// and shared memory; on sm_90 with sm_90a code M > 64 runs the Hopper kernel, which never splits), not the
+/// pointers. 0 where the call does not split (outputs with enough tiles to fill the SMs, split_k = 1).
+/// Split-K sums the splits' int32 (W8A8) or fp32 (fp8) partials in split order: deterministic for a given
+/// split count; W8A8's int32 results are exact whatever the split.
+///
+///   llmk::gemm::QuantGemmArgs<std::int8_t> g = ...;   // as for the call (M = 1..64 decodes split)
+///   const std::size_t bytes = llmk::gemm::quant_gemm_workspace_bytes(g);
+///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(bytes, 1));
+///   g.workspace = ws.data(); g.workspace_bytes = bytes;
+///   llmk::Status s = llmk::gemm::w8a8_gemm<llmk::half>(g, stream);
+template <class Tile = void, class In>
+std::size_t quant_gemm_workspace_bytes(const QuantGemmArgs<In>& p) {
+  if (p.m < 1 || p.n < 1 || p.k < 1 || p.split_k < 0 || p.split_k > kSplitKMaxSplits || p.split_k == 1)
+    return 0;
+  auto bytes = [&]<class T>(T*) {
+    return detail::qgemm_split_plan<T>(p.m, p.n, p.k, p.split_k, device_sm_count()).workspace_bytes();
+  };
+  if constexpr (!std::is_void_v<Tile>) {
+    return bytes(static_cast<Tile*>(nullptr));
+  } else {
+    switch (choose_qgemm_tile(p.m)) {
+      case QGemmTileKind::kSmall:
+        return bytes(static_cast<QGemmSmall*>(nullptr));
+      case QGemmTileKind::kMedium:
+        return bytes(static_cast<QGemmMedium*>(nullptr));
+      default:
+        if (sm90_detail::sm90_available<Sm90GemmConfig<In>>()) return 0;
+        return bytes(static_cast<QGemmLarge*>(nullptr));
+    }
+  }
 }
 
 /// int8 x int8 -> int32 GEMM with the epilogue chosen by Out: std::int32_t writes the raw accumulator;
@@ -257,7 +453,13 @@ inline QGemmTileKind choose_qgemm_tile(int m) {
 /// Errors (Status::invalid_argument naming the argument): null or misaligned (16-byte) operands, K not a
 /// multiple of 16, lda/ldw < K or not multiples of 16, ldd < N, missing scales for a dequantized output,
 /// d, scales, zero points, column sums or bias not aligned to their element, zero points without column
-/// sums, M beyond the grid.
+/// sums, M beyond the grid, split_k outside [0, kSplitKMaxSplits], a workspace that split-K needs missing,
+/// misaligned (16 bytes) or smaller than quant_gemm_workspace_bytes(p).
+///
+/// Split-K (decode-sized M: few output tiles): with g.workspace set (quant_gemm_workspace_bytes(g) bytes),
+/// blocks split K until one wave of resident blocks fills the SMs; without one, each tile's block runs all
+/// of K (on 132 SMs, N = 4096 then gives 64 blocks at M <= 16, 32 at M <= 64: the H100 run of 2026-11-25
+/// measured 0.26-0.40x cuBLASLt there).
 template <class Out>
 Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
   switch (choose_qgemm_tile(p.m)) {
@@ -300,10 +502,11 @@ Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stre
                                        " / sm_", attr.binaryVersion,
                                        ", which has no fp8 mma; build for sm_89 or sm_90"));
 #endif
-  return launch(
-      fp8_kernel<Out, Tile>,
-      dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM))),
-      dim3(Tile::kThreads), (detail::smem_bytes<Tile, Out, 1>()), stream, p);
+  detail::QGemmSplitPlan plan;
+  LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split<Tile>(p, true, plan));
+  const auto split = detail::qgemm_split_args<float>(plan, p.workspace, p.n);
+  if (plan.splits > 1) return detail::launch_qgemm<Tile, Out>(fp8_kernel<Out, Tile, true>, p, plan, split, stream);
+  return detail::launch_qgemm<Tile, Out>(fp8_kernel<Out, Tile>, p, plan, split, stream);
 }
 
 /// fp8_gemm_with_tile with the tile chosen by M (as w8a8_gemm).
@@ -355,6 +558,10 @@ Status mixed_int8_gemm_with_tile(const MixedInt8Args& p, cudaStream_t stream) {
     if (p.ldw_outliers < p.k_outliers || p.ldw_outliers % 8 != 0)
       return Status::invalid_argument("ldw_outliers", "must be >= k_outliers and a multiple of 8");
   }
+  if (p.regular.workspace != nullptr || p.regular.split_k > 1)
+    return Status::invalid_argument(
+        "regular.workspace",
+        "mixed_int8_gemm does not split K: leave regular.workspace null and regular.split_k at 0 or 1");
   LLMK_RETURN_IF_ERROR(detail::check_grid(p.regular.m, Tile::BM));
   constexpr int kSmem = detail::smem_bytes<Tile, Out, 1, 2>();
   return launch(mixed_int8_kernel<Out, Tile>,

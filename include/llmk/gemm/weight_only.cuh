@@ -26,7 +26,7 @@
 // writes its fp32 partial tile to the workspace, counts itself in the tile's arrival word, and the block that
 // arrives last sums the S partials in split order (0, 1, ..., S - 1: the same bits whichever block is last),
 // adds the bias and stores D; all its threads share that sum in 4-column quads with their loads batched
-// (wo_sum_splits_store). The arrival word holds (this call's tag << 16 | arrivals); a word with another
+// (split_k.cuh). The arrival word holds (this call's tag << 16 | arrivals); a word with another
 // tag (another call's, or whatever the memory held) counts as none, and the last block resets it to 0, so the
 // workspace needs no initialization and may be shared with other work between calls (a stale word matches
 // the 48-bit tag of a call only by chance, 2^-48). Not for two calls running at once on one workspace.
@@ -40,7 +40,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -56,6 +55,7 @@
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/core/vector.cuh"
+#include "llmk/gemm/split_k.cuh"
 #include "llmk/gemm/weight_only_args.cuh"
 #include "llmk/gemm/weight_only_dequant.cuh"
 #include "llmk/gemm/weight_only_layout.cuh"
@@ -267,93 +267,6 @@ struct WoLoader {
   }
 };
 
-// Split-K arrival: counts this block in its tile's word (tag << 16 | arrivals; a word with another tag counts
-// as none) and returns whether it is the last of `splits`; the last resets the word to 0. Two atomics at
-// most once the word is this call's (the first arrival finds the 0 the previous call's last one left, the
-// others add to the tagged word): a CAS loop for every arrival made the last of S splits wait for up to S
-// serial round trips to L2.
-LLMK_DEVICE bool wo_arrive(unsigned long long* word, unsigned long long tag, unsigned splits) {
-  const unsigned long long first = (tag << 16) | 1ull;
-  unsigned long long old = atomicCAS(word, 0ull, first), count = 1;
-  while (old != 0ull) {
-    if ((old >> 16) == tag) {  // tagged by this call: nobody resets it before the last arrival
-      count = (atomicAdd(word, 1ull) & 0xFFFFull) + 1;
-      break;
-    }
-    const unsigned long long seen = old;  // another call's word or stale bytes: replace it
-    old = atomicCAS(word, seen, first);
-    if (old == seen) break;
-  }
-  const bool last = count == splits;
-  if (last) atomicExch(word, 0ull);
-  return last;
-}
-
-// The last block of a split-K tile: D[tile] = T(sum over splits s = 0, 1, ... of partials[s] + bias). All
-// threads share the tile in 4-column quads (16-byte loads of the [M, ldp] planes, coalesced along N), and
-// each thread issues the loads of kBatch splits for kQuads quads before adding any: a few round trips to L2
-// whatever the split count, where summing in the mma layout took one per element and split (the ~20 us
-// floor of the first H100 runs at M <= 32). The adds run in split order: the same bits whichever block
-// arrives last.
-template <class Cfg, class T>
-LLMK_DEVICE void wo_sum_splits_store(const WeightOnlyKernelParams<T>& p, int block_m, int block_n,
-                                     int splits) {
-  constexpr int kQuadsPerRow = Cfg::BN / 4, kTileQuads = Cfg::BM * kQuadsPerRow;
-  constexpr int kPerThread = (kTileQuads + Cfg::kThreads - 1) / Cfg::kThreads;
-  constexpr int kQuads = kPerThread < 4 ? kPerThread : 4;  // quads summed together
-  constexpr int kBatch = 16 / kQuads;                      // their loads in flight: 16 x 16 bytes
-  static_assert(kPerThread % kQuads == 0, "whole groups of quads per thread");
-  const std::int64_t plane = static_cast<std::int64_t>(p.m) * p.ldp;
-  for (int q0 = 0; q0 < kPerThread; q0 += kQuads) {
-    const float* src[kQuads];
-    bool live[kQuads];
-    int row[kQuads], col[kQuads];
-    Vector16<float> sum[kQuads];
-#pragma unroll
-    for (int i = 0; i < kQuads; ++i) {
-      const int q = static_cast<int>(threadIdx.x) + (q0 + i) * Cfg::kThreads;
-      row[i] = block_m + q / kQuadsPerRow;
-      col[i] = block_n + (q % kQuadsPerRow) * 4;
-      live[i] = (kTileQuads % Cfg::kThreads == 0 || q < kTileQuads) && row[i] < p.m && col[i] < p.n;
-      src[i] = p.partials + (live[i] ? static_cast<std::int64_t>(row[i]) * p.ldp + col[i] : 0);
-      if (live[i]) sum[i] = load16(src[i]);  // split 0 starts the sum (0 + x would turn -0 into +0)
-    }
-    for (int s0 = 1; s0 < splits; s0 += kBatch) {
-      Vector16<float> part[kBatch][kQuads];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-#pragma unroll
-        for (int i = 0; i < kQuads; ++i)
-          if (live[i] && s0 + j < splits) part[j][i] = load16(src[i] + (s0 + j) * plane);
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-#pragma unroll
-        for (int i = 0; i < kQuads; ++i)
-          if (live[i] && s0 + j < splits)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sum[i].elements[e] += part[j][i].elements[e];
-    }
-#pragma unroll
-    for (int i = 0; i < kQuads; ++i) {
-      if (!live[i]) continue;
-      const int cols = min(4, p.n - col[i]);
-      T out[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float b = p.bias != nullptr && e < cols ? p.bias[col[i] + e].to_float() : 0.0f;
-        out[e] = T(sum[i].elements[e] + b);
-      }
-      T* dst = p.d + static_cast<std::int64_t>(row[i]) * p.ldd + col[i];
-      if (cols == 4 && p.pair_store) {
-        store4(dst, Vector4<T>{{out[0], out[1]}});
-        store4(dst + 2, Vector4<T>{{out[2], out[3]}});
-      } else {
-        for (int e = 0; e < cols; ++e) dst[e] = out[e];
-      }
-    }
-  }
-}
-
 }  // namespace detail
 
 /// The kernel: one block per BM x BN tile of D and split of K (blockIdx.x over N tiles, y over M tiles, z
@@ -534,33 +447,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
 
   const int t = lane % 4;
   // Split-K: publish this split's partial tile; the last block to arrive sums all splits in split order
-  // (wo_sum_splits_store) and stores D itself.
+  // (split_k.cuh) and stores D itself.
   if (gridDim.z > 1) {
-    if (owner) {
-      float* plane = p.partials + static_cast<std::int64_t>(blockIdx.z) * p.m * p.ldp;
+    if (owner)
+      detail::split_k_store_partial(p.partials + static_cast<std::int64_t>(blockIdx.z) * p.m * p.ldp, p.ldp,
+                                    p.m, block_m + warp_m * Cfg::WM, block_n + warp_n * Cfg::WN, acc);
+    const int tile = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
+    if (!detail::split_k_publish(&p.arrivals[tile], p.tag, &smem.last_split)) return;
+    detail::split_k_reduce<Cfg::kThreads, Cfg::BM, Cfg::BN>(
+        p.partials, p.ldp, p.m, p.n, block_m, block_n, static_cast<int>(gridDim.z),
+        [&](int row, int col, const float (&sum)[4], int cols) {
+          T out[4];
 #pragma unroll
-      for (int ni = 0; ni < Cfg::kMmaN; ++ni)
-#pragma unroll
-        for (int mi = 0; mi < Cfg::kMmaM; ++mi)
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int row = block_m + warp_m * Cfg::WM + mi * 16 + g + hr * 8;
-            const int col = block_n + warp_n * Cfg::WN + ni * 8 + 2 * t;  // even, so col + 1 < ldp too
-            if (row < p.m && col < p.ldp)
-              store8(plane + static_cast<std::int64_t>(row) * p.ldp + col,
-                     Vector8<float>{{acc[mi][ni][hr * 2], acc[mi][ni][hr * 2 + 1]}});
+          for (int e = 0; e < 4; ++e) {
+            const float b = p.bias != nullptr && e < cols ? p.bias[col + e].to_float() : 0.0f;
+            out[e] = T(sum[e] + b);
           }
-    }
-    __threadfence();  // this thread's partials are visible device-wide before the arrival
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const int tile = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
-      smem.last_split = detail::wo_arrive(&p.arrivals[tile], p.tag, static_cast<unsigned>(gridDim.z)) ? 1 : 0;
-    }
-    __syncthreads();
-    if (smem.last_split == 0) return;
-    __threadfence();
-    detail::wo_sum_splits_store<Cfg>(p, block_m, block_n, static_cast<int>(gridDim.z));
+          T* dst = p.d + static_cast<std::int64_t>(row) * p.ldd + col;
+          if (cols == 4 && p.pair_store) {
+            store4(dst, Vector4<T>{{out[0], out[1]}});
+            store4(dst + 2, Vector4<T>{{out[2], out[3]}});
+          } else {
+            for (int e = 0; e < cols; ++e) dst[e] = out[e];
+          }
+        });
     return;
   }
 
@@ -633,39 +543,17 @@ struct WoPlan {
   std::size_t workspace_bytes() const { return perm_bytes + arrival_bytes + partial_bytes; }
 };
 
-// The split-K partials' row pitch: N rounded up to 4 floats, so that the last block sums 16-byte quads.
-inline int wo_partial_pitch(int n) {
-  return (n + 3) / 4 * 4;
-}
-
-inline std::size_t wo_round256(std::size_t bytes) {
-  return (bytes + 255) / 256 * 256;
-}
-
 // Blocks of a tile one SM holds at once: by registers (65536 an SM; ptxas gives the 128-thread small tile
 // 119-138 registers: 3 blocks, the medium one 164-180: 2, the 256-thread large one more than 128: 1) and by
 // shared memory (the staged ring, the larger one, plus the 1 KiB an SM reserves per block): an sm_89 (100
 // KiB an SM) holds one small-tile block of 4-bit codes, an H100 three.
-// Shared memory one SM offers its resident blocks (cudaDevAttrMaxSharedMemoryPerMultiprocessor: 233472 bytes
-// on sm_90, 167936 on sm_80, 102400 on sm_86 / sm_89; the simulator plans as the H100).
-inline int wo_device_smem_per_sm() {
-#if defined(LLMK_CUDA)
-  int device = 0, bytes = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) == cudaSuccess &&
-      bytes > 0)
-    return bytes;
-#endif
-  return 233472;
-}
-
 template <class Cfg>
 int wo_blocks_per_sm(int bits) {
   const int by_registers = Cfg::kThreads >= 256 ? 1 : (Cfg::BM <= 16 ? 3 : 2);
   const int smem = static_cast<int>(bits == 4 ? sizeof(typename Cfg::template SharedStorage<4, true>)
                                               : sizeof(typename Cfg::template SharedStorage<8, true>)) +
                    1024;
-  return max(1, min(by_registers, wo_device_smem_per_sm() / smem));
+  return max(1, min(by_registers, device_smem_per_sm() / smem));
 }
 
 template <class Cfg>
@@ -706,28 +594,13 @@ WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
     wo_plan_tiles<WeightOnlyMediumM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
   else
     wo_plan_tiles<WeightOnlyLargeM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
-  if (x.perm != nullptr) plan.perm_bytes = wo_round256(static_cast<std::size_t>(x.m) * x.k * sizeof(T));
+  if (x.perm != nullptr) plan.perm_bytes = round_up_256(static_cast<std::size_t>(x.m) * x.k * sizeof(T));
   if (plan.splits > 1) {
     plan.arrival_bytes =
-        wo_round256(static_cast<std::size_t>(plan.m_tiles) * plan.n_tiles * sizeof(unsigned long long));
-    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * x.m * wo_partial_pitch(x.n) * sizeof(float);
+        round_up_256(static_cast<std::size_t>(plan.m_tiles) * plan.n_tiles * sizeof(unsigned long long));
+    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * x.m * split_k_pitch(x.n) * sizeof(float);
   }
   return plan;
-}
-
-// A 48-bit tag per call, never 0 (the value a finished tile's arrival word is reset to): a counter scrambled
-// by splitmix64's finalizer, so that tags look random and a stale word (a size, an offset, a small count left
-// by other work) matches one only by chance, not because tags are small numbers.
-inline unsigned long long wo_next_tag() {
-  static std::atomic<unsigned long long> counter{0};
-  unsigned long long tag = 0;
-  while (tag == 0) {
-    unsigned long long z = counter.fetch_add(1, std::memory_order_relaxed) + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    tag = (z ^ (z >> 31)) & ((1ull << 48) - 1);
-  }
-  return tag;
 }
 
 template <class T, int kBits, class Cfg, bool kStagedQuant = false>
@@ -929,13 +802,13 @@ Status weight_only_gemm(const WeightOnlyArgs<T>& x, void* workspace, std::size_t
                                       reinterpret_cast<std::uintptr_t>(x.d) % 4 == 0 && x.ldd % 2 == 0,
                                       plan.k_tiles_per_split,
                                       nullptr,
-                                      detail::wo_partial_pitch(x.n),
+                                      detail::split_k_pitch(x.n),
                                       nullptr,
                                       0ull};
   if (plan.splits > 1) {
     p.arrivals = reinterpret_cast<unsigned long long*>(base + plan.perm_bytes);
     p.partials = reinterpret_cast<float*>(base + plan.perm_bytes + plan.arrival_bytes);
-    p.tag = detail::wo_next_tag();
+    p.tag = detail::split_k_next_tag();
   }
   return x.bits == 4 ? detail::dispatch_weight_only<T, 4>(p, plan, stream)
                      : detail::dispatch_weight_only<T, 8>(p, plan, stream);
