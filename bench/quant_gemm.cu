@@ -19,7 +19,8 @@
 //                    is skipped with that message ("error_occurred" in the JSON).
 //                    BM_W8A8 and BM_FP8 run the Hopper wgmma kernel for M > 64 where the device is an sm_90
 //                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper); at
-//                    M <= 64 the mma.sync tiles split K over the SMs in a workspace (quant_gemm_workspace_bytes).
+//                    M <= 64 the mma.sync tiles split K over the SMs in a workspace
+//                    (quant_gemm_workspace_bytes).
 //   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's); skipped
 //   without
 //                    sm_90a.

@@ -71,6 +71,38 @@ def _qgemm_tile(m, mixed=False):  # KMajorTile<BM,BN,BK,WarpsM,WarpsN,Stages>
     return (128, 128, 64, 2, 4, 2) if mixed else (128, 128, 64, 2, 4, 3)
 
 
+def _qgemm_blocks_per_sm(t, sms_smem=233472):
+    """gemm/w8a8.cuh detail::qgemm_blocks_per_sm: resident split-K blocks of a K-major 8-bit tile on an H100."""
+    bm, bn, bk, wm, wn, stages = t
+    threads = wm * wn * 32
+    ring = stages * (bm + bn) * (bk + 16)
+    staged_f32 = bm * (bn * 4 + 16)
+    by_regs = 1 if threads >= 256 else (3 if threads >= 128 else 6)
+    return max(1, min(by_regs, sms_smem // (max(ring, staged_f32) + 1024)))
+
+
+def qgemm_splits(m, n, k, sms=132):
+    """gemm/w8a8.cuh detail::qgemm_split_plan with split_k = 0 and a workspace (what BM_W8A8 / BM_FP8 pass): the
+    split count of an 8-bit mma.sync GEMM (1 on the Hopper kernel, M > 64)."""
+    if m > 64:
+        return 1
+    t = _qgemm_tile(m)
+    tiles = math.ceil(m / t[0]) * math.ceil(n / t[1])
+    k_tiles = math.ceil(k / t[2])
+    want = _qgemm_blocks_per_sm(t) * sms // tiles
+    want = min(want, k_tiles // 2, k // (8 * m))
+    want = max(1, min(want, 16, k_tiles))
+    per = math.ceil(k_tiles / want)
+    return math.ceil(k_tiles / per)
+
+
+def _qgemm_kernel(name, a):
+    """The mma.sync 8-bit kernel BM_W8A8 / BM_FP8 run at M <= 64: the split-K instantiation where K is split."""
+    split = "true" if qgemm_splits(a["M"], a["N"], a["K"]) > 1 else "false"
+    tail = f",false,{split}>" if name == "w8a8_kernel" else f",{split}>"
+    return rf"^gemm::{name}<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>{re.escape(tail)}"
+
+
 def _wo_staged(a):  # gemm/weight_only.cuh weight_only_staged_quant: N % 16 == 0 with zero points, G % 64 == 0
     # (every benchmark has G = 128 or G = K with K % 64 == 0); the large tile (M > 128) never stages
     return "true" if a["M"] <= 128 and a["N"] % 16 == 0 else "false"
@@ -207,7 +239,7 @@ def _sm90_quant(elem: str):
 
 def _sm90_8bit_blocks(a) -> int:
     t = (128, _sm90_bn(a)) if a["M"] > 64 else _qgemm_tile(a["M"])
-    return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0])
+    return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0]) * qgemm_splits(a["M"], a["N"], a["K"])
 
 
 # family base -> (kernel regex from (args, template args), thread blocks the launch has, or None: enough for all SMs)
@@ -226,11 +258,9 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
                                     r".*BatchedKv<", None),
     "BM_PagedDecode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"
                                     rf".*PagedKvRows<{_t(t)},{re.escape(_code(t))}\s*>", None),
-    "BM_W8A8": (lambda a, t: _sm90_quant("signed char")(a) if a["M"] > 64 else
-                rf"^gemm::w8a8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
+    "BM_W8A8": (lambda a, t: _sm90_quant("signed char")(a) if a["M"] > 64 else _qgemm_kernel("w8a8_kernel", a),
                 lambda a, t: _sm90_8bit_blocks(a)),
-    "BM_FP8": (lambda a, t: _sm90_quant("float8_e4m3")(a) if a["M"] > 64 else
-               rf"^gemm::fp8_kernel<half,gemm::KMajorTile<{_csv(_qgemm_tile(a['M']))}>",
+    "BM_FP8": (lambda a, t: _sm90_quant("float8_e4m3")(a) if a["M"] > 64 else _qgemm_kernel("fp8_kernel", a),
                lambda a, t: _sm90_8bit_blocks(a)),
     "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue<half>",
                      lambda a, t: math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a))),

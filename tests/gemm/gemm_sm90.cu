@@ -150,23 +150,16 @@ TEST_CASE("sm90 FP8 with fast accumulation (Sm90GemmConfig FastAccum)") {
   if (!sm90_here()) return;
   const Shape s{70, 136, 272};
   std::mt19937 rng(913);
-  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
-  std::vector<e4m3> a(static_cast<std::size_t>(s.m) * s.k), w(static_cast<std::size_t>(s.n) * s.k);
-  for (auto& x : a) x = e4m3::from_float_satfinite(dist(rng));
-  for (auto& x : w) x = e4m3::from_float_satfinite(dist(rng));
-  llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
-  Scales sc;
-  make_scales(sc, s.m, s.n, true, true, false, true, rng);
-  std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
-  llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+  Fp8Problem f;
+  make_fp8_problem(f, s, rng);
   llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
-  gemm::QuantGemmArgs<e4m3> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, d.data(), s.n};
+  gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, d.data(), s.n};
   using Fast = gemm::Sm90GemmConfig<e4m3, 128, 4, false, /*FastAccum=*/true>;
   static_assert(!Fast::kPromote && gemm::Sm90GemmConfig<e4m3>::kPromote);
   const llmk::Status st = gemm::fp8_gemm_sm90<float, Fast>(p, nullptr);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  check_close(d.to_host(), s.n, ref, s.m, s.n, 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2),
-              fp8_gpu_allowance(a, s.k, w, s.k, s.m, s.n, s.k, sc.host));
+  check_close(d.to_host(), s.n, f.ref, s.m, s.n, 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2),
+              fp8_gpu_allowance(f.a, s.k, f.w, s.k, s.m, s.n, s.k, f.sc.host));
 }
 
 // Block-wise fp8: random e4m3 operands, one scale per token and K block (token-contiguous rows padded to

@@ -85,6 +85,29 @@ inline void make_scales(Scales& s, int m, int n, bool per_token, bool per_channe
   }
 }
 
+// An fp8 GEMM problem: e4m3 operands A [M, K] and W [N, K] drawn from [-8, 8] (A first, then W), per-token x
+// per-channel scales with bias, and the fp64 reference of the dequantized product ([M, N], row pitch N).
+struct Fp8Problem {
+  std::vector<e4m3> a, w;
+  llmk::DeviceBuffer<e4m3> d_a, d_w;
+  Scales sc;
+  std::vector<double> ref;
+};
+
+inline void make_fp8_problem(Fp8Problem& f, const Shape& s, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  f.a.resize(static_cast<std::size_t>(s.m) * s.k);
+  f.w.resize(static_cast<std::size_t>(s.n) * s.k);
+  for (auto& x : f.a) x = e4m3::from_float_satfinite(dist(rng));
+  for (auto& x : f.w) x = e4m3::from_float_satfinite(dist(rng));
+  f.d_a = llmk::DeviceBuffer<e4m3>(f.a);
+  f.d_w = llmk::DeviceBuffer<e4m3>(f.w);
+  make_scales(f.sc, s.m, s.n, true, true, false, true, rng);
+  f.ref.assign(static_cast<std::size_t>(s.m) * s.n, 0.0);
+  llmk::reference::gemm_dequant_fp64(f.a.data(), s.k, f.w.data(), s.k, s.m, s.n, s.k, f.sc.host, f.ref.data(),
+                                     s.n);
+}
+
 // fp8 products summed by the tensor cores of a GPU: Hopper's fp8 units keep fewer significand bits than fp32
 // (about 14 were reported for the H800; an H100 missed the fp32 tolerance below by up to 2^-13.6 of the
 // magnitudes summed), so on a GPU build an fp8 result may also differ by kFp8GpuRel times

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "llmk/core/memory.cuh"
@@ -552,7 +553,8 @@ std::vector<std::uint16_t> bits_of(const std::vector<T>& v) {
 
 }  // namespace
 
-TEST_CASE("w8a8: split-K over a workspace gives the unsplit result bit for bit (int32 exact, fp16 dequantized)") {
+TEST_CASE(
+    "w8a8: split-K over a workspace gives the unsplit result bit for bit (int32 exact, fp16 dequantized)") {
   std::mt19937 rng(511);
   struct Case {
     int m, n, k, split_k;
@@ -560,13 +562,13 @@ TEST_CASE("w8a8: split-K over a workspace gives the unsplit result bit for bit (
   };
   // Small (M <= 16) and medium (M <= 64) tiles, N tails, k-tiles that do not divide evenly into the splits,
   // split_k by the SM count (0) and given (3, 16); odd ldd takes the element stores of the reduction.
-  const std::vector<Case> cases =
-      llmk::test::fast() ? std::vector<Case>{{1, 72, 1040, 0, 72}, {33, 40, 528, 3, 41}}
-                         : std::vector<Case>{{1, 200, 1040, 0, 200},
-                                             {7, 136, 2064, 3, 137},
-                                             {16, 64, 1024, 16, 64},
-                                             {33, 130, 1040, 0, 132},
-                                             {64, 72, 528, 2, 75}};
+  const std::vector<Case> cases = llmk::test::fast()
+                                      ? std::vector<Case>{{1, 72, 1040, 0, 72}, {33, 40, 528, 3, 41}}
+                                      : std::vector<Case>{{1, 200, 1040, 0, 200},
+                                                          {7, 136, 2064, 3, 137},
+                                                          {16, 64, 1024, 16, 64},
+                                                          {33, 130, 1040, 0, 132},
+                                                          {64, 72, 528, 2, 75}};
   for (const Case& c : cases) {
     CAPTURE(c.m);
     CAPTURE(c.n);
@@ -578,7 +580,8 @@ TEST_CASE("w8a8: split-K over a workspace gives the unsplit result bit for bit (
     make_scales(sc, c.m, c.n, true, true, true, true, rng);
     REQUIRE(gemm::weight_column_sums(d_w.data(), c.k, c.n, c.k, sc.sums.data(), nullptr).ok());
     sc.dev.w_column_sums = sc.sums.data();
-    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), c.k, d_w.data(), c.k, c.m, c.n, c.k, sc.dev, nullptr, c.ldd};
+    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), c.k, d_w.data(), c.k,     c.m,
+                                       c.n,        c.k, sc.dev,     nullptr, c.ldd};
     // The unsplit result (split_k = 1).
     llmk::DeviceBuffer<f16> d_one(static_cast<std::size_t>(c.m) * c.ldd);
     p.d = d_one.data();
@@ -603,7 +606,8 @@ TEST_CASE("w8a8: split-K over a workspace gives the unsplit result bit for bit (
       for (int i = 0; i < c.m; ++i)
         for (int j = 0; j < c.n; ++j)
           if (got[i * c.ldd + j] != want[i * c.ldd + j] && bad++ < 5)
-            MESSAGE("d[" << i << "][" << j << "] bits " << got[i * c.ldd + j] << ", unsplit " << want[i * c.ldd + j]);
+            MESSAGE("d[" << i << "][" << j << "] bits " << got[i * c.ldd + j] << ", unsplit "
+                         << want[i * c.ldd + j]);
       CHECK(bad == 0);
     }
     // Raw int32 accumulators through the split, against the exact reference.
@@ -620,25 +624,20 @@ TEST_CASE("w8a8: split-K over a workspace gives the unsplit result bit for bit (
   }
 }
 
-TEST_CASE("fp8: split-K is deterministic and within the fp8 bound; an explicit tile sizes its own workspace") {
+TEST_CASE(
+    "fp8: split-K is deterministic and within the fp8 bound; an explicit tile sizes its own workspace") {
   if (!fp8_available()) {
     MESSAGE("no fp8 mma on this device: skipped (the refusal is tested above)");
     return;
   }
   std::mt19937 rng(512);
-  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
   const Shape s = llmk::test::fast() ? Shape{5, 40, 528} : Shape{5, 100, 1056};
-  std::vector<e4m3> a(static_cast<std::size_t>(s.m) * s.k), w(static_cast<std::size_t>(s.n) * s.k);
-  for (auto& x : a) x = e4m3::from_float_satfinite(dist(rng));
-  for (auto& x : w) x = e4m3::from_float_satfinite(dist(rng));
-  llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
-  Scales sc;
-  make_scales(sc, s.m, s.n, true, true, false, true, rng);
-  std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
-  llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+  Fp8Problem f;
+  make_fp8_problem(f, s, rng);
+  const std::vector<double>& ref = f.ref;
   const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
-  const std::vector<double> gpu = fp8_gpu_allowance(a, s.k, w, s.k, s.m, s.n, s.k, sc.host);
-  gemm::QuantGemmArgs<e4m3> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, s.n};
+  const std::vector<double> gpu = fp8_gpu_allowance(f.a, s.k, f.w, s.k, s.m, s.n, s.k, f.sc.host);
+  gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, nullptr, s.n};
   const std::size_t bytes = gemm::quant_gemm_workspace_bytes(p);
   REQUIRE(bytes > 0);
   auto ws = dirty_workspace(bytes, rng);
@@ -671,7 +670,8 @@ TEST_CASE("8-bit GEMMs: split-K arguments are checked and named") {
   llmk::DeviceBuffer<std::int8_t> buf(64 * 1024);
   llmk::DeviceBuffer<float> fbuf(64);
   llmk::DeviceBuffer<float> out(64);
-  gemm::QuantGemmArgs<std::int8_t> good{buf.data(), 1024, buf.data() + 4096, 1024, 2, 16, 1024, {}, out.data(), 16};
+  gemm::QuantGemmArgs<std::int8_t> good{buf.data(), 1024, buf.data() + 4096, 1024, 2, 16,
+                                        1024,       {},   out.data(),        16};
   good.scales.a_scales = fbuf.data();
   good.scales.w_scales = fbuf.data();
   auto expect = [](const llmk::Status& s, const char* arg, const char* needle) {
@@ -707,4 +707,24 @@ TEST_CASE("8-bit GEMMs: split-K arguments are checked and named") {
   mixed.regular.workspace = ws.data();
   mixed.regular.workspace_bytes = need;
   expect(gemm::mixed_int8_gemm<float>(mixed, nullptr), "regular.workspace", "does not split K");
+}
+
+TEST_CASE("8-bit GEMMs: the split plan fills one wave of resident blocks (bench/model/sass.py mirrors it)") {
+  auto splits = [](auto* tile, int m, int n, int k) {
+    using Tile = std::remove_pointer_t<decltype(tile)>;
+    return gemm::detail::qgemm_split_plan<Tile>(m, n, k, 0, 132).splits;
+  };
+  gemm::QGemmSmall* small = nullptr;
+  gemm::QGemmMedium* medium = nullptr;
+  // The counts tests/perf/test_perf_tools.py expects of qgemm_splits (an H100: 132 SMs, 228 KiB an SM).
+  CHECK(splits(small, 1, 4096, 4096) == 8);     // 64 tiles x 8 = 512 blocks: 4 an SM
+  CHECK(splits(small, 1, 11008, 4096) == 3);    // 172 tiles
+  CHECK(splits(small, 16, 4096, 11008) == 8);   // 86 k-tiles: 11 a split
+  CHECK(splits(medium, 64, 4096, 4096) == 8);   // capped by the partials' traffic (K / 8M)
+  CHECK(splits(medium, 64, 11008, 4096) == 4);  // 86 tiles, 3 blocks an SM
+  CHECK(splits(medium, 64, 4096, 11008) == 12);
+  CHECK(splits(medium, 64, 72, 528) == 1);  // K / 8M = 1
+  CHECK(gemm::detail::qgemm_split_plan<gemm::QGemmSmall>(1, 4096, 4096, 5, 132).splits ==
+        5);  // 7 k-tiles a split
+  CHECK(gemm::detail::qgemm_split_plan<gemm::QGemmSmall>(1, 4096, 4096, 16, 132).splits == 16);  // 2 each
 }

@@ -211,6 +211,15 @@ class TestModel(unittest.TestCase):
             self.assertRegex(r, r"\d+(\.\d+)? (ns|us|ms)\s+\d+%")  # predicted time, predicted % of roofline
             self.assertIn("ipt", r)
 
+    def test_qgemm_split_mirror(self):
+        # gemm/w8a8.cuh qgemm_split_plan on 132 SMs: the counts tests/gemm/w8a8.cu pins on the C++ side
+        want = {(1, 4096, 4096): 8, (1, 11008, 4096): 3, (16, 4096, 11008): 8, (64, 4096, 4096): 8,
+                (64, 11008, 4096): 4, (64, 4096, 11008): 12, (64, 72, 528): 1, (4096, 4096, 4096): 1}
+        self.assertEqual({s: sass.qgemm_splits(*s) for s in want}, want)
+        a = {"M": 1, "N": 4096, "K": 4096}
+        self.assertIn(",false,true>", sass.KERNEL_MAP["BM_W8A8"][0](a, ()).replace("\\", ""))
+        self.assertEqual(sass.KERNEL_MAP["BM_W8A8"][1](a, ()), 64 * 8)
+
     def test_h200_and_unknown_gpu(self):
         self.assertEqual(hardware.pick_gpu("NVIDIA H200")[0].key, "h200")
         self.assertEqual(hardware.pick_gpu("NVIDIA H100 80GB HBM3")[0].key, "h100-sxm")

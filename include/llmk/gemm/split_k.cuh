@@ -140,8 +140,8 @@ LLMK_DEVICE std::int32_t split_k_add(std::int32_t a, std::int32_t b) {
 // kQuads quads before adding any: a few round trips to L2 whatever the split count, where summing in the mma
 // layout took one per element and split (the ~20 us floor of the first H100 runs of the weight-only GEMM).
 template <int kThreads, int BM, int BN, int kInFlight = 16, class Acc, class Store>
-LLMK_DEVICE void split_k_reduce(const Acc* partials, int ldp, int m, int n, int block_m, int block_n, int splits,
-                                Store&& store) {
+LLMK_DEVICE void split_k_reduce(const Acc* partials, int ldp, int m, int n, int block_m, int block_n,
+                                int splits, Store&& store) {
   constexpr int kQuadsPerRow = BN / 4, kTileQuads = BM * kQuadsPerRow;
   constexpr int kPerThread = (kTileQuads + kThreads - 1) / kThreads;
   constexpr int kQuads = kPerThread < 4 ? kPerThread : 4;  // quads summed together
@@ -176,7 +176,8 @@ LLMK_DEVICE void split_k_reduce(const Acc* partials, int ldp, int m, int n, int 
         for (int i = 0; i < kQuads; ++i)
           if (live[i] && s0 + j < splits)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) sum[i].elements[e] = split_k_add(sum[i].elements[e], part[j][i].elements[e]);
+            for (int e = 0; e < 4; ++e)
+              sum[i].elements[e] = split_k_add(sum[i].elements[e], part[j][i].elements[e]);
     }
 #pragma unroll
     for (int i = 0; i < kQuads; ++i)

@@ -77,7 +77,8 @@ namespace detail {
 // window of K (A and W advanced to its start, K its length; the last window ends at K). The mainloop is the
 // unsplit one, unchanged.
 template <class Tile, bool kSplitK, class In, class Acc>
-LLMK_DEVICE KMajorOperands kmajor_split_operands(const QuantGemmArgs<In>& p, const SplitKArgs<Acc>& split) {
+LLMK_DEVICE KMajorOperands kmajor_split_operands(const QuantGemmKernelArgs<In>& p,
+                                                 const SplitKArgs<Acc>& split) {
   KMajorOperands op{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k};
   if (kSplitK) {
     const int k0 = static_cast<int>(blockIdx.z) * split.k_tiles_per_split * Tile::BK;  // 8-bit: BK bytes
@@ -92,8 +93,9 @@ LLMK_DEVICE KMajorOperands kmajor_split_operands(const QuantGemmArgs<In>& p, con
 // arrives last, sum every split in order and store value(row, col, sum) as Out (4-column quads: one 8- or
 // 16-byte store each where d and ldd allow it).
 template <class Tile, class Out, class Acc, class Value>
-LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split, const Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4],
-                                       Out* d, std::int64_t ldd, int block_m, int block_n, int m, int n,
+LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split,
+                                       const Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4], Out* d,
+                                       std::int64_t ldd, int block_m, int block_n, int m, int n,
                                        Value&& value) {
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
@@ -105,7 +107,7 @@ LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split, const Acc (
   const bool vector_ok = ldd % 4 == 0 && reinterpret_cast<std::uintptr_t>(d) % (4 * sizeof(Out)) == 0;
   split_k_reduce<Tile::kThreads, Tile::BM, Tile::BN>(
       split.partials, split.ldp, m, n, block_m, block_n, static_cast<int>(gridDim.z),
-      [&](int row, int col, const Acc (&sum)[4], int cols) {
+      [&](int row, int col, const Acc(&sum)[4], int cols) {
         Out out[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) out[e] = e < cols ? value(row, col + e, sum[e]) : Out{};
@@ -129,15 +131,15 @@ LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split, const Acc (
 /// loop iteration), so the unsplit kernels stay as they were.
 template <class Out, class Tile, bool kSaturate, bool kSplitK = false>
 __global__ void __launch_bounds__(Tile::kThreads)
-    w8a8_kernel(QuantGemmArgs<std::int8_t> p, detail::SplitKArgs<std::int32_t> split) {
+    w8a8_kernel(detail::QuantGemmKernelArgs<std::int8_t> p, detail::SplitKArgs<std::int32_t> split) {
   using Mma =
       std::conditional_t<kSaturate, arch::MMA_16x8x32_S32S8S8S32_SATFINITE, arch::MMA_16x8x32_S32S8S8S32>;
   const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
             block_n = static_cast<int>(blockIdx.x) * Tile::BN;
   std::int32_t acc[Tile::kMmaM][Tile::kMmaN][4];
   detail::zero<Tile>(acc);
-  kmajor_mainloop<Tile, 1, Mma>(detail::kmajor_split_operands<Tile, kSplitK>(p, split), block_m, block_n, dynamic_smem(),
-                                acc);
+  kmajor_mainloop<Tile, 1, Mma>(detail::kmajor_split_operands<Tile, kSplitK>(p, split), block_m, block_n,
+                                dynamic_smem(), acc);
   auto value = [&](int row, int col, std::int32_t v) -> Out {
     if constexpr (std::is_same_v<Out, std::int32_t>)
       return v;
@@ -157,14 +159,14 @@ __global__ void __launch_bounds__(Tile::kThreads)
 /// without fp8 mma; the launcher refuses such devices before launching.
 template <class Out, class Tile, bool kSplitK = false>
 __global__ void __launch_bounds__(Tile::kThreads)
-    fp8_kernel(QuantGemmArgs<float8_e4m3> p, detail::SplitKArgs<float> split) {
+    fp8_kernel(detail::QuantGemmKernelArgs<float8_e4m3> p, detail::SplitKArgs<float> split) {
   if constexpr (arch::kHasFp8Mma) {
     const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
               block_n = static_cast<int>(blockIdx.x) * Tile::BN;
     float acc[Tile::kMmaM][Tile::kMmaN][4];
     detail::zero<Tile>(acc);
-    kmajor_mainloop<Tile, 1, arch::MMA_16x8x32_F32E4M3E4M3F32>(detail::kmajor_split_operands<Tile, kSplitK>(p, split),
-                                                               block_m, block_n, dynamic_smem(), acc);
+    kmajor_mainloop<Tile, 1, arch::MMA_16x8x32_F32E4M3E4M3F32>(
+        detail::kmajor_split_operands<Tile, kSplitK>(p, split), block_m, block_n, dynamic_smem(), acc);
     auto value = [&](int row, int col, float v) { return Out(detail::dequantize(p.scales, row, col, v)); };
     if constexpr (kSplitK)
       detail::kmajor_split_k_finish<Tile>(split, acc, static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m,
@@ -331,9 +333,9 @@ template <class Tile, class Out, class Kernel, class In, class Acc>
 Status launch_qgemm(Kernel kernel, const QuantGemmArgs<In>& p, const QGemmSplitPlan& plan,
                     const SplitKArgs<Acc>& split, cudaStream_t stream) {
   return launch(kernel,
-                dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM)),
-                     static_cast<unsigned>(plan.splits)),
-                dim3(Tile::kThreads), (smem_bytes<Tile, Out, 1>()), stream, p, split);
+                dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)),
+                     static_cast<unsigned>(ceil_div(p.m, Tile::BM)), static_cast<unsigned>(plan.splits)),
+                dim3(Tile::kThreads), (smem_bytes<Tile, Out, 1>()), stream, kernel_args(p), split);
 }
 
 }  // namespace detail
@@ -505,7 +507,8 @@ Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stre
   detail::QGemmSplitPlan plan;
   LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split<Tile>(p, true, plan));
   const auto split = detail::qgemm_split_args<float>(plan, p.workspace, p.n);
-  if (plan.splits > 1) return detail::launch_qgemm<Tile, Out>(fp8_kernel<Out, Tile, true>, p, plan, split, stream);
+  if (plan.splits > 1)
+    return detail::launch_qgemm<Tile, Out>(fp8_kernel<Out, Tile, true>, p, plan, split, stream);
   return detail::launch_qgemm<Tile, Out>(fp8_kernel<Out, Tile>, p, plan, split, stream);
 }
 

@@ -456,7 +456,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
     if (!detail::split_k_publish(&p.arrivals[tile], p.tag, &smem.last_split)) return;
     detail::split_k_reduce<Cfg::kThreads, Cfg::BM, Cfg::BN>(
         p.partials, p.ldp, p.m, p.n, block_m, block_n, static_cast<int>(gridDim.z),
-        [&](int row, int col, const float (&sum)[4], int cols) {
+        [&](int row, int col, const float(&sum)[4], int cols) {
           T out[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
