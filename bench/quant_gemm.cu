@@ -14,6 +14,10 @@
 //                    points (symmetric).
 //                    The three weight-only families and BM_CublasHgemm run the weight-only grid: M in
 //                    {1, 2, 4, ..., 256, 4096} x (N, K) of real layers (weight_only_grid_args).
+//   BM_W4A16Hopper   BM_W4A16 with WeightOnlyArgs::kernel = kHopper (the wgmma kernel at every M; skipped
+//   BM_W4A16MmaSync  without sm_90a on an sm_90) and kMmaSync (the mma.sync tiles): the crossover the
+//   dispatch
+//                    (M > 16 on Hopper) rests on, over weight_only_crossover_args.
 //   BM_FP8           fp8_gemm<half>: e4m3 x e4m3, fp32 accumulate, fp16 out, per-token x per-channel scales.
 //                    sm_89+ only: on an older device fp8_gemm returns Status::unsupported and the benchmark
 //                    is skipped with that message ("error_occurred" in the JSON).
@@ -288,7 +292,8 @@ void BM_MixedInt8(benchmark::State& state) {
 // Weight-only GEMM: `bits` 4 or 8, scales per group of `group` K columns (0: per channel, G = K), uint8 zero
 // points or none. The packed weights are random bytes: the repack (weight_only_repack) of random codes is a
 // permutation of random codes, so random packed bytes are exactly what a repacked random weight looks like.
-void run_weight_only(benchmark::State& state, int bits, int group, bool zero_points) {
+void run_weight_only(benchmark::State& state, int bits, int group, bool zero_points,
+                     gemm::WeightOnlyKernel kernel = gemm::WeightOnlyKernel::kAuto) {
   const Shape s(state);
   const int g = group > 0 ? group : s.k;
   const std::size_t packed_bytes = gemm::weight_only_packed_bytes(s.n, s.k, bits);
@@ -319,6 +324,13 @@ void run_weight_only(benchmark::State& state, int bits, int group, bool zero_poi
   x.k = s.k;
   x.group_size = g;
   x.bits = bits;
+  x.kernel = kernel;
+  x.scales = scales.data();
+  x.zeros = zero_points ? zeros.data() : nullptr;
+  if (kernel == gemm::WeightOnlyKernel::kHopper && !gemm::detail::weight_only_sm90_runnable(x)) {
+    state.SkipWithError("the Hopper weight-only kernel cannot run here (needs sm_90 and sm_90a code)");
+    return;
+  }
   // Split-K (by the SM count) needs a workspace for its partials; it needs no initialization.
   const std::size_t ws_bytes = gemm::weight_only_workspace_bytes(x);
   llmk::DeviceBuffer<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 16));
@@ -341,6 +353,12 @@ void BM_W4A16PerChannel(benchmark::State& state) {
 }
 void BM_W8A16(benchmark::State& state) {
   run_weight_only(state, 8, 0, false);
+}
+void BM_W4A16Hopper(benchmark::State& state) {
+  run_weight_only(state, 4, kGroupSize, true, gemm::WeightOnlyKernel::kHopper);
+}
+void BM_W4A16MmaSync(benchmark::State& state) {
+  run_weight_only(state, 4, kGroupSize, true, gemm::WeightOnlyKernel::kMmaSync);
 }
 
 // ---- cuBLAS baselines (CUDA build) ----
@@ -514,6 +532,13 @@ void weight_only_grid_args(benchmark::internal::Benchmark* b) {
                              std::pair{14336, 4096}, std::pair{28672, 4096}})
     for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 4096}) b->Args({m, n, k});
 }
+// The kernels on either side of the weight-only dispatch's M threshold (a subset of the grid, so that
+// BM_CublasHgemm anchors every row).
+void weight_only_crossover_args(benchmark::internal::Benchmark* b) {
+  for (const auto& [n, k] :
+       {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008}, std::pair{28672, 4096}})
+    for (int m : {1, 4, 16, 32, 64, 128, 256}) b->Args({m, n, k});
+}
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
 #else
 // The simulator: the decode tile (M = 1) and a full 16-row tile, one 128 x 128 weight.
@@ -524,6 +549,9 @@ void shape_args(benchmark::internal::Benchmark* b) {
 void weight_only_grid_args(benchmark::internal::Benchmark* b) {
   shape_args(b);
 }
+void weight_only_crossover_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 128, 128});
+}
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
 #endif
 
@@ -533,6 +561,8 @@ LLMK_QUANT_BENCH(BM_W8A8, shape_args);
 LLMK_QUANT_BENCH(BM_W4A16, weight_only_grid_args);
 LLMK_QUANT_BENCH(BM_W4A16PerChannel, weight_only_grid_args);
 LLMK_QUANT_BENCH(BM_W8A16, weight_only_grid_args);
+LLMK_QUANT_BENCH(BM_W4A16Hopper, weight_only_crossover_args);
+LLMK_QUANT_BENCH(BM_W4A16MmaSync, weight_only_crossover_args);
 LLMK_QUANT_BENCH(BM_FP8, shape_args);
 LLMK_QUANT_BENCH(BM_MixedInt8, shape_args);
 #if defined(LLMK_CUDA)

@@ -24,6 +24,8 @@ PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_W4A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
     (r"^BM_W4A16PerChannel$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
     (r"^BM_W8A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
+    (r"^BM_W4A16Hopper$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (the Hopper weight-only kernel at every M)"),
+    (r"^BM_W4A16MmaSync$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (the mma.sync weight-only tiles)"),
     (r"^BM_MixedInt8$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (the layer LLM.int8() replaces)"),
     (r"^BM_W8A8$", "BM_CublasLtInt8", None, "cuBLASLt int8 GEMM (int32 out, no dequantization)"),
     (r"^BM_FP8$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM"),

@@ -154,23 +154,49 @@ def wo_sm90_token_tile(m, n, sms=132):
     return 64 if cost(64) < cost(128) else 128
 
 
-def _wo_hopper(a):  # gemm/weight_only.cuh wo_plan: the Hopper kernel for M > 128 (G % 64 == 0, N % 16 == 0 here)
-    return a["M"] > 128 and a["N"] % 16 == 0
+def _wo_hopper(a):  # gemm/weight_only.cuh wo_plan: the Hopper kernel for M > 16 (G % 64 == 0, N % 16 == 0 here)
+    return a["M"] > 16 and a["N"] % 16 == 0
 
 
-def _wo_kernel(bits):
+def split_k_rounds_splits(tiles: int, k_tiles: int, most: int, sms: int) -> int:
+    """gemm/split_k.cuh detail::split_k_rounds_splits: the S in [1, most] with the fewest rounds x k-tiles a unit
+    (a larger S only for a 5% gain)."""
+    def cost(s):
+        return math.ceil(tiles * s / sms) * math.ceil(k_tiles / s)
+    want = 1
+    for s in range(2, most + 1):
+        if cost(s) * 20 < cost(want) * 19:
+            want = s
+    return want
+
+
+def wo_sm90_splits(m, n, k, bits, sms=132):
+    """gemm/weight_only.cuh detail::wo_sm90_plan_splits with split_k = 0: the Hopper kernel's split count (the S
+    minimizing rounds x slices a unit, a larger S only for a 5% gain; >= 2 slices of 64 a split, the partials'
+    traffic <= twice the weights', <= 16)."""
+    tiles = math.ceil(m / wo_sm90_token_tile(m, n, sms)) * math.ceil(n / 128)
+    k_tiles = k // 64
+    most = min(16, max(1, k_tiles // 2), max(1, (k * bits) // (32 * m)))
+    want = max(1, min(split_k_rounds_splits(tiles, k_tiles, most, sms), 16, k_tiles))
+    per = math.ceil(k_tiles / want)
+    return math.ceil(k_tiles / per)
+
+
+def _wo_kernel(bits, kernel="auto"):
+    """The kernel of a weight-only launch: WeightOnlyArgs::kernel kAuto ("auto"), kHopper ("hopper"), kMmaSync."""
     def f(a, targs):
-        if _wo_hopper(a):
+        if kernel == "hopper" or (kernel == "auto" and _wo_hopper(a)):
             return (rf"^gemm::weight_only_sm90_kernel<half,{bits},gemm::WeightOnlySm90Config<"
                     rf"{wo_sm90_token_tile(a['M'], a['N'])},6>")
         return rf"^gemm::weight_only_gemm_kernel<half,{bits},gemm::WeightOnlyConfig<{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>"
     return f
 
 
-def _wo_any_blocks(bits):
+def _wo_any_blocks(bits, kernel="auto"):
     def f(a, targs):
-        if _wo_hopper(a):  # persistent: one block per tile up to the SM count
-            return math.ceil(a["M"] / wo_sm90_token_tile(a["M"], a["N"])) * math.ceil(a["N"] / 128)
+        if kernel == "hopper" or (kernel == "auto" and _wo_hopper(a)):  # persistent: one block per unit (tile x split) up to the SM count
+            return (math.ceil(a["M"] / wo_sm90_token_tile(a["M"], a["N"])) * math.ceil(a["N"] / 128)
+                    * wo_sm90_splits(a["M"], a["N"], a["K"], bits))
         return _wo_blocks(bits)(a, targs)
     return f
 
@@ -234,11 +260,29 @@ def _sm90_bn(a) -> int:
     return sm90_tile_n(a["M"], a["N"], 132)
 
 
+def sm90_splits(m: int, n: int, k: int, sms: int = 132) -> int:
+    """gemm/hopper_gemm.cuh sm90_split_plan_chosen with split_k = 0 and a workspace (BM_W8A8 / BM_FP8 at M > 64;
+    BK = 128 bytes of 8-bit K): at least 2 k-tiles a split, S <= K / 8M, <= 16."""
+    tiles = math.ceil(m / 128) * math.ceil(n / sm90_tile_n(m, n, sms))
+    k_tiles = math.ceil(k / 128)
+    most = min(16, max(1, k_tiles // 2), max(1, k // (8 * m)))
+    want = max(1, min(split_k_rounds_splits(tiles, k_tiles, most, sms), 16, k_tiles))
+    per = math.ceil(k_tiles / want)
+    return math.ceil(k_tiles / per)
+
+
 def _sm90_quant(elem: str):
-    return lambda a: _SM90_GEMM_BN.format(elem, _sm90_bn(a)) + r"gemm::QuantEpilogue<half,"
+    def f(a):
+        name = "gemm_sm90_split_kernel" if sm90_splits(a["M"], a["N"], a["K"]) > 1 else "gemm_sm90_kernel"
+        return (rf"^gemm::{name}<gemm::Sm90GemmConfig<{elem},{_sm90_bn(a)},4,false,false>,"
+                r"gemm::QuantEpilogue<half,")
+    return f
 
 def _sm90_8bit_blocks(a) -> int:
-    t = (128, _sm90_bn(a)) if a["M"] > 64 else _qgemm_tile(a["M"])
+    """Blocks (units of tiles x splits: the Hopper GEMM is persistent, min(units, SMs) blocks) of BM_W8A8 / BM_FP8."""
+    if a["M"] > 64:
+        return math.ceil(a["N"] / _sm90_bn(a)) * math.ceil(a["M"] / 128) * sm90_splits(a["M"], a["N"], a["K"])
+    t = _qgemm_tile(a["M"])
     return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0]) * qgemm_splits(a["M"], a["N"], a["K"])
 
 
@@ -272,6 +316,8 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_W4A16": (_wo_kernel(4), _wo_any_blocks(4)),
     "BM_W4A16PerChannel": (_wo_kernel(4), _wo_any_blocks(4)),
     "BM_W8A16": (_wo_kernel(8), _wo_any_blocks(8)),
+    "BM_W4A16Hopper": (_wo_kernel(4, "hopper"), _wo_any_blocks(4, "hopper")),
+    "BM_W4A16MmaSync": (_wo_kernel(4, "mma"), _wo_any_blocks(4, "mma")),
     "BM_TileGemmF16": (lambda a, t: r"^gemm::tile_gemm_f16_kernel<",
                        lambda a, t: math.ceil(a["N"] / 64) * math.ceil(a["M"] / 64)),
     "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),
@@ -292,7 +338,7 @@ class Match:
     l2_bytes: float = 0.0  # operand bytes the tiles pull through L2 (Hopper GEMM), 0 where not modelled
 
 
-_SM90_CFG = re.compile(r"gemm_sm90_kernel<gemm::Sm90GemmConfig<([^,]+),(\d+),\d+,(?:true|false),(true|false)>")
+_SM90_CFG = re.compile(r"gemm_sm90_(split_)?kernel<gemm::Sm90GemmConfig<([^,]+),(\d+),\d+,(?:true|false),(true|false)>")
 
 
 def sm90_gemm_traffic(kernel: str, args: dict, tiles: int | None) -> tuple[int, float]:
@@ -302,11 +348,13 @@ def sm90_gemm_traffic(kernel: str, args: dict, tiles: int | None) -> tuple[int, 
     mt = _SM90_CFG.search(kernel)
     if not mt or tiles is None or "K" not in args:
         return 0, 0.0
-    fp8 = mt.group(1).startswith("float8_")
-    elem = 1 if fp8 or mt.group(1) == "signed char" else 2
-    bn = int(mt.group(2))
-    gmma_n = min(bn, 128) if fp8 and mt.group(3) == "false" else bn
+    fp8 = mt.group(2).startswith("float8_")
+    elem = 1 if fp8 or mt.group(2) == "signed char" else 2
+    bn = int(mt.group(3))
+    gmma_n = min(bn, 128) if fp8 and mt.group(4) == "false" else bn
     k_tiles = math.ceil(args["K"] * elem / 128)
+    if mt.group(1) and "M" in args and "N" in args:  # split-K: `tiles` counts units, each a 1/S share of K
+        k_tiles = math.ceil(k_tiles / sm90_splits(args["M"], args["N"], args["K"]))
     return gmma_n, float(tiles) * k_tiles * (128 + bn) * 128
 
 
@@ -324,7 +372,7 @@ def match(base: str, args: dict, targs: tuple, rows: list[KernelRow]) -> Match |
         return Match("", (), None, None, "arguments missing for the kernel mapping")
     found = tuple(r for r in benchmark_rows(rows) if re.search(regex, r.kernel))
     fallback = ""
-    if "sm90_kernel" in regex:  # the Hopper GEMM and prefill
+    if "sm90_kernel" in regex or "sm90_split_kernel" in regex:  # the Hopper GEMM and prefill
         # Only sm_90a code has the wgmma main loop (an sm_90 image of the kernel is a trap). The benchmark builds
         # of CI are sm_90: take the sm_90a rows, from the tests' objects when no benchmark build has them (the
         # epilogue type, which differs, comes after the main loop).

@@ -74,6 +74,9 @@ GEMM_SHAPES = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008)
 # bench/quant_gemm.cu weight_only_grid_args: the weight-only families and the cuBLAS fp16 anchor
 WO_GRID = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (28672, 4096))
            for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 4096)]
+# bench/quant_gemm.cu weight_only_crossover_args: BM_W4A16Hopper / BM_W4A16MmaSync (a subset of WO_GRID)
+WO_CROSSOVER = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (28672, 4096))
+                for m in (1, 4, 16, 32, 64, 128, 256)]
 TILE_SHAPES = [(4096, 4096, 4096), (1024, 4096, 4096), (16, 4096, 4096), (4096, 11008, 4096)]
 
 
@@ -82,6 +85,8 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
     out += _mnk("BM_W8A8", GEMM_SHAPES)
     for fam in ("BM_W4A16", "BM_W4A16PerChannel", "BM_W8A16"):
         out += _mnk(fam, WO_GRID)
+    for fam in ("BM_W4A16Hopper", "BM_W4A16MmaSync"):
+        out += _mnk(fam, WO_CROSSOVER)
     for fam in ("BM_FP8", "BM_MixedInt8", "BM_Sm90Hgemm", "BM_FP8Blockwise"):
         out += _mnk(fam, GEMM_SHAPES)
     if anchors:

@@ -258,6 +258,8 @@ _F = [
     Family("BM_W4A16", MNK, w4a16, "mma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W4A16PerChannel", MNK, w4a16_per_channel, "mma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W8A16", MNK, w8a16, "mma_f16", "llmk", "bench/quant_gemm.cu"),
+    Family("BM_W4A16Hopper", MNK, w4a16, "mma_f16", "llmk", "bench/quant_gemm.cu (kernel = kHopper)"),
+    Family("BM_W4A16MmaSync", MNK, w4a16, "mma_f16", "llmk", "bench/quant_gemm.cu (kernel = kMmaSync)"),
     Family("BM_Sm90Hgemm", MNK, sm90_hgemm, "wgmma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_FP8Blockwise", MNK, fp8_blockwise, "wgmma_f8", "llmk", "bench/quant_gemm.cu"),
     Family("BM_CublasHgemm", MNK, cublas_hgemm, "wgmma_f16", "anchor", "bench/quant_gemm.cu"),

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -360,3 +361,98 @@ TEST_CASE(
   }
 }
 #endif
+
+TEST_CASE("sm90 split-K plan on 132 SMs: the fewest rounds x k-tiles, partials at most half the weights") {
+  using gemm::sm90_detail::sm90_split_plan_chosen;
+  // (M, N, K) -> splits for int8 (BK = 128; the tile width of choose_tile_n).
+  CHECK(sm90_split_plan_chosen<std::int8_t>(256, 4096, 4096, 0, 132).splits == 2);   // 64 tiles of 128 x 128
+  CHECK(sm90_split_plan_chosen<std::int8_t>(128, 4096, 4096, 0, 132).splits == 2);   // 64 tiles of 128 x 64
+  CHECK(sm90_split_plan_chosen<std::int8_t>(256, 4096, 11008, 0, 132).splits == 2);  // 86 k-tiles, <= 5
+  CHECK(sm90_split_plan_chosen<std::int8_t>(65, 4096, 4096, 0, 132).splits == 2);    // 64 tiles
+  CHECK(sm90_split_plan_chosen<std::int8_t>(256, 11008, 4096, 0, 132).splits ==
+        1);  // 86 tiles: 2 x 16 = 1 x 32
+  CHECK(sm90_split_plan_chosen<std::int8_t>(4096, 4096, 4096, 0, 132).splits == 1);  // 512 tiles
+  CHECK(sm90_split_plan_chosen<std::int8_t>(4096, 4096, 4096, 5, 132).splits == 5);  // given
+  CHECK(sm90_split_plan_chosen<e4m3>(256, 4096, 4096, 0, 132).splits == 2);
+  const auto plan = sm90_split_plan_chosen<std::int8_t>(256, 4096, 4096, 0, 132);
+  CHECK(plan.partial_bytes == 2u * 256 * 4096 * 4);
+  CHECK(plan.arrival_bytes == 512u);  // 64 words, rounded up to 256 bytes
+}
+
+TEST_CASE("sm90 split-K: W8A8 bit for bit the unsplit result (int32 exact, bf16 dequantized), fp8 in bound") {
+  if (!sm90_here()) return;
+  std::mt19937 rng(911);
+  // 2 simulated SMs: K = 768 is 6 k-tiles of 128; split_k 3 -> 3 units a tile, several a block.
+  const Shape s{llmk::test::fast() ? 100 : 136, 72, 768};
+  CAPTURE(s.m);
+  const auto a = random_int8(s.m, s.k, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  for (const std::int64_t ldd : {static_cast<std::int64_t>(s.n), static_cast<std::int64_t>(s.n) + 3}) {
+    CAPTURE(ldd);  // N + 3: the reduction's element stores
+    // Raw int32: exact.
+    std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd, 0);
+    llmk::reference::gemm_s8s8_s32(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, want.data(), ldd, false);
+    llmk::DeviceBuffer<std::int32_t> d(static_cast<std::size_t>(s.m) * ldd);
+    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), ldd};
+    p.split_k = 3;
+    const std::size_t bytes = gemm::quant_gemm_workspace_bytes<gemm::Sm90GemmConfig<std::int8_t>>(p);
+    REQUIRE(bytes > 0);  // the call really splits
+    auto ws = dirty_workspace(bytes, rng);
+    p.workspace = ws.data();
+    p.workspace_bytes = bytes;
+    llmk::Status st = gemm::w8a8_gemm_sm90<std::int32_t>(p, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const std::vector<std::int32_t> got = d.to_host();
+    int bad = 0;
+    for (int i = 0; i < s.m; ++i)
+      for (int j = 0; j < s.n; ++j) bad += got[i * ldd + j] != want[i * ldd + j] ? 1 : 0;
+    CHECK(bad == 0);
+    // Dequantized with zero points, per-token and per-channel scales and bias: the same bits as unsplit.
+    Scales sc;
+    make_scales(sc, s.m, s.n, true, true, true, true, rng);
+    REQUIRE(gemm::weight_column_sums(d_w.data(), s.k, s.n, s.k, sc.sums.data(), nullptr).ok());
+    sc.dev.w_column_sums = sc.sums.data();
+    llmk::DeviceBuffer<bf16> one(static_cast<std::size_t>(s.m) * ldd), split(one.size());
+    gemm::QuantGemmArgs<std::int8_t> q{d_a.data(), s.k, d_w.data(), s.k,        s.m,
+                                       s.n,        s.k, sc.dev,     one.data(), ldd};
+    REQUIRE(gemm::w8a8_gemm_sm90<bf16>(q, nullptr).ok());  // no workspace: unsplit
+    q.d = split.data();
+    q.workspace = ws.data();
+    q.workspace_bytes = bytes;
+    q.split_k = 3;
+    st = gemm::w8a8_gemm_sm90<bf16>(q, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(bits_of(one.to_host()) == bits_of(split.to_host()));
+  }
+  // fp8 (promoted k-tile sums) through fp8_gemm's dispatch (M > 64), split by the plan on 2 SMs (one 128 x
+  // 64 tile, 18 k-tiles, K / 8M = 2: 2 splits): within the fp8 bound, the same bits on a second call.
+  const Shape f8{100, 40, 2304};
+  Fp8Problem f;
+  make_fp8_problem(f, f8, rng);
+  const double bound = 64.0 * f8.k * 2e-2 * 2e-2 * (f8.k / 32 + 2);
+  const std::vector<double> gpu = fp8_gpu_allowance(f.a, f8.k, f.w, f8.k, f8.m, f8.n, f8.k, f.sc.host);
+  gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), f8.k, f.d_w.data(), f8.k,    f8.m,
+                              f8.n,         f8.k, f.sc.dev,     nullptr, f8.n};
+  const std::size_t bytes = gemm::quant_gemm_workspace_bytes(p);
+#if defined(LLMK_SIM)
+  CHECK(bytes > 0);
+#endif
+  auto ws = dirty_workspace(bytes, rng);
+  p.workspace = ws.data();
+  p.workspace_bytes = bytes;
+  llmk::DeviceBuffer<float> d1(static_cast<std::size_t>(f8.m) * f8.n), d2(d1.size());
+  p.d = d1.data();
+  REQUIRE(gemm::fp8_gemm<float>(p, nullptr).ok());
+  p.d = d2.data();
+  REQUIRE(gemm::fp8_gemm<float>(p, nullptr).ok());
+  const auto r1 = d1.to_host(), r2 = d2.to_host();
+  check_close(r1, f8.n, f.ref, f8.m, f8.n, bound, gpu);
+  CHECK(std::memcmp(r1.data(), r2.data(), r1.size() * sizeof(float)) == 0);
+  // Saturating int8 never splits; a given split count needs a workspace.
+  llmk::DeviceBuffer<std::int32_t> d(static_cast<std::size_t>(s.m) * s.n);
+  gemm::QuantGemmArgs<std::int8_t> g{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, {}, d.data(), s.n};
+  g.split_k = 3;
+  const llmk::Status missing = gemm::w8a8_gemm_sm90<std::int32_t>(g, nullptr);
+  CHECK(missing.message().find("'workspace'") != std::string::npos);
+  CHECK(gemm::w8a8_gemm_sm90<std::int32_t, gemm::Sm90GemmConfig<std::int8_t, 128, 4, true>>(g, nullptr).ok());
+}

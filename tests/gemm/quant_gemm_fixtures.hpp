@@ -85,6 +85,21 @@ inline void make_scales(Scales& s, int m, int n, bool per_token, bool per_channe
   }
 }
 
+// A dirty workspace of `bytes` (random bytes: split-K must need no initialization).
+inline llmk::DeviceBuffer<unsigned char> dirty_workspace(std::size_t bytes, std::mt19937& rng) {
+  std::vector<unsigned char> junk(bytes + 16);
+  for (auto& b : junk) b = static_cast<unsigned char>(rng());
+  return llmk::DeviceBuffer<unsigned char>(junk);
+}
+
+// The bit patterns of 16-bit outputs (bit-for-bit comparisons).
+template <class T>
+std::vector<std::uint16_t> bits_of(const std::vector<T>& v) {
+  std::vector<std::uint16_t> out;
+  for (const T& x : v) out.push_back(x.bits);
+  return out;
+}
+
 // An fp8 GEMM problem: e4m3 operands A [M, K] and W [N, K] drawn from [-8, 8] (A first, then W), per-token x
 // per-channel scales with bias, and the fp64 reference of the dequantized product ([M, N], row pitch N).
 struct Fp8Problem {

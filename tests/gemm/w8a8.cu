@@ -535,24 +535,6 @@ TEST_CASE("8-bit GEMMs: misaligned zero points, column sums and bias are rejecte
   expect(gemm::mixed_int8_gemm<float>(mx, nullptr), "'scales.bias'");
 }
 
-namespace {
-
-// A dirty workspace of `bytes` (random bytes: split-K must need no initialization).
-llmk::DeviceBuffer<unsigned char> dirty_workspace(std::size_t bytes, std::mt19937& rng) {
-  std::vector<unsigned char> junk(bytes + 16);
-  for (auto& b : junk) b = static_cast<unsigned char>(rng());
-  return llmk::DeviceBuffer<unsigned char>(junk);
-}
-
-template <class T>
-std::vector<std::uint16_t> bits_of(const std::vector<T>& v) {
-  std::vector<std::uint16_t> out;
-  for (const T& x : v) out.push_back(x.bits);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE(
     "w8a8: split-K over a workspace gives the unsplit result bit for bit (int32 exact, fp16 dequantized)") {
   std::mt19937 rng(511);

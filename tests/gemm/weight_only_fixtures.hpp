@@ -66,6 +66,7 @@ struct Case {
   int split_k = 0;          // WeightOnlyArgs::split_k
   int want_tile = -1;       // >= 0: the plan must pick this kernel (detail::WoPlan::tile; 3: Hopper)
   int want_token_tile = 0;  // > 0: with tile 3, this token tile
+  llmk::gemm::WeightOnlyKernel kernel = llmk::gemm::WeightOnlyKernel::kAuto;
 };
 
 // Unit roundoff of T (the output rounding) and an absolute floor for T's subnormal outputs.
@@ -147,6 +148,7 @@ void check_gemm(const Case& c, std::mt19937& rng) {
   x.group_size = c.group_size;
   x.bits = c.bits;
   x.split_k = c.split_k;
+  x.kernel = c.kernel;
   if (c.want_tile >= 0) {
     const llmk::gemm::detail::WoPlan plan = llmk::gemm::detail::wo_plan(x, llmk::device_sm_count());
     REQUIRE(plan.tile == c.want_tile);

@@ -220,6 +220,18 @@ class TestModel(unittest.TestCase):
         self.assertIn(",false,true>", sass.KERNEL_MAP["BM_W8A8"][0](a, ()).replace("\\", ""))
         self.assertEqual(sass.KERNEL_MAP["BM_W8A8"][1](a, ()), 64 * 8)
 
+    def test_wo_sm90_split_mirror(self):
+        # gemm/weight_only.cuh wo_sm90_plan_splits on 132 SMs: the counts tests/gemm/weight_only_sm90.cu pins
+        want = {(17, 4096, 4096, 8): 4, (32, 4096, 4096, 4): 4, (64, 4096, 4096, 4): 4, (128, 4096, 4096, 4): 2,
+                (128, 4096, 11008, 4): 2, (64, 11008, 4096, 4): 3, (256, 4096, 4096, 4): 1,
+                (32, 1024, 4096, 4): 16, (17, 1024, 256, 8): 2, (1, 28672, 4096, 4): 4, (128, 14336, 4096, 4): 1}
+        self.assertEqual({s: sass.wo_sm90_splits(*s) for s in want}, want)
+        a = {"M": 32, "N": 4096, "K": 4096}
+        self.assertIn("weight_only_sm90_kernel<half,4,", sass.KERNEL_MAP["BM_W4A16"][0](a, ()))
+        self.assertEqual(sass.KERNEL_MAP["BM_W4A16"][1](a, ()), 32 * 4)
+        a = {"M": 16, "N": 4096, "K": 4096}  # M <= 16: the mma.sync decode tile
+        self.assertIn("weight_only_gemm_kernel<half,4,", sass.KERNEL_MAP["BM_W4A16"][0](a, ()))
+
     def test_h200_and_unknown_gpu(self):
         self.assertEqual(hardware.pick_gpu("NVIDIA H200")[0].key, "h200")
         self.assertEqual(hardware.pick_gpu("NVIDIA H100 80GB HBM3")[0].key, "h100-sxm")

@@ -54,6 +54,7 @@
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/gemm/quant_gemm_args.cuh"
+#include "llmk/gemm/split_k.cuh"
 #include "llmk/gemm/tile_gemm.cuh"
 
 namespace llmk::gemm {
@@ -117,6 +118,11 @@ struct Sm90GemmConfig {
   using Acc = typename Wgmma::Acc;
   using Atom = typename Wgmma::template Atom<BN>;
   static constexpr int kBM = 128, kBN = BN, kStages = Stages;
+  // Whether the launchers may split K (gemm_sm90_split_kernel): not int8 .satfinite (saturation is of the
+  // whole sum), not fp8 fast accumulation (ptxas serializes that split kernel's wgmmas, C7514) and not
+  // promoted fp8 at BN = 256 (its split kernel spills); those shapes run unsplit.
+  static constexpr bool kCanSplitK =
+      !kSaturate && !(std::is_same_v<In, float8_e4m3> && (FastAccum || BN > 128));
   static constexpr int kBK = 128 / static_cast<int>(sizeof(In));  // elements in one 128-byte row
   static constexpr int kKSteps = 4;                               // wgmmas per k-tile (32 bytes of K each)
   static constexpr int kThreads = 384;
@@ -187,6 +193,17 @@ struct Sm90GemmParams {
   Epilogue epi;
 };
 
+/// The split-K kernel's parameters (gemm_sm90_split_kernel): the unit u of tiles x splits is tile u /
+/// splits, k-tiles [s kps, min((s + 1) kps, k-tiles)) of split s = u % splits (kps =
+/// split.k_tiles_per_split); each unit writes its Acc partials, and the last of a tile's units to arrive sums
+/// them in split order and applies the epilogue (split_k.cuh).
+template <class Epilogue, class Acc>
+struct Sm90GemmSplitParams : Sm90GemmParams<Epilogue> {
+  int splits = 1;
+  bool quad_store = false;  // d 4-element aligned and ldd % 4 == 0: a quad of outputs in one store
+  detail::SplitKArgs<Acc> split;
+};
+
 /// Shared memory of the kernel: the operand ring, two output staging boxes per consumer warpgroup (64 rows x
 /// 128 bytes each, 128B swizzle: what stmatrix writes without bank conflicts and the TMA store reads; the
 /// epilogue rotates through them box by box, so a 128 x 256 tile with four ring slots still fits), and the
@@ -209,6 +226,7 @@ struct Sm90GemmStorage {
   alignas(128) float a_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][(kAScaleBox + 31) / 32 * 32];
   alignas(128) float w_scales[Epilogue::kBlockScaled ? Cfg::kStages : 1][32];
   arch::sm90::TmaRing<Cfg::kStages> ring;
+  int last_split;  // split-K: whether this block arrived last at its tile
 };
 
 /// Dynamic shared memory of gemm_sm90_kernel<Cfg, Epilogue> (the arena is aligned to 1024 in the kernel).
@@ -305,11 +323,25 @@ LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, bool& s
 
 }  // namespace sm90_detail
 
-/// The kernel (see the file comment). Launch with Cfg::kThreads threads and sm90_gemm_smem_bytes<Cfg,
-/// Epilogue>() bytes.
-template <class Cfg, class Epilogue>
-__global__ void __launch_bounds__(384, 1)
-    gemm_sm90_kernel(const __grid_constant__ Sm90GemmParams<Epilogue> p) {
+namespace sm90_detail {
+
+// Stores a quad of outputs (row, col .. col + cols - 1) of the split-K reduction: one 8- or 16-byte store
+// where `quad` allows it, else element by element.
+template <class Out>
+LLMK_DEVICE void store_quad(Out* dst, const Out (&v)[4], int cols, bool quad) {
+  if (cols == 4 && quad) {
+    if constexpr (sizeof(Out) == 2)
+      store8(dst, Vector8<Out>{{v[0], v[1], v[2], v[3]}});
+    else
+      store16(dst, Vector16<Out>{{v[0], v[1], v[2], v[3]}});
+  } else {
+    for (int e = 0; e < cols; ++e) dst[e] = v[e];
+  }
+}
+
+// The kernel body (see the file comment); kSplitK: units of tiles x p.splits (Sm90GemmSplitParams).
+template <class Cfg, class Epilogue, bool kSplitK, class Params>
+LLMK_DEVICE void gemm_sm90_body(const Params& p) {
   namespace sm90 = arch::sm90;
   if constexpr (!sm90::kHasWgmma) {
 #if LLMK_DEVICE_PASS
@@ -323,6 +355,10 @@ __global__ void __launch_bounds__(384, 1)
     const int m = p.m, n = p.n;
     const int tiles_m = ceil_div(m, Cfg::kBM), tiles_n = ceil_div(n, Cfg::kBN);
     const int tiles = tiles_m * tiles_n, k_tiles = ceil_div(p.k, Cfg::kBK);
+    static_assert(!kSplitK || !kBlockScaled, "split-K: not with block-wise scales");
+    int splits = 1, kps = k_tiles;  // the unsplit kernel: a unit is a tile with all of K
+    if constexpr (kSplitK) splits = p.splits, kps = p.split.k_tiles_per_split;
+    const int units = tiles * splits;
     if (threadIdx.x == 0) s.ring.init(Cfg::kConsumerWarps);
     __syncthreads();
     const int wg = static_cast<int>(threadIdx.x / 128);
@@ -331,9 +367,10 @@ __global__ void __launch_bounds__(384, 1)
       if (threadIdx.x == 0) {
         constexpr unsigned kTx = Cfg::kABytes + Cfg::kBBytes + (kBlockScaled ? kAScaleBox * 4 + 4 * 4 : 0);
         sm90::RingPosition<Cfg::kStages> q;
-        for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+        for (int unit = static_cast<int>(blockIdx.x); unit < units; unit += static_cast<int>(gridDim.x)) {
+          const int tile = unit / splits, kt0 = (unit % splits) * kps, kt1 = min(kt0 + kps, k_tiles);
           const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
-          for (int kt = 0; kt < k_tiles; ++kt) {
+          for (int kt = kt0; kt < kt1; ++kt) {
             s.ring.producer_acquire(q, kTx);
             sm90::tma_load(s.a[q.stage], p.a, s.ring.full_bar(q), {kt * Cfg::kBK, m0});
             sm90::tma_load(s.b[q.stage], p.b, s.ring.full_bar(q), {kt * Cfg::kBK, n0});
@@ -366,10 +403,11 @@ __global__ void __launch_bounds__(384, 1)
                   "block-wise scales: one 128-column weight block per tile");
     using PartAtom = typename Cfg::Wgmma::template Atom<kPartN>;
     Acc part[kPartN / 2] = {};
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+    for (int unit = static_cast<int>(blockIdx.x); unit < units; unit += static_cast<int>(gridDim.x)) {
+      const int tile = unit / splits, kt0 = (unit % splits) * kps, kt1 = min(kt0 + kps, k_tiles);
       const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
       Acc acc[Cfg::kBN / 2] = {};
-      for (int kt = 0; kt < k_tiles; ++kt) {
+      for (int kt = kt0; kt < kt1; ++kt) {
         s.ring.consumer_wait(c);
         const std::uint64_t da =
             sm90::make_smem_desc(s.a[c.stage] + half * 64 * 128, 16, 1024, sm90::SmemSwizzle::k128B);
@@ -406,9 +444,9 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int ks = 0; ks < Cfg::kKSteps; ++ks)
             Cfg::Atom::fma(acc, sm90::advance_smem_desc(da, 32u * ks), sm90::advance_smem_desc(db, 32u * ks),
-                           kt > 0 || ks > 0);
+                           kt > kt0 || ks > 0);
           sm90::wgmma_commit();
-          if (kt > 0) {
+          if (kt > kt0) {
             sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: free its slot
             if (lane == 0) s.ring.consumer_release(prev);
           }
@@ -421,6 +459,35 @@ __global__ void __launch_bounds__(384, 1)
         if (lane == 0) s.ring.consumer_release(prev);
       }
       const int r0 = m0 + 64 * half;
+      if constexpr (kSplitK) {
+        // This unit's partials (rows r0 + 16w + g (+8), column pairs n0 + 8j + 2t: 8-byte stores into plane
+        // `split` of [M, ldp]; columns past N up to ldp hold the zero-filled B rows' zeros), then the tile's
+        // last unit to arrive sums the planes in split order and stores epilogue(sum).
+        const int g = lane / 4, t = lane % 4, split = unit % splits;
+        Acc* plane = p.split.partials + static_cast<std::int64_t>(split) * m * p.split.ldp;
+#pragma unroll
+        for (int i = 0; i < Cfg::kBN / 2; i += 2) {
+          const int row = r0 + 16 * w + g + 8 * ((i >> 1) & 1), col = n0 + 8 * (i >> 2) + 2 * t;
+          if (row < m && col < p.split.ldp)
+            store8(plane + static_cast<std::int64_t>(row) * p.split.ldp + col,
+                   Vector8<Acc>{{acc[i], acc[i + 1]}});
+        }
+        const int ctid = static_cast<int>(threadIdx.x) - 128;  // 0..255 over both consumer warpgroups
+        if (!detail::split_k_publish_among<256>(&p.split.arrivals[tile], p.split.tag,
+                                                static_cast<unsigned>(splits), &s.last_split, ctid,
+                                                detail::kSplitKConsumersBarrier))
+          continue;
+        using Out = typename Epilogue::Out;
+        detail::split_k_reduce_as<256, Cfg::kBM, Cfg::kBN>(
+            ctid, p.split.partials, p.split.ldp, m, n, m0, n0, splits,
+            [&](int row, int col, const Acc(&sum)[4], int cols) {
+              Out v[4];
+#pragma unroll
+              for (int e = 0; e < 4; ++e) v[e] = e < cols ? p.epi.value(row, col + e, sum[e]) : Out{};
+              store_quad(p.d + static_cast<std::int64_t>(row) * p.ldd + col, v, cols, p.quad_store);
+            });
+        continue;
+      }
       if constexpr (Storage::kStaged) {
         if (p.tma_store) {
           sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, box_stored, acc, p, r0, n0,
@@ -442,6 +509,24 @@ __global__ void __launch_bounds__(384, 1)
       if (p.tma_store && tid == 0) sm90::bulk_wait_group<0>();  // the stores are complete before the exit
     (void)box_seq, (void)box_stored;
   }
+}
+
+}  // namespace sm90_detail
+
+/// The kernel (see the file comment). Launch with Cfg::kThreads threads and sm90_gemm_smem_bytes<Cfg,
+/// Epilogue>() bytes.
+template <class Cfg, class Epilogue>
+__global__ void __launch_bounds__(384, 1)
+    gemm_sm90_kernel(const __grid_constant__ Sm90GemmParams<Epilogue> p) {
+  sm90_detail::gemm_sm90_body<Cfg, Epilogue, false>(p);
+}
+
+/// The split-K kernel: the same with K split over units (Sm90GemmSplitParams; a separate instantiation, so
+/// that the unsplit kernel's code is untouched by the reduction).
+template <class Cfg, class Epilogue>
+__global__ void __launch_bounds__(384, 1)
+    gemm_sm90_split_kernel(const __grid_constant__ Sm90GemmSplitParams<Epilogue, typename Cfg::Acc> p) {
+  sm90_detail::gemm_sm90_body<Cfg, Epilogue, true>(p);
 }
 
 namespace sm90_detail {
@@ -542,12 +627,59 @@ inline Status make_scale_map(const float* scales, std::uint64_t count, std::uint
   return sm90::make_tensor_map(map, ds);
 }
 
+// The split plan of an M x N x K call on Cfg's tiles (`sms` SMs, one block each): split_k_rounds_splits'
+// count for split_k = 0, at least 2 k-tiles a split, the partials' traffic (S x M x N x 4 bytes, written and
+// read back: mostly L2) at most half the weights' (N x K bytes, the rule of the mma.sync 8-bit GEMMs), at
+// most 16; split_k = s: at most s.
+template <class Cfg>
+detail::QGemmSplitPlan sm90_split_plan(int m, int n, int k, int split_k, int sms) {
+  detail::QGemmSplitPlan plan;
+  const long long tiles = static_cast<long long>(ceil_div(m, Cfg::kBM)) * ceil_div(n, Cfg::kBN);
+  const int k_tiles = ceil_div(k, Cfg::kBK);
+  if (!Cfg::kCanSplitK) return plan;
+  int want = split_k;
+  if (want == 0) {
+    const long long by_traffic = k / (8LL * m);
+    const int most = static_cast<int>(
+        std::min<long long>(std::min(kSplitKMaxSplits, std::max(1, k_tiles / 2)), std::max(1LL, by_traffic)));
+    want = detail::split_k_rounds_splits(tiles, k_tiles, most, sms);
+  }
+  want = std::max(1, std::min(std::min(want, kSplitKMaxSplits), k_tiles));
+  plan.k_tiles_per_split = ceil_div(k_tiles, want);
+  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
+  if (plan.splits > 1) {
+    plan.arrival_bytes = detail::round_up_256(static_cast<std::size_t>(tiles) * sizeof(unsigned long long));
+    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * m * detail::split_k_pitch(n) * 4;
+  }
+  return plan;
+}
+
+// sm90_split_plan on the tile with_chosen_tile picks for the shape (what w8a8_gemm / fp8_gemm run at M > 64).
+template <class In>
+detail::QGemmSplitPlan sm90_split_plan_chosen(int m, int n, int k, int split_k, int sms) {
+  switch (choose_tile_n(m, n, sms)) {
+    case 64:
+      return sm90_split_plan<Sm90GemmConfig<In, 64>>(m, n, k, split_k, sms);
+    case 256:
+      return sm90_split_plan<Sm90GemmConfig<In, 256>>(m, n, k, split_k, sms);
+    default:
+      return sm90_split_plan<Sm90GemmConfig<In, 128>>(m, n, k, split_k, sms);
+  }
+}
+
+template <class T>
+struct IsSm90GemmConfig : std::false_type {};
+template <class In, int BN, int Stages, bool kSaturate, bool FastAccum>
+struct IsSm90GemmConfig<Sm90GemmConfig<In, BN, Stages, kSaturate, FastAccum>> : std::true_type {};
+
 // Fills the operand and output maps of `prm` (m, n, k, d, ldd, epi set by the caller) and launches. The
 // output goes through the TMA-store epilogue where the tile allows it and d is 16-byte aligned with 16-byte
-// rows; otherwise through plain stores (same values).
-template <class Cfg, class In, class Epilogue>
+// rows; otherwise through plain stores (same values). With `plan.splits > 1` the split-K kernel runs over
+// `workspace` (plan.workspace_bytes() bytes, 16-byte aligned); kCanSplit: whether to instantiate it at all.
+template <class Cfg, bool kCanSplit = false, class In, class Epilogue>
 Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t ldb,
-                        Sm90GemmParams<Epilogue>& prm, cudaStream_t stream) {
+                        Sm90GemmParams<Epilogue>& prm, cudaStream_t stream,
+                        const detail::QGemmSplitPlan& plan = {}, void* workspace = nullptr) {
   using Out = typename Epilogue::Out;
   constexpr int kSmem = sm90_gemm_smem_bytes<Cfg, Epilogue>();
   static_assert(kSmem <= 227 * 1024, "the ring and the staging tiles must fit in 227 KiB");
@@ -557,6 +689,19 @@ Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t
                   (prm.ldd * static_cast<std::int64_t>(sizeof(Out))) % 16 == 0;
   if (prm.tma_store) LLMK_RETURN_IF_ERROR(make_output_map(prm.d, prm.ldd, prm.m, prm.n, &prm.d_map));
   const long long tiles = static_cast<long long>(ceil_div(prm.m, Cfg::kBM)) * ceil_div(prm.n, Cfg::kBN);
+  if constexpr (kCanSplit && !Epilogue::kBlockScaled) {
+    if (plan.splits > 1) {
+      Sm90GemmSplitParams<Epilogue, typename Cfg::Acc> sp;
+      static_cast<Sm90GemmParams<Epilogue>&>(sp) = prm;
+      sp.splits = plan.splits;
+      sp.split = detail::qgemm_split_args<typename Cfg::Acc>(plan, workspace, prm.n);
+      sp.quad_store = reinterpret_cast<std::uintptr_t>(prm.d) % (4 * sizeof(Out)) == 0 && prm.ldd % 4 == 0;
+      const unsigned grid =
+          static_cast<unsigned>(std::min<long long>(tiles * plan.splits, device_sm_count()));
+      return launch(gemm_sm90_split_kernel<Cfg, Epilogue>, dim3(grid), dim3(Cfg::kThreads),
+                    static_cast<std::size_t>(kSmem), stream, sp);
+    }
+  }
   const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, device_sm_count()));
   return launch(gemm_sm90_kernel<Cfg, Epilogue>, dim3(grid), dim3(Cfg::kThreads),
                 static_cast<std::size_t>(kSmem), stream, prm);
@@ -577,10 +722,15 @@ Status w8a8_gemm_sm90(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) 
   using Epi = QuantEpilogue<Out, std::int32_t>;
   if (!sm90_detail::sm90_available<Cfg>())
     return Status::unsupported("w8a8_gemm_sm90 needs an sm_90 device and a build with sm_90a code");
+  detail::QGemmSplitPlan plan;
+  LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split_by(
+      p, Cfg::kCanSplitK,
+      [&] { return sm90_detail::sm90_split_plan<Cfg>(p.m, p.n, p.k, p.split_k, device_sm_count()); }, plan));
   Sm90GemmParams<Epi> prm;
   prm.m = p.m, prm.n = p.n, prm.k = p.k, prm.d = static_cast<Out*>(p.d), prm.ldd = p.ldd;
   prm.epi = Epi{p.scales};
-  return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, prm, stream);
+  return sm90_detail::launch_gemm_sm90<Cfg, Cfg::kCanSplitK>(p.a, p.lda, p.w, p.ldw, prm, stream, plan,
+                                                             p.workspace);
 }
 
 /// FP8 (e4m3) GEMM on Hopper (QGMMA), the arguments and results of fp8_gemm.
@@ -593,10 +743,15 @@ Status fp8_gemm_sm90(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
   using Epi = QuantEpilogue<Out, float>;
   if (!sm90_detail::sm90_available<Cfg>())
     return Status::unsupported("fp8_gemm_sm90 needs an sm_90 device and a build with sm_90a code");
+  detail::QGemmSplitPlan plan;
+  LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split_by(
+      p, Cfg::kCanSplitK,
+      [&] { return sm90_detail::sm90_split_plan<Cfg>(p.m, p.n, p.k, p.split_k, device_sm_count()); }, plan));
   Sm90GemmParams<Epi> prm;
   prm.m = p.m, prm.n = p.n, prm.k = p.k, prm.d = static_cast<Out*>(p.d), prm.ldd = p.ldd;
   prm.epi = Epi{p.scales};
-  return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, prm, stream);
+  return sm90_detail::launch_gemm_sm90<Cfg, Cfg::kCanSplitK>(p.a, p.lda, p.w, p.ldw, prm, stream, plan,
+                                                             p.workspace);
 }
 
 /// FP8 (e4m3) GEMM with block-wise scales (Fp8BlockScales: 1 x 128 activation blocks, 128 x 128 weight

@@ -13,6 +13,7 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/core/tensor_view.cuh"
+#include "llmk/gemm/split_k.cuh"
 
 namespace llmk::gemm {
 
@@ -53,8 +54,9 @@ struct QuantGemmArgs {
   Scales scales;
   void* d = nullptr;  // [M, N] of the output type
   std::int64_t ldd = 0;
-  // Split-K (w8a8_gemm and fp8_gemm on their mma.sync tiles): where the output has too few tiles to fill
-  // the SMs (decode-sized M), blocks split K and sum their partials in a fixed order, in a caller-owned
+  // Split-K (w8a8_gemm and fp8_gemm, mma.sync tiles and the Hopper kernel): where the output has too few
+  // tiles to fill the SMs (decode-sized M; M = 65..256 on Hopper), blocks split K and sum their partials in
+  // a fixed order, in a caller-owned
   // workspace of quant_gemm_workspace_bytes(args) bytes (16-byte aligned, no initialization; one call at a
   // time). split_k: 0 splits by the SM count where a workspace is given (none without one), 1 never, s in
   // [2, kSplitKMaxSplits] at most s (a workspace is then required).
@@ -174,6 +176,48 @@ Status validate_fp8_block_gemm(const Fp8BlockGemmArgs& p) {
                                     "ceil(K / 128) * ld_a_scales must stay below 2^31 (TMA coordinates)");
   LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.bias", s.bias));
   return {};
+}
+
+// The split plan of a call with its workspace: split_k = 0 without a workspace does not split; a given split
+// count (split_k >= 2) needs one; `planner()` gives the plan otherwise. Errors name the argument.
+template <class In, class Planner>
+Status qgemm_resolve_split_by(const QuantGemmArgs<In>& p, bool can_split, Planner&& planner,
+                              QGemmSplitPlan& plan) {
+  if (p.split_k < 0 || p.split_k > kSplitKMaxSplits)
+    return Status::invalid_argument(
+        "split_k",
+        str_cat("must be in [0, ", kSplitKMaxSplits, "] (0: by the SM count, 1: no split), got ", p.split_k));
+  plan = QGemmSplitPlan{};
+  if (!can_split || p.split_k == 1 || (p.split_k == 0 && p.workspace == nullptr)) return {};
+  plan = planner();
+  if (plan.splits == 1) return {};
+  const std::size_t need = plan.workspace_bytes();
+  if (p.workspace == nullptr)
+    return Status::invalid_argument(
+        "workspace", str_cat("must not be null: split_k = ", p.split_k, " needs ", need,
+                             " bytes (quant_gemm_workspace_bytes; split_k = 0 needs none without one)"));
+  if (reinterpret_cast<std::uintptr_t>(p.workspace) % 16 != 0)
+    return Status::invalid_argument("workspace", "must be 16-byte aligned");
+  if (p.workspace_bytes < need)
+    return Status::invalid_argument(
+        "workspace_bytes", str_cat("must be >= quant_gemm_workspace_bytes = ", need, " for this call (",
+                                   plan.splits, " splits), got ", p.workspace_bytes));
+  return {};
+}
+
+// The kernel's view of the plan's workspace.
+template <class Acc>
+SplitKArgs<Acc> qgemm_split_args(const QGemmSplitPlan& plan, void* workspace, int n) {
+  SplitKArgs<Acc> split;
+  if (plan.splits > 1) {
+    auto* base = static_cast<unsigned char*>(workspace);
+    split.arrivals = reinterpret_cast<unsigned long long*>(base);
+    split.partials = reinterpret_cast<Acc*>(base + plan.arrival_bytes);
+    split.tag = split_k_next_tag();
+    split.ldp = split_k_pitch(n);
+    split.k_tiles_per_split = plan.k_tiles_per_split;
+  }
+  return split;
 }
 
 using ::llmk::device_arch;  // core/launch.cuh

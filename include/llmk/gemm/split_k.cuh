@@ -10,8 +10,10 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
+#include "llmk/arch/named_barrier.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/math.cuh"
 #include "llmk/core/vector.cuh"
@@ -32,6 +34,30 @@ struct SplitKArgs {
   int ldp = 0;                             // split_k_pitch(N)
   int k_tiles_per_split = 0;               // k-tiles of split z: [z * this, min((z + 1) * this, k-tiles))
 };
+
+// How a call splits K, and the workspace that needs: the arrival words, then the partial planes.
+struct QGemmSplitPlan {
+  int splits = 1, k_tiles_per_split = 0;
+  std::size_t arrival_bytes = 0, partial_bytes = 0;
+  std::size_t workspace_bytes() const { return arrival_bytes + partial_bytes; }
+};
+
+// The named barrier the consumer warpgroups of a warp-specialized split-K kernel meet at to count their unit
+// (split_k_publish_among); 1..3 are warpgroup_sync's.
+inline constexpr int kSplitKConsumersBarrier = 4;
+
+// The split count of a persistent kernel (one block an SM walking tiles x S units) whose time goes as rounds
+// x k-tiles a unit: the S in [1, most] minimizing ceil(tiles S / sms) ceil(k_tiles / S), a larger S taken
+// only for a gain of 5% or more (each split adds partials and a reduction). Where tiles < sms that fills one
+// wave (32 tiles on 132 SMs: 4 splits); where tiles > sms it trims the last wave (224 tiles, 64 k-tiles: 4
+// splits, 7 rounds of 16 instead of 2 of 64).
+inline int split_k_rounds_splits(long long tiles, int k_tiles, int most, int sms) {
+  const auto cost = [&](int s) { return (tiles * s + sms - 1) / sms * ((k_tiles + s - 1) / s); };
+  int want = 1;
+  for (int s = 2; s <= most; ++s)
+    if (cost(s) * 20 < cost(want) * 19) want = s;
+  return want;
+}
 
 // Shared memory one SM offers its resident blocks (cudaDevAttrMaxSharedMemoryPerMultiprocessor: 233472 bytes
 // on sm_90, 167936 on sm_80, 102400 on sm_86 / sm_89; the simulator plans as an H100): the split planners
@@ -125,6 +151,21 @@ LLMK_DEVICE bool split_k_publish(unsigned long long* word, unsigned long long ta
   return last;
 }
 
+// split_k_publish for the kThreads threads of a warp-specialized block that hold the accumulators (its
+// producer warps have left): `thread` in [0, kThreads), `barrier_id` a named barrier of theirs, `splits` the
+// tile's split count.
+template <int kThreads>
+LLMK_DEVICE bool split_k_publish_among(unsigned long long* word, unsigned long long tag, unsigned splits,
+                                       int* flag, int thread, int barrier_id) {
+  __threadfence();
+  arch::named_barrier_sync(barrier_id, kThreads);
+  if (thread == 0) *flag = split_k_arrive(word, tag, splits) ? 1 : 0;
+  arch::named_barrier_sync(barrier_id, kThreads);
+  const bool last = *flag != 0;
+  if (last) __threadfence();
+  return last;
+}
+
 // a + b: fp32, or int32 wrapping as the tensor cores' int32 accumulation does (no signed overflow).
 LLMK_DEVICE float split_k_add(float a, float b) {
   return a + b;
@@ -139,9 +180,10 @@ LLMK_DEVICE std::int32_t split_k_add(std::int32_t a, std::int32_t b) {
 // (16-byte loads of the [m, ldp] planes, coalesced along N), and each issues the loads of kBatch splits for
 // kQuads quads before adding any: a few round trips to L2 whatever the split count, where summing in the mma
 // layout took one per element and split (the ~20 us floor of the first H100 runs of the weight-only GEMM).
+// `thread` in [0, kThreads): the caller's index among the threads that reduce (split_k_reduce: the block's).
 template <int kThreads, int BM, int BN, int kInFlight = 16, class Acc, class Store>
-LLMK_DEVICE void split_k_reduce(const Acc* partials, int ldp, int m, int n, int block_m, int block_n,
-                                int splits, Store&& store) {
+LLMK_DEVICE void split_k_reduce_as(int thread, const Acc* partials, int ldp, int m, int n, int block_m,
+                                   int block_n, int splits, Store&& store) {
   constexpr int kQuadsPerRow = BN / 4, kTileQuads = BM * kQuadsPerRow;
   constexpr int kPerThread = (kTileQuads + kThreads - 1) / kThreads;
   constexpr int kQuads = kPerThread < 4 ? kPerThread : 4;  // quads summed together
@@ -156,7 +198,7 @@ LLMK_DEVICE void split_k_reduce(const Acc* partials, int ldp, int m, int n, int 
     Vector16<Acc> sum[kQuads];
 #pragma unroll
     for (int i = 0; i < kQuads; ++i) {
-      const int q = static_cast<int>(threadIdx.x) + (q0 + i) * kThreads;
+      const int q = thread + (q0 + i) * kThreads;
       row[i] = block_m + q / kQuadsPerRow;
       col[i] = block_n + (q % kQuadsPerRow) * 4;
       live[i] = (kTileQuads % kThreads == 0 || q < kTileQuads) && row[i] < m && col[i] < n;
@@ -183,6 +225,13 @@ LLMK_DEVICE void split_k_reduce(const Acc* partials, int ldp, int m, int n, int 
     for (int i = 0; i < kQuads; ++i)
       if (live[i]) store(row[i], col[i], sum[i].elements, min(4, n - col[i]));
   }
+}
+
+template <int kThreads, int BM, int BN, int kInFlight = 16, class Acc, class Store>
+LLMK_DEVICE void split_k_reduce(const Acc* partials, int ldp, int m, int n, int block_m, int block_n,
+                                int splits, Store&& store) {
+  split_k_reduce_as<kThreads, BM, BN, kInFlight>(static_cast<int>(threadIdx.x), partials, ldp, m, n, block_m,
+                                                 block_n, splits, static_cast<Store&&>(store));
 }
 
 }  // namespace detail

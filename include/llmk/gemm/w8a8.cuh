@@ -247,13 +247,6 @@ inline Status check_grid(int m, int bm) {
   return {};
 }
 
-// How an 8-bit mma.sync GEMM call splits K, and the workspace that needs.
-struct QGemmSplitPlan {
-  int splits = 1, k_tiles_per_split = 0;
-  std::size_t arrival_bytes = 0, partial_bytes = 0;
-  std::size_t workspace_bytes() const { return arrival_bytes + partial_bytes; }
-};
-
 // Blocks of a K-major tile's split-K kernel one SM holds at once: by shared memory (the ring or the float
 // epilogue staging, whichever is larger, + the 1 KiB an SM reserves per block) and by registers (65536 an
 // SM; ptxas gives the split kernels of the 64-thread small tile 154-168 registers: 6 blocks, the 128-thread
@@ -288,45 +281,12 @@ QGemmSplitPlan qgemm_split_plan(int m, int n, int k, int split_k, int sms) {
   return plan;
 }
 
-// The plan of a call on `Tile` with its workspace: split_k = 0 without a workspace does not split; a given
-// split count (split_k >= 2) needs one. Errors name the argument.
+// The plan of a call on `Tile` with its workspace (qgemm_resolve_split_by).
 template <class Tile, class In>
 Status qgemm_resolve_split(const QuantGemmArgs<In>& p, bool can_split, QGemmSplitPlan& plan) {
-  if (p.split_k < 0 || p.split_k > kSplitKMaxSplits)
-    return Status::invalid_argument(
-        "split_k",
-        str_cat("must be in [0, ", kSplitKMaxSplits, "] (0: by the SM count, 1: no split), got ", p.split_k));
-  plan = QGemmSplitPlan{};
-  if (!can_split || p.split_k == 1 || (p.split_k == 0 && p.workspace == nullptr)) return {};
-  plan = qgemm_split_plan<Tile>(p.m, p.n, p.k, p.split_k, device_sm_count());
-  if (plan.splits == 1) return {};
-  const std::size_t need = plan.workspace_bytes();
-  if (p.workspace == nullptr)
-    return Status::invalid_argument(
-        "workspace", str_cat("must not be null: split_k = ", p.split_k, " needs ", need,
-                             " bytes (quant_gemm_workspace_bytes; split_k = 0 needs none without one)"));
-  if (reinterpret_cast<std::uintptr_t>(p.workspace) % 16 != 0)
-    return Status::invalid_argument("workspace", "must be 16-byte aligned");
-  if (p.workspace_bytes < need)
-    return Status::invalid_argument(
-        "workspace_bytes", str_cat("must be >= quant_gemm_workspace_bytes = ", need, " for this call (",
-                                   plan.splits, " splits), got ", p.workspace_bytes));
-  return {};
-}
-
-// The kernel's view of the plan's workspace.
-template <class Acc>
-SplitKArgs<Acc> qgemm_split_args(const QGemmSplitPlan& plan, void* workspace, int n) {
-  SplitKArgs<Acc> split;
-  if (plan.splits > 1) {
-    auto* base = static_cast<unsigned char*>(workspace);
-    split.arrivals = reinterpret_cast<unsigned long long*>(base);
-    split.partials = reinterpret_cast<Acc*>(base + plan.arrival_bytes);
-    split.tag = split_k_next_tag();
-    split.ldp = split_k_pitch(n);
-    split.k_tiles_per_split = plan.k_tiles_per_split;
-  }
-  return split;
+  return qgemm_resolve_split_by(
+      p, can_split, [&] { return qgemm_split_plan<Tile>(p.m, p.n, p.k, p.split_k, device_sm_count()); },
+      plan);
 }
 
 template <class Tile, class Out, class Kernel, class In, class Acc>
@@ -409,9 +369,10 @@ inline QGemmTileKind choose_qgemm_tile(int m) {
 }
 
 /// Bytes of workspace w8a8_gemm / fp8_gemm (Tile = void) or w8a8_gemm_with_tile / fp8_gemm_with_tile (the
-/// call's Tile) need to split K with these arguments: reads M, N, K, split_k and the device (its SM count
-/// and shared memory; on sm_90 with sm_90a code M > 64 runs the Hopper kernel, which never splits), not the
-/// pointers. 0 where the call does not split (outputs with enough tiles to fill the SMs, split_k = 1).
+/// call's Tile, also an Sm90GemmConfig for w8a8_gemm_sm90 / fp8_gemm_sm90) need to split K with these
+/// arguments: reads M, N, K, split_k and the device (its SM count and shared memory; on sm_90 with sm_90a
+/// code M > 64 runs the Hopper kernel, with its own split plan), not the pointers. 0 where the call does not
+/// split (outputs with enough tiles or rounds to keep the SMs busy, split_k = 1).
 /// Split-K sums the splits' int32 (W8A8) or fp32 (fp8) partials in split order: deterministic for a given
 /// split count; W8A8's int32 results are exact whatever the split.
 ///
@@ -427,7 +388,9 @@ std::size_t quant_gemm_workspace_bytes(const QuantGemmArgs<In>& p) {
   auto bytes = [&]<class T>(T*) {
     return detail::qgemm_split_plan<T>(p.m, p.n, p.k, p.split_k, device_sm_count()).workspace_bytes();
   };
-  if constexpr (!std::is_void_v<Tile>) {
+  if constexpr (sm90_detail::IsSm90GemmConfig<Tile>::value) {  // w8a8_gemm_sm90 / fp8_gemm_sm90<Out, Tile>
+    return sm90_detail::sm90_split_plan<Tile>(p.m, p.n, p.k, p.split_k, device_sm_count()).workspace_bytes();
+  } else if constexpr (!std::is_void_v<Tile>) {
     return bytes(static_cast<Tile*>(nullptr));
   } else {
     switch (choose_qgemm_tile(p.m)) {
@@ -436,7 +399,9 @@ std::size_t quant_gemm_workspace_bytes(const QuantGemmArgs<In>& p) {
       case QGemmTileKind::kMedium:
         return bytes(static_cast<QGemmMedium*>(nullptr));
       default:
-        if (sm90_detail::sm90_available<Sm90GemmConfig<In>>()) return 0;
+        if (sm90_detail::sm90_available<Sm90GemmConfig<In>>())
+          return sm90_detail::sm90_split_plan_chosen<In>(p.m, p.n, p.k, p.split_k, device_sm_count())
+              .workspace_bytes();
         return bytes(static_cast<QGemmLarge*>(nullptr));
     }
   }
@@ -461,7 +426,8 @@ std::size_t quant_gemm_workspace_bytes(const QuantGemmArgs<In>& p) {
 /// Split-K (decode-sized M: few output tiles): with g.workspace set (quant_gemm_workspace_bytes(g) bytes),
 /// blocks split K until one wave of resident blocks fills the SMs; without one, each tile's block runs all
 /// of K (on 132 SMs, N = 4096 then gives 64 blocks at M <= 16, 32 at M <= 64: the H100 run of 2026-11-25
-/// measured 0.26-0.40x cuBLASLt there).
+/// measured 0.26-0.40x cuBLASLt there). On Hopper (M > 64) the wgmma kernel splits K the same way where its
+/// tiles leave SMs idle (M = 65..256 at N = 4096: 2 splits).
 template <class Out>
 Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
   switch (choose_qgemm_tile(p.m)) {

@@ -33,10 +33,10 @@
 // weight_only_gemm picks the tile by M and S by the SM count (WeightOnlyArgs::split_k overrides it).
 //
 // ---- Hopper ----
-// On sm_90 with sm_90a code, M > kWeightOnlySm90MinM (128) runs weight_only_sm90_kernel instead
-// (weight_only_sm90.cuh: wgmma with the dequantized weights as its register A operand, TMA, persistent, no
-// split-K) wherever G % 64 == 0, N % 8 == 0 (% 16 with zero points), scales / zeros are 16-byte aligned and
-// split_k <= 1; other shapes keep the mma.sync tiles.
+// On sm_90 with sm_90a code, M > kWeightOnlySm90MinM (16) runs weight_only_sm90_kernel instead
+// (weight_only_sm90.cuh: wgmma with the dequantized weights as its register A operand, TMA, persistent,
+// split-K over the same workspace where its tiles leave SMs idle) wherever G % 64 == 0, N % 8 == 0 (% 16
+// with zero points) and scales / zeros are 16-byte aligned; other shapes keep the mma.sync tiles.
 #pragma once
 
 #include <algorithm>
@@ -457,19 +457,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
     detail::split_k_reduce<Cfg::kThreads, Cfg::BM, Cfg::BN>(
         p.partials, p.ldp, p.m, p.n, block_m, block_n, static_cast<int>(gridDim.z),
         [&](int row, int col, const float(&sum)[4], int cols) {
-          T out[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float b = p.bias != nullptr && e < cols ? p.bias[col + e].to_float() : 0.0f;
-            out[e] = T(sum[e] + b);
-          }
-          T* dst = p.d + static_cast<std::int64_t>(row) * p.ldd + col;
-          if (cols == 4 && p.pair_store) {
-            store4(dst, Vector4<T>{{out[0], out[1]}});
-            store4(dst + 2, Vector4<T>{{out[2], out[3]}});
-          } else {
-            for (int e = 0; e < cols; ++e) dst[e] = out[e];
-          }
+          detail::wo_store_reduced(p.d, p.ldd, p.bias, p.pair_store, row, col, sum, cols);
         });
     return;
   }
@@ -578,16 +566,45 @@ void wo_plan_tiles(WoPlan& plan, int m, int n, int k, int bits, int split_k, int
   plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
 }
 
+// Whether the Hopper kernel can run `x` here: the shape (weight_only_sm90_shape_ok), an sm_90 device and
+// sm_90a code.
+template <class T>
+bool weight_only_sm90_runnable(const WeightOnlyArgs<T>& x) {
+  return weight_only_sm90_shape_ok(x) && device_arch() == 900 && sm90a_runnable<WeightOnlySm90Config<>>();
+}
+
+// The Hopper kernel's split count (one block an SM, persistent). Its time goes as rounds x slices a unit
+// (measured on an H100 at M = 256: about 0.3 us a 64-wide slice of a 64-token tile whatever N and K), so S
+// is split_k_rounds_splits' (one wave where tiles < SMs, a trimmed last wave where tiles > SMs), at most K /
+// 128 (2 slices a split), K bits / (32 M) (the partials' traffic at most twice the weights', the rule of
+// wo_plan_tiles) and 16.
+inline void wo_sm90_plan_splits(WoPlan& plan, int m, int k, int bits, int split_k, int sms) {
+  const int k_tiles = k / WeightOnlySm90Config<>::kBK;  // K % 64 == 0 here
+  const long long tiles = static_cast<long long>(plan.m_tiles) * plan.n_tiles;
+  int want = split_k;
+  if (want == 0) {
+    const long long by_traffic = (static_cast<long long>(k) * bits) / (32LL * m);
+    const int most = static_cast<int>(
+        min<long long>(min(kWeightOnlyMaxSplits, max(1, k_tiles / 2)), max<long long>(1, by_traffic)));
+    want = split_k_rounds_splits(tiles, k_tiles, most, sms);
+  }
+  want = max(1, min(min(want, kWeightOnlyMaxSplits), k_tiles));
+  plan.k_tiles_per_split = ceil_div(k_tiles, want);
+  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
+}
+
 template <class T>
 WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
   WoPlan plan;
   plan.tile = x.m <= 16 ? 0 : (x.m <= 128 ? 1 : 2);  // up to 128: 8.6 vs 12 instructions per mma
-  if (x.m > kWeightOnlySm90MinM && weight_only_sm90_shape_ok(x) && device_arch() == 900 &&
-      sm90a_runnable<WeightOnlySm90Config<>>()) {
+  const bool hopper = x.kernel == WeightOnlyKernel::kHopper ||
+                      (x.kernel == WeightOnlyKernel::kAuto && x.m > kWeightOnlySm90MinM);
+  if (hopper && weight_only_sm90_runnable(x)) {
     plan.tile = 3;
     plan.token_tile = wo_sm90_token_tile(x.m, x.n, sms);
     plan.m_tiles = ceil_div(x.m, plan.token_tile);
     plan.n_tiles = ceil_div(x.n, WeightOnlySm90Config<>::kBN);
+    wo_sm90_plan_splits(plan, x.m, x.k, x.bits, x.split_k, sms);
   } else if (plan.tile == 0)
     wo_plan_tiles<WeightOnlySmallM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
   else if (plan.tile == 1)
@@ -643,9 +660,9 @@ Status dispatch_weight_only(const WeightOnlyKernelParams<T>& p, const WoPlan& pl
 /// permuted copy of A (M * K * sizeof(T), rounded up to 256), and with split-K (more than one split: M small
 /// next to the SM count, or split_k > 1) the arrival words and the fp32 partials (splits * M * round_up(N, 4)
 /// * 4). 0 when neither applies (e.g. split_k = 1 and no perm). Depends on the current device (its SM count
-/// when split_k = 0; on Hopper, M > 128 takes the split-free wgmma kernel only for G % 64 == 0, aligned
-/// scales / zeros and N % 8 or 16): query with the call's own arguments (pointers, group_size, zeros), not
-/// placeholders.
+/// when split_k = 0; on Hopper, M > 16 takes the wgmma kernel, with its own split plan, only for G % 64 ==
+/// 0, aligned scales / zeros and N % 8 or 16): query with the call's own arguments (pointers, group_size,
+/// zeros), not placeholders.
 ///   std::size_t bytes = llmk::gemm::weight_only_workspace_bytes(args);
 template <class T>
 std::size_t weight_only_workspace_bytes(const WeightOnlyArgs<T>& args) {
@@ -715,6 +732,15 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
       return Status::invalid_argument("perm",
                                       "must be aligned to its element (4 bytes: it is read as int32)");
   }
+  if (x.kernel != WeightOnlyKernel::kAuto && x.kernel != WeightOnlyKernel::kMmaSync &&
+      x.kernel != WeightOnlyKernel::kHopper)
+    return Status::invalid_argument("kernel", "must be kAuto, kMmaSync or kHopper");
+  if (x.kernel == WeightOnlyKernel::kHopper && !detail::weight_only_sm90_runnable(x))
+    return Status::invalid_argument(
+        "kernel",
+        str_cat("kHopper needs an sm_90 device, sm_90a code in the build, group_size % 64 == 0, N % 8 "
+                "== 0 (N % 16 with zero points) and 16-byte aligned scales / zeros (device sm_",
+                device_arch() / 10, ", group_size=", x.group_size, ", N=", x.n, ")"));
   if (ceil_div<long long>(x.m, WeightOnlyLargeM::BM) > 65535)
     return Status::invalid_argument("m", str_cat("must be <= ", 65535LL * WeightOnlyLargeM::BM));
   const detail::WoPlan plan = detail::wo_plan(x, device_sm_count());
@@ -737,9 +763,10 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
 
 /// D = A * dequant(W)^T (+ bias): W4A16 / W8A16 with group-wise (or per-channel) scales, optional zero
 /// points, optional GPTQ act-order and split-K. T = llmk::half or llmk::bfloat16. The tile is chosen by M
-/// (WeightOnlySmallM / MediumM / LargeM; on Hopper the wgmma kernel for M > 128) and the split count by the
-/// SM count (args.split_k = 0) or given (split_k = 1: none; s: at most s). With act-order (args.perm), A is
-/// first gathered into the workspace (a second launch on the same stream). The workspace
+/// (WeightOnlySmallM / MediumM / LargeM; on Hopper the wgmma kernel for M > 16) and the split count by the
+/// SM count (args.split_k = 0) or given (split_k = 1: none; s: at most s); args.kernel = kMmaSync / kHopper
+/// forces one family (kHopper where it cannot run is an error naming `kernel`). With act-order (args.perm), A
+/// is first gathered into the workspace (a second launch on the same stream). The workspace
 /// (weight_only_workspace_bytes(args) bytes, 16-byte aligned, no initialization) also holds the split-K
 /// partials; one workspace serves one call at a time. Results are deterministic for a given split count (the
 /// splits are summed in a fixed order).
@@ -748,7 +775,8 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
 /// non-null; bits 4 or 8; M, N >= 1; K a positive multiple of 16; group_size a multiple of 16 dividing K;
 /// split_k in [0, kWeightOnlyMaxSplits]; lda >= K, lda % 8 == 0; ldd >= N; a, w 16-byte aligned, scales, d,
 /// bias, perm element-aligned; w_bytes == weight_only_packed_bytes(N, K, bits); scales_size (and zeros_size
-/// with zeros) == (K / G) * N; perm_size == K with perm; a large enough workspace when one is needed. M and N
+/// with zeros) == (K / G) * N; perm_size == K with perm; a large enough workspace when one is needed; kernel
+/// one of kAuto, kMmaSync, kHopper, and kHopper only where the Hopper kernel can run. M and N
 /// need not be multiples of any tile.
 ///
 ///   // offline: repack (and, with act-order, the permutation)
@@ -786,7 +814,17 @@ Status weight_only_gemm(const WeightOnlyArgs<T>& x, void* workspace, std::size_t
     a = a_perm;
     lda = x.k;
   }
-  if (plan.tile == 3) return detail::dispatch_weight_only_sm90(x, a, lda, plan.token_tile, stream);
+  if (plan.tile == 3) {
+    detail::SplitKArgs<float> split;
+    split.k_tiles_per_split = plan.k_tiles_per_split;
+    split.ldp = detail::split_k_pitch(x.n);
+    if (plan.splits > 1) {
+      split.arrivals = reinterpret_cast<unsigned long long*>(base + plan.perm_bytes);
+      split.partials = reinterpret_cast<float*>(base + plan.perm_bytes + plan.arrival_bytes);
+      split.tag = detail::split_k_next_tag();
+    }
+    return detail::dispatch_weight_only_sm90(x, a, lda, plan.token_tile, plan.splits, split, stream);
+  }
   detail::WeightOnlyKernelParams<T> p{a,
                                       lda,
                                       static_cast<const std::uint8_t*>(x.w),

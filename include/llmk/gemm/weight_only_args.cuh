@@ -9,6 +9,14 @@ namespace llmk::gemm {
 /// Most splits of K weight_only_gemm makes (WeightOnlyArgs::split_k <= this).
 constexpr int kWeightOnlyMaxSplits = 16;
 
+/// Which kernel weight_only_gemm runs (WeightOnlyArgs::kernel).
+enum class WeightOnlyKernel {
+  kAuto,     // by M and the device: on sm_90 with sm_90a code the Hopper kernel for M > 16 where it applies,
+             // else the mma.sync tiles
+  kMmaSync,  // the mma.sync tile for M (WeightOnlySmallM / MediumM / LargeM) on every device
+  kHopper,   // the Hopper kernel at any M: an error where it cannot run (device, build or shape)
+};
+
 /// Arguments of weight_only_gemm (T = llmk::half or llmk::bfloat16). Leading dimensions are in elements.
 template <class T>
 struct WeightOnlyArgs {
@@ -29,6 +37,7 @@ struct WeightOnlyArgs {
   int group_size = 0;  // G: a multiple of 16 dividing K (G = K: per-channel)
   int bits = 4;        // 4 or 8
   int split_k = 0;     // 0: by the SM count; 1: no split; s in [2, kWeightOnlyMaxSplits]: at most s splits
+  WeightOnlyKernel kernel = WeightOnlyKernel::kAuto;  // kAuto unless comparing the kernels (benchmarks)
 };
 
 }  // namespace llmk::gemm

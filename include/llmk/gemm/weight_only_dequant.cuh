@@ -27,6 +27,7 @@
 #include "llmk/arch/packed_math.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/numeric.cuh"
+#include "llmk/core/vector.cuh"
 
 namespace llmk::gemm::detail {
 
@@ -102,6 +103,26 @@ LLMK_DEVICE void wo_dequant_word8(std::uint32_t word, const WoColumnQuant& q, st
       const float hi = (llmk::detail::bits_to_float(arch::prmt(word, kWoMagic, sel + 2u)) - q.zf) * q.sf;
       b[r] = arch::MmaF32For<T>::pack(lo, hi);
     }
+  }
+}
+
+// Stores a quad of a split-K reduction's sums (row, col .. col + cols - 1) as T(sum + bias): two 4-byte pair
+// stores where `pair_store` (d 4-byte aligned, ldd even) and the quad is whole, else element by element.
+template <class T>
+LLMK_DEVICE void wo_store_reduced(T* d, std::int64_t ldd, const T* bias, bool pair_store, int row, int col,
+                                  const float (&sum)[4], int cols) {
+  T out[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float b = bias != nullptr && e < cols ? bias[col + e].to_float() : 0.0f;
+    out[e] = T(sum[e] + b);
+  }
+  T* dst = d + static_cast<std::int64_t>(row) * ldd + col;
+  if (cols == 4 && pair_store) {
+    store4(dst, Vector4<T>{{out[0], out[1]}});
+    store4(dst + 2, Vector4<T>{{out[2], out[3]}});
+  } else {
+    for (int e = 0; e < cols; ++e) dst[e] = out[e];
   }
 }
 

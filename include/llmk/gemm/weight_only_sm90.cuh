@@ -1,5 +1,5 @@
 // llmk/gemm/weight_only_sm90.cuh: the Hopper (sm_90a) kernel of the weight-only GEMM (weight_only.cuh) for
-// prefill-sized M: wgmma with the dequantized weights as its register A operand.
+// M > 16: wgmma with the dequantized weights as its register A operand.
 //
 //   D^T[n, i] = sum_k dequant(W)[n, k] * A[i, k]      (the weights are wgmma's M side, the tokens its N side)
 //
@@ -21,9 +21,12 @@
 //   flight) before its buffer and ring slot are reused. The epilogue adds the bias, rounds to T, transposes
 //   the fragments into a 128B-swizzled [BT tokens][64 columns] tile with stmatrix.trans, and TMA-stores it
 //   (plain stores where D's rows are not 16-byte aligned).
+// - Split-K where the tiles alone leave SMs idle (M = 17..128 at common N): a block walks units of tiles x
+//   splits; a split unit writes its fp32 partials, and the last of a tile's units to arrive sums them in
+//   split order and stores D (split_k.cuh, the reduction the mma.sync kernels use).
 //
 // Requirements (detail::weight_only_sm90_shape_ok): G % 64 == 0 (a slice lies in one group, K % 64 == 0), N %
-// 8 == 0 (N % 16 with zero points: the TMA row strides), scales / zeros 16-byte aligned, no split-K.
+// 8 == 0 (N % 16 with zero points: the TMA row strides), scales / zeros 16-byte aligned.
 // weight_only_gemm takes this path on sm_90 devices with sm_90a code for M > kWeightOnlySm90MinM; act-order
 // permutes A first, as on the other paths. Results equal the mma.sync kernels' up to the fp32 summation
 // order.
@@ -46,14 +49,16 @@
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/smem.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/gemm/split_k.cuh"
 #include "llmk/gemm/weight_only_args.cuh"
 #include "llmk/gemm/weight_only_dequant.cuh"
 #include "llmk/gemm/weight_only_layout.cuh"
 
 namespace llmk::gemm {
 
-/// weight_only_gemm takes the Hopper kernel for M above this (where it is eligible).
-constexpr int kWeightOnlySm90MinM = 128;
+/// weight_only_gemm takes the Hopper kernel for M above this (where it is eligible): the mma.sync medium tile
+/// it replaced at M = 17..128 measured 0.19-0.57x cuBLAS fp16 on an H100 (docs/gemm.md).
+constexpr int kWeightOnlySm90MinM = 16;
 
 /// The Hopper weight-only tile: 128 output columns x BT tokens, 64 of K per ring slot, Stages slots.
 template <int BT = 128, int Stages = 6>
@@ -91,6 +96,7 @@ struct WoSm90Storage {
   alignas(128) std::uint16_t scales[Cfg::kStages][Cfg::kBN];
   alignas(128) std::uint8_t zeros[Cfg::kStages][Cfg::kBN];
   arch::sm90::TmaRing<Cfg::kStages> ring;
+  int last_split;  // split-K: whether this block arrived last at its tile
 };
 
 template <class Cfg, int kBits>
@@ -111,9 +117,15 @@ struct WeightOnlySm90Params {
   int m = 0, n = 0, k = 0;
   int slices_per_group = 1;  // G / 64
   bool has_zeros = false, tma_store = false;
+  bool pair_store = false;  // D element pairs 4-byte aligned (split-K's reduction stores)
   const T* bias = nullptr;
   T* d = nullptr;
   std::int64_t ldd = 0;
+  // Split-K: unit u of tiles x splits is tile u / splits, k-slices [s kps, min((s + 1) kps, K / 64)) of
+  // split s = u % splits (kps = split.k_tiles_per_split; one split: every slice); splits > 1 writes fp32
+  // partials and the last unit of a tile to arrive sums them in split order (split_k.cuh).
+  int splits = 1;
+  detail::SplitKArgs<float> split;
 };
 
 /// The kernel (see the file comment). Launch with Cfg::kThreads threads and wo_sm90_smem_bytes<Cfg, kBits>()
@@ -133,6 +145,7 @@ __global__ void __launch_bounds__(384, 1)
     Storage& s = *reinterpret_cast<Storage*>(sm90::align_shared<1024>(dynamic_smem()));
     const int tiles_t = ceil_div(p.m, Cfg::kBT), tiles_n = ceil_div(p.n, Cfg::kBN);
     const int tiles = tiles_t * tiles_n, k_tiles = p.k / Cfg::kBK;  // K % 64 == 0
+    const int units = tiles * p.splits, kps = p.split.k_tiles_per_split;
     if (threadIdx.x == 0) s.ring.init(Cfg::kConsumerWarps);
     __syncthreads();
     const int wg = static_cast<int>(threadIdx.x / 128);
@@ -141,10 +154,13 @@ __global__ void __launch_bounds__(384, 1)
       if (threadIdx.x == 0) {
         const unsigned tx = Storage::kABytes + Storage::kWBytes + Cfg::kBN * 2 + (p.has_zeros ? Cfg::kBN : 0);
         sm90::RingPosition<Cfg::kStages> q;
-        for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+        for (int unit = static_cast<int>(blockIdx.x); unit < units; unit += static_cast<int>(gridDim.x)) {
           // Token tiles fastest: the blocks running at once share weight strips (read once into L2).
+          const int tile = unit / p.splits, kt0 = (unit % p.splits) * kps, kt1 = min(kt0 + kps, k_tiles);
           const int t0 = (tile % tiles_t) * Cfg::kBT, n0 = (tile / tiles_t) * Cfg::kBN;
-          for (int kt = 0, group = 0, left = p.slices_per_group; kt < k_tiles; ++kt) {
+          for (int kt = kt0, group = kt0 / p.slices_per_group,
+                   left = p.slices_per_group - kt0 % p.slices_per_group;
+               kt < kt1; ++kt) {
             s.ring.producer_acquire(q, tx);
             std::uint64_t* bar = s.ring.full_bar(q);
             sm90::tma_load(s.a[q.stage], p.a, bar, {kt * Cfg::kBK, t0});
@@ -169,7 +185,9 @@ __global__ void __launch_bounds__(384, 1)
     struct alignas(16) Words {
       std::uint32_t w[4];
     };
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+    for (int unit = static_cast<int>(blockIdx.x); unit < units; unit += static_cast<int>(gridDim.x)) {
+      const int tile = unit / p.splits, split = unit % p.splits;
+      const int kt0 = split * kps, kt1 = min(kt0 + kps, k_tiles);
       const int t0 = (tile % tiles_t) * Cfg::kBT, n0 = (tile / tiles_t) * Cfg::kBN;
       float acc[Cfg::kBT / 2];
 #pragma unroll
@@ -177,7 +195,7 @@ __global__ void __launch_bounds__(384, 1)
       std::uint32_t frag0[4][4], frag1[4][4];  // two slices' A fragments: one in flight, one being built
       // One k-slice: constants, words, dequantization into `frag`, 4 wgmmas; then the previous slice's
       // wgmmas are waited for and its slot freed.
-      auto slice = [&](std::uint32_t(&frag)[4][4], int kt) {
+      auto slice = [&](std::uint32_t(&frag)[4][4], bool first) {
         s.ring.consumer_wait(c);
         const int st = c.stage;
         T s0, s1;
@@ -214,18 +232,18 @@ __global__ void __launch_bounds__(384, 1)
         sm90::wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-          Atom::fma(acc, frag[ks], sm90::advance_smem_desc(db, 32u * ks), kt > 0 || ks > 0);
+          Atom::fma(acc, frag[ks], sm90::advance_smem_desc(db, 32u * ks), !first || ks > 0);
         sm90::wgmma_commit();
-        if (kt > 0) {
+        if (!first) {
           sm90::wgmma_wait<1>();  // the previous slice's wgmmas are done: its fragments and slot are free
           if (lane == 0) s.ring.consumer_release(prev);
         }
         prev = c;
         c.advance();
       };
-      for (int kt = 0; kt < k_tiles; kt += 2) {
-        slice(frag0, kt);
-        if (kt + 1 < k_tiles) slice(frag1, kt + 1);
+      for (int kt = kt0; kt < kt1; kt += 2) {
+        slice(frag0, kt == kt0);
+        if (kt + 1 < kt1) slice(frag1, false);
       }
       sm90::wgmma_wait<0>();
       sm90::wgmma_fence_registers(acc);  // the epilogue's reads stay after the wait
@@ -234,6 +252,28 @@ __global__ void __launch_bounds__(384, 1)
       // Epilogue: D[token, column] = T(acc + bias[column]); fragment i holds column 16 strip + g + 8 ((i >>
       // 1) & 1) and token 8 (i >> 2) + 2t + (i & 1) of the tile.
       const int col_lo = n0 + col, col_hi = col_lo + 8;
+      if (p.splits > 1) {
+        // This split's partials ([M, ldp] fp32 plane; N % 8 == 0 here, so ldp == N), then the tile's last
+        // unit to arrive sums the planes in split order and stores D.
+        float* plane = p.split.partials + static_cast<std::int64_t>(split) * p.m * p.split.ldp;
+#pragma unroll
+        for (int i = 0; i < Cfg::kBT / 2; ++i) {
+          const int token = t0 + 8 * (i >> 2) + 2 * t + (i & 1), column = ((i >> 1) & 1) ? col_hi : col_lo;
+          if (token < p.m && column < p.n)
+            plane[static_cast<std::int64_t>(token) * p.split.ldp + column] = acc[i];
+        }
+        const int ctid = static_cast<int>(threadIdx.x) - 128;  // 0..255 over both consumer warpgroups
+        if (!detail::split_k_publish_among<256>(&p.split.arrivals[tile], p.split.tag,
+                                                static_cast<unsigned>(p.splits), &s.last_split, ctid,
+                                                detail::kSplitKConsumersBarrier))
+          continue;
+        detail::split_k_reduce_as<256, Cfg::kBT, Cfg::kBN>(
+            ctid, p.split.partials, p.split.ldp, p.m, p.n, t0, n0, p.splits,
+            [&](int row, int column, const float(&sum)[4], int cols) {
+              detail::wo_store_reduced(p.d, p.ldd, p.bias, p.pair_store, row, column, sum, cols);
+            });
+        continue;
+      }
       const float bias_lo = p.bias != nullptr && col_lo < p.n ? static_cast<float>(p.bias[col_lo]) : 0.0f;
       const float bias_hi = p.bias != nullptr && col_hi < p.n ? static_cast<float>(p.bias[col_hi]) : 0.0f;
       auto out_at = [&](int i) { return T(acc[i] + (((i >> 1) & 1) ? bias_hi : bias_lo)); };
@@ -285,12 +325,10 @@ inline bool wo_quant_rows_copyable(unsigned group_size, int n, const void* scale
   return zeros == nullptr || (n % 16 == 0 && aligned16(zeros));
 }
 
-/// Whether the Hopper kernel can run `x` (the device and build aside): copyable scale rows and no split-K
-/// asked for.
+/// Whether the Hopper kernel can run `x` (the device and build aside): copyable scale rows.
 template <class T>
 bool weight_only_sm90_shape_ok(const WeightOnlyArgs<T>& x) {
-  return x.split_k <= 1 &&
-         wo_quant_rows_copyable(static_cast<unsigned>(x.group_size), x.n, x.scales, x.zeros);
+  return wo_quant_rows_copyable(static_cast<unsigned>(x.group_size), x.n, x.scales, x.zeros);
 }
 
 /// The token tile: 64 where 128 would leave the SMs' last wave much emptier (M = 256, N = 4096: 64 tiles of
@@ -304,8 +342,8 @@ inline int wo_sm90_token_tile(int m, int n, int sms) {
 }
 
 template <class T, int kBits, class Cfg>
-Status launch_weight_only_sm90(const WeightOnlyArgs<T>& x, const T* a, std::int64_t lda,
-                               cudaStream_t stream) {
+Status launch_weight_only_sm90(const WeightOnlyArgs<T>& x, const T* a, std::int64_t lda, int splits,
+                               const SplitKArgs<float>& split, cudaStream_t stream) {
   namespace sm90 = arch::sm90;
   constexpr int kSmem = sm90_detail::wo_sm90_smem_bytes<Cfg, kBits>();
   static_assert(kSmem <= 227 * 1024, "the ring and the staging tiles must fit in 227 KiB");
@@ -314,6 +352,10 @@ Status launch_weight_only_sm90(const WeightOnlyArgs<T>& x, const T* a, std::int6
   p.slices_per_group = x.group_size / 64;
   p.has_zeros = x.zeros != nullptr;
   p.bias = x.bias, p.d = x.d, p.ldd = x.ldd;
+  p.pair_store = reinterpret_cast<std::uintptr_t>(x.d) % 4 == 0 && x.ldd % 2 == 0;
+  p.splits = splits;
+  p.split = split;
+  if (splits <= 1) p.split.k_tiles_per_split = x.k / Cfg::kBK;
   const std::uint64_t groups = static_cast<std::uint64_t>(x.k / x.group_size);
   sm90::TensorMapDesc da;
   da.elem = sm90::TmaElem::kU16;
@@ -368,26 +410,28 @@ Status launch_weight_only_sm90(const WeightOnlyArgs<T>& x, const T* a, std::int6
     dd.swizzle = sm90::SmemSwizzle::k128B;
     LLMK_RETURN_IF_ERROR(sm90::make_tensor_map(&p.d_map, dd));
   }
-  const long long tiles = static_cast<long long>(ceil_div(x.m, Cfg::kBT)) * ceil_div(x.n, Cfg::kBN);
-  if (tiles > 0x7FFFFFFFLL)  // the kernel counts tiles in int
-    return Status::invalid_argument("m",
-                                    str_cat("M x N needs fewer than 2^31 tiles of ", Cfg::kBT, " x 128"));
-  const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, device_sm_count()));
+  const long long units =
+      static_cast<long long>(ceil_div(x.m, Cfg::kBT)) * ceil_div(x.n, Cfg::kBN) * std::max(1, splits);
+  if (units > 0x7FFFFFFFLL)  // the kernel counts tiles x splits in int
+    return Status::invalid_argument(
+        "m", str_cat("M x N needs fewer than 2^31 tiles of ", Cfg::kBT, " x 128 (times the split count)"));
+  const unsigned grid = static_cast<unsigned>(std::min<long long>(units, device_sm_count()));
   return launch(weight_only_sm90_kernel<T, kBits, Cfg>, dim3(grid), dim3(Cfg::kThreads),
                 static_cast<std::size_t>(kSmem), stream, p);
 }
 
-/// Runs `x` (validated; A already permuted for act-order) on the Hopper kernel with the token tile `bt`.
+/// Runs `x` (validated; A already permuted for act-order) on the Hopper kernel with the token tile `bt`,
+/// K split `splits` ways (`split`: the workspace's partials and arrival words, when splits > 1).
 template <class T>
-Status dispatch_weight_only_sm90(const WeightOnlyArgs<T>& x, const T* a, std::int64_t lda, int bt,
-                                 cudaStream_t stream) {
+Status dispatch_weight_only_sm90(const WeightOnlyArgs<T>& x, const T* a, std::int64_t lda, int bt, int splits,
+                                 const SplitKArgs<float>& split, cudaStream_t stream) {
   using Narrow = WeightOnlySm90Config<64>;
   using Wide = WeightOnlySm90Config<128>;
   if (x.bits == 4)
-    return bt == 64 ? launch_weight_only_sm90<T, 4, Narrow>(x, a, lda, stream)
-                    : launch_weight_only_sm90<T, 4, Wide>(x, a, lda, stream);
-  return bt == 64 ? launch_weight_only_sm90<T, 8, Narrow>(x, a, lda, stream)
-                  : launch_weight_only_sm90<T, 8, Wide>(x, a, lda, stream);
+    return bt == 64 ? launch_weight_only_sm90<T, 4, Narrow>(x, a, lda, splits, split, stream)
+                    : launch_weight_only_sm90<T, 4, Wide>(x, a, lda, splits, split, stream);
+  return bt == 64 ? launch_weight_only_sm90<T, 8, Narrow>(x, a, lda, splits, split, stream)
+                  : launch_weight_only_sm90<T, 8, Wide>(x, a, lda, splits, split, stream);
 }
 
 }  // namespace detail
