@@ -25,6 +25,13 @@ COPY_FRACTION = 0.90
 # of operands per SM) took 0.425 us, fp16 and int8 alike (the slope of time over K at M = N = 4096), so
 # 132 x 32 KiB / 0.425 us = 10.2e12 B/s. The datasheets give no L2 bandwidth; H200 and H100 PCIe scale it by SMs.
 L2_OPERAND_BYTES_PER_S_H100 = 132 * 32768 / 0.425e-6
+# The Hopper weight-only kernel (gemm/weight_only_sm90.cuh): seconds one block takes per 64-wide k-slice of a 128-column
+# tile, by token tile, fitted from the same H100 run: at M = 256 (64-token tiles) 22.1, 58.1, 51.0 and 135 us for 1, 3,
+# 1 and 7 rounds of 64, 64, 172 and 64 slices (0.297-0.345 us a slice; the smallest grid carries the fixed cost), at
+# M = 256, N = 14336 and M = 4096 (128-token tiles) 0.415-0.45 us. Neither the weights' bandwidth nor the tensor rate
+# explains it (the loop's dequantization issue and latency does): the model takes it as a floor for that kernel on an
+# H100 SXM (and scales it by the sustained clock on other GPUs).
+WO_SM90_SLICE_S_H100 = {64: 0.30e-6, 128: 0.43e-6}
 
 
 @dataclass(frozen=True)

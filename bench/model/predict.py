@@ -14,6 +14,7 @@ Prediction from the static counts of the kernel's main loop (static/report.tsv, 
     clk_per_tc = max(issue_clk, tensor_clk)   the compute-bound cost of one tensor-core instruction on one SM
     compute    = (tensor_work / FLOPs_per_instr) x clk_per_tc / (SMs_used x sustained clock)
     l2         = tiles x k-tiles x (128 + BN) x 128 B / L2 operand bandwidth    (Hopper GEMM only; fitted, hardware.py)
+                 Hopper weight-only: rounds x slices a block x the fitted time of a slice (hardware.py)
     predicted  = max(traffic / achievable bandwidth, compute, l2)
   FLOPs_per_instr: HMMA.16816 4096, IMMA.16832 / QMMA.16832 8192, *GMMA 64xNxK with N the Hopper GEMM's tile width
   (64x128xK where the kernel name does not say). tensor_work counts
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .hardware import ISSUE_SLOTS_PER_SM, MMA_SYNC_FRACTION, MUFU_EX2_PER_SM_CLK, Gpu
+from .hardware import ISSUE_SLOTS_PER_SM, MMA_SYNC_FRACTION, MUFU_EX2_PER_SM_CLK, WO_SM90_SLICE_S_H100, Gpu
 from .sass import KernelRow, Match
 from .work import Family, Work
 
@@ -97,7 +98,7 @@ def roofline(work: Work, gpu: Gpu, kind: str) -> Roofline:
 class Prediction:
     fast: float  # seconds at the high mma.sync fraction
     slow: float  # seconds at the low one
-    bound: str  # 'memory', 'issue', 'tensor', 'fp32'
+    bound: str  # 'memory', 'issue', 'tensor', 'fp32', 'l2', 'mufu', 'fitted'
     achieved_flops: float | None  # FLOP/s implied by the compute estimate (fast end)
     note: str
 
@@ -138,6 +139,11 @@ def predict(work: Work, gpu: Gpu, family: Family, m: Match | None, copy_bw: floa
     issue_clk = row.ipt * warps_per_tc / ISSUE_SLOTS_PER_SM
     # Hopper GEMM: the operand slices every tile pulls through L2 (hardware.L2_OPERAND_BYTES_PER_S_H100)
     l2 = m.l2_bytes / gpu.l2_bytes_per_s if m.l2_bytes else 0.0
+    # Hopper weight-only: rounds x slices x the per-slice time fitted on an H100 (hardware.WO_SM90_SLICE_S_H100),
+    # scaled by the sustained clock (the bound "fitted")
+    fitted = 0.0
+    if m.slices and m.token_tile in WO_SM90_SLICE_S_H100:
+        fitted = m.slices * WO_SM90_SLICE_S_H100[m.token_tile] * 1.755e9 / gpu.sustained_clk_hz
     times, bounds, achieved = [], [], None
     for frac in (MMA_SYNC_FRACTION[1], MMA_SYNC_FRACTION[0]):
         rate_clk = peak(gpu, kind, frac) / (gpu.sms * gpu.tc_clk_hz)  # FLOP/clk/SM
@@ -147,8 +153,9 @@ def predict(work: Work, gpu: Gpu, family: Family, m: Match | None, copy_bw: floa
         # attention: the exponentials run on the MUFU units beside the tensor cores (FlashAttention-3's limit
         # for fp8 and small head dims); the slower of the two bounds the loop
         mufu = work.exps / (MUFU_EX2_PER_SM_CLK * sms_used * gpu.sustained_clk_hz)
-        times.append(max(mem, compute, mufu, l2))
-        bounds.append("memory" if mem >= max(compute, mufu, l2) else "l2" if l2 >= max(compute, mufu) else
+        times.append(max(mem, compute, mufu, l2, fitted))
+        bounds.append("fitted" if fitted >= max(mem, compute, mufu, l2) else
+                      "memory" if mem >= max(compute, mufu, l2) else "l2" if l2 >= max(compute, mufu) else
                       "mufu" if mufu > compute else ("issue" if issue_clk >= tensor_clk else "tensor"))
         if achieved is None and compute > 0:
             achieved = work.flops / compute

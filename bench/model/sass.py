@@ -336,6 +336,8 @@ class Match:
     note: str
     gmma_n: int = 0  # the N of the wgmma instruction (Hopper GEMM: the tile width BN); 0: OPCODES' assumption
     l2_bytes: float = 0.0  # operand bytes the tiles pull through L2 (Hopper GEMM), 0 where not modelled
+    slices: int = 0  # Hopper weight-only: rounds x 64-wide k-slices a block runs (times the fitted slice time)
+    token_tile: int = 0  # Hopper weight-only: the token tile (which fitted slice time)
 
 
 _SM90_CFG = re.compile(r"gemm_sm90_(split_)?kernel<gemm::Sm90GemmConfig<([^,]+),(\d+),\d+,(?:true|false),(true|false)>")
@@ -386,4 +388,20 @@ def match(base: str, args: dict, targs: tuple, rows: list[KernelRow]) -> Match |
     note = "; ".join(x for x in (fallback, "" if len(found) == 1 else
                                  f"{len(found)} rows match: worst ipt {worst.ipt:.2f} used") if x)
     bn, l2 = sm90_gemm_traffic(worst.kernel, args, blocks)
-    return Match(regex, found, worst, blocks, note, bn, l2)
+    slices, bt = wo_sm90_slices(worst.kernel, args, blocks)
+    return Match(regex, found, worst, blocks, note, bn, l2, slices, bt)
+
+
+_WO_SM90_CFG = re.compile(r"weight_only_sm90_kernel<[^,]+,(\d+),gemm::WeightOnlySm90Config<(\d+),")
+
+
+def wo_sm90_slices(kernel: str, args: dict, units: int | None, sms: int = 132) -> tuple[int, int]:
+    """(rounds x slices a unit, token tile) of a Hopper weight-only row: units = tiles x splits, each a 1/S share of
+    the K / 64 slices; (0, 0) for other kernels."""
+    mt = _WO_SM90_CFG.search(kernel)
+    if not mt or not units or not all(x in args for x in ("M", "N", "K")):
+        return 0, 0
+    bt = int(mt.group(2))
+    tiles = math.ceil(args["M"] / bt) * math.ceil(args["N"] / 128)
+    splits = max(1, units // tiles)
+    return math.ceil(units / sms) * math.ceil(args["K"] // 64 / splits), bt

@@ -231,6 +231,12 @@ class TestModel(unittest.TestCase):
         self.assertEqual(sass.KERNEL_MAP["BM_W4A16"][1](a, ()), 32 * 4)
         a = {"M": 16, "N": 4096, "K": 4096}  # M <= 16: the mma.sync decode tile
         self.assertIn("weight_only_gemm_kernel<half,4,", sass.KERNEL_MAP["BM_W4A16"][0](a, ()))
+        # the fitted slice term: rounds x slices a block (hardware.WO_SM90_SLICE_S_H100), from the H100 fit's rows
+        k = "gemm::weight_only_sm90_kernel<half,4,gemm::WeightOnlySm90Config<64,6> >(gemm::WeightOnlySm90Params<half>)"
+        self.assertEqual(sass.wo_sm90_slices(k, {"M": 256, "N": 28672, "K": 4096}, 896), (7 * 64, 64))
+        self.assertEqual(sass.wo_sm90_slices(k, {"M": 32, "N": 4096, "K": 4096}, 32 * 4), (16, 64))
+        self.assertEqual(sass.wo_sm90_slices("gemm::other<half>", {"M": 1, "N": 1, "K": 64}, 1), (0, 0))
+        self.assertAlmostEqual(7 * 64 * hardware.WO_SM90_SLICE_S_H100[64], 134.4e-6)  # measured 135 us
 
     def test_h200_and_unknown_gpu(self):
         self.assertEqual(hardware.pick_gpu("NVIDIA H200")[0].key, "h200")
