@@ -2,8 +2,9 @@
 // fp16/bf16 against the same references as the mma.sync kernels, over shapes with M, N and K tails, several
 // tiles per block (the persistent loop) and more k-tiles than ring slots; a narrow-tile / two-slot
 // configuration; block-wise fp8 scales; the TMA-store epilogue (16-byte output rows) and plain stores (other
-// rows); the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); and the
-// refusal on a device without sm_90a.
+// rows); the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); the
+// refusal on a device without sm_90a; split-K over a workspace (the plan's counts, W8A8 bit for bit the
+// unsplit result, fp8 within bound and deterministic, .satfinite unsplit).
 #include <doctest/doctest.h>
 
 #include <cmath>
