@@ -689,6 +689,9 @@ Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t
                   (prm.ldd * static_cast<std::int64_t>(sizeof(Out))) % 16 == 0;
   if (prm.tma_store) LLMK_RETURN_IF_ERROR(make_output_map(prm.d, prm.ldd, prm.m, prm.n, &prm.d_map));
   const long long tiles = static_cast<long long>(ceil_div(prm.m, Cfg::kBM)) * ceil_div(prm.n, Cfg::kBN);
+  if (tiles * std::max(1, plan.splits) > 0x7FFFFFFFLL)  // the kernel counts tiles x splits in int
+    return Status::invalid_argument(
+        "m", str_cat("M x N needs fewer than 2^31 tiles of 128 x ", Cfg::kBN, " (times the split count)"));
   if constexpr (kCanSplit && !Epilogue::kBlockScaled) {
     if (plan.splits > 1) {
       Sm90GemmSplitParams<Epilogue, typename Cfg::Acc> sp;
