@@ -40,7 +40,7 @@
 //                    counter `cublaslt` says which ran (1: cuBLASLt, 0: cublasGemmEx).
 //   BM_CublasLtFp8   cublasLtMatmul: e4m3 A and W, fp32 compute, fp16 out, no scales (the anchor of BM_FP8;
 //                    sm_89+, skipped where cuBLASLt has no fp8 algorithm).
-//   Shapes (GPU): M in {1, 16, 64, 256, 4096} x (N, K) in {(4096, 4096), (11008, 4096), (4096, 11008)}
+//   Shapes (GPU): M in {1, 16, 64, 128, 256, 4096} x (N, K) in {(4096, 4096), (11008, 4096), (4096, 11008)}
 //   (Llama-7B's attention / MLP up / MLP down projections; M = tokens: decode to prefill).
 //   Simulator: M in {1, 16}, N = K = 128, llmk kernels only.
 //
@@ -522,7 +522,7 @@ void BM_CublasLtFp8(benchmark::State& state) {
 // Llama-7B projections: (N, K) = attention (4096, 4096), MLP up/gate (11008, 4096), MLP down (4096, 11008).
 void shape_args(benchmark::internal::Benchmark* b) {
   for (const auto& [n, k] : {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008}})
-    for (int m : {1, 16, 64, 256, 4096}) b->Args({m, n, k});
+    for (int m : {1, 16, 64, 128, 256, 4096}) b->Args({m, n, k});
 }
 // The weight-only grid (decode and small batches): M from 1 to 256 (and 4096, the large-M dispatch) over the
 // (N, K) of real layers: Llama-7B attention / MLP up / MLP down, Llama-3-8B MLP up (14336), and a fused

@@ -70,7 +70,7 @@ def _mnk(family: str, shapes) -> list[str]:
     return [_name(family, [("M", m), ("N", n), ("K", k)]) for m, n, k in shapes]
 
 
-GEMM_SHAPES = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008)) for m in (1, 16, 64, 256, 4096)]
+GEMM_SHAPES = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008)) for m in (1, 16, 64, 128, 256, 4096)]
 # bench/quant_gemm.cu weight_only_grid_args: the weight-only families and the cuBLAS fp16 anchor
 WO_GRID = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (28672, 4096))
            for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 4096)]
