@@ -25,8 +25,10 @@
 //                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper); at
 //                    M <= 64 the mma.sync tiles split K over the SMs in a workspace
 //                    (quant_gemm_workspace_bytes).
-//   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's); skipped
-//   without
+//   BM_W8A8Hopper    w8a8_gemm_sm90 / fp8_gemm_sm90 (the Hopper kernel, its split-K by the SM count) at M <=
+//   64, BM_FP8Hopper     where w8a8_gemm / fp8_gemm take the mma.sync tiles: the crossover (CUDA build,
+//   sm_90a). BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's);
+//   skipped without
 //                    sm_90a.
 //   BM_FP8Blockwise  fp8_gemm_blockwise<half> (CUDA build): e4m3 with DeepSeek-V3 block-wise scales (1 x 128
 //                    activations, 128 x 128 weights), Hopper only; anchor BM_CublasLtFp8.
@@ -184,15 +186,19 @@ struct ScaledOperands {
   }
 };
 
-// BM_W8A8 and BM_FP8: `gemm_fn(args)` on In codes drawn by `gen`.
+// BM_W8A8 and BM_FP8: `gemm_fn(args)` on In codes drawn by `gen`; `hopper`: the workspace of the Hopper
+// kernel's split plan at any M (BM_W8A8Hopper / BM_FP8Hopper).
 template <class In, class Gen, class GemmFn>
-void run_scaled_8bit(benchmark::State& state, Gen gen, GemmFn gemm_fn) {
+void run_scaled_8bit(benchmark::State& state, Gen gen, GemmFn gemm_fn, bool hopper = false) {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
   const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
   ScaledOperands<In> x(s, copies, gen);
   // Split-K at decode-sized M (few output tiles) needs a workspace for its partials, as cuBLASLt gets one.
-  const std::size_t ws_bytes = gemm::quant_gemm_workspace_bytes(x.args);
+  const std::size_t ws_bytes =
+      hopper ? gemm::sm90_detail::sm90_split_plan_chosen<In>(s.m, s.n, s.k, 0, llmk::device_sm_count())
+                   .workspace_bytes()
+             : gemm::quant_gemm_workspace_bytes(x.args);
   llmk::DeviceBuffer<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 16));
   x.args.workspace = workspace.data();
   x.args.workspace_bytes = ws_bytes;
@@ -214,6 +220,27 @@ void BM_FP8(benchmark::State& state) {
 }
 
 #if defined(LLMK_CUDA)
+// w8a8_gemm / fp8_gemm's Hopper kernel at every M (they take it for M > 64 only): the crossover at M <= 64
+// against their mma.sync split-K tiles (BM_W8A8 / BM_FP8). Skipped without sm_90a.
+void BM_W8A8Hopper(benchmark::State& state) {
+  run_scaled_8bit<std::int8_t>(
+      state, random_int8,
+      [](const auto& p) {
+        return gemm::sm90_detail::with_chosen_tile<std::int8_t>(
+            p.m, p.n, [&]<class Cfg>(Cfg) { return gemm::w8a8_gemm_sm90<half, Cfg>(p, nullptr); });
+      },
+      true);
+}
+void BM_FP8Hopper(benchmark::State& state) {
+  run_scaled_8bit<llmk::float8_e4m3>(
+      state, normal_fp8,
+      [](const auto& p) {
+        return gemm::sm90_detail::with_chosen_tile<llmk::float8_e4m3>(
+            p.m, p.n, [&]<class Cfg>(Cfg) { return gemm::fp8_gemm_sm90<half, Cfg>(p, nullptr); });
+      },
+      true);
+}
+
 // The Hopper fp16 GEMM (llmk/gemm/hopper_gemm.cuh): fp16 A and W, fp32 accumulate, fp16 out (the bytes of
 // BM_CublasHgemm). Skipped with gemm_f16_sm90's message where the device or the build has no sm_90a code.
 void BM_Sm90Hgemm(benchmark::State& state) {
@@ -539,6 +566,12 @@ void weight_only_crossover_args(benchmark::internal::Benchmark* b) {
        {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008}, std::pair{28672, 4096}})
     for (int m : {1, 4, 16, 32, 64, 128, 256}) b->Args({m, n, k});
 }
+// The 8-bit GEMMs' Hopper kernel where the dispatch takes the mma.sync tiles (M <= 64; a subset of
+// shape_args, so that the cuBLASLt anchors cover every row).
+void hopper_small_m_args(benchmark::internal::Benchmark* b) {
+  for (const auto& [n, k] : {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008}})
+    for (int m : {1, 16, 64}) b->Args({m, n, k});
+}
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
 #else
 // The simulator: the decode tile (M = 1) and a full 16-row tile, one 128 x 128 weight.
@@ -567,6 +600,8 @@ LLMK_QUANT_BENCH(BM_FP8, shape_args);
 LLMK_QUANT_BENCH(BM_MixedInt8, shape_args);
 #if defined(LLMK_CUDA)
 LLMK_QUANT_BENCH(BM_Sm90Hgemm, shape_args);
+LLMK_QUANT_BENCH(BM_W8A8Hopper, hopper_small_m_args);
+LLMK_QUANT_BENCH(BM_FP8Hopper, hopper_small_m_args);
 LLMK_QUANT_BENCH(BM_FP8Blockwise, shape_args);
 #endif
 #if defined(LLMK_QUANT_GEMM_CUBLAS)

@@ -29,6 +29,8 @@ PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_MixedInt8$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (the layer LLM.int8() replaces)"),
     (r"^BM_W8A8$", "BM_CublasLtInt8", None, "cuBLASLt int8 GEMM (int32 out, no dequantization)"),
     (r"^BM_FP8$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM"),
+    (r"^BM_W8A8Hopper$", "BM_CublasLtInt8", None, "cuBLASLt int8 GEMM (llmk's Hopper kernel at M <= 64)"),
+    (r"^BM_FP8Hopper$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM (llmk's Hopper kernel at M <= 64)"),
     (r"^BM_FP8Blockwise$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM (per-tensor scales)"),
     (r"^BM_TileGemmF16$", "BM_CublasGemm<half>", None, "cuBLAS fp16 GEMM"),
     (r"^BM_Sm90Hgemm$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (fp16 out, as llmk's)"),

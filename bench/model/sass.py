@@ -278,9 +278,10 @@ def _sm90_quant(elem: str):
                 r"gemm::QuantEpilogue<half,")
     return f
 
-def _sm90_8bit_blocks(a) -> int:
-    """Blocks (units of tiles x splits: the Hopper GEMM is persistent, min(units, SMs) blocks) of BM_W8A8 / BM_FP8."""
-    if a["M"] > 64:
+def _sm90_8bit_blocks(a, hopper: bool = False) -> int:
+    """Blocks (units of tiles x splits: the Hopper GEMM is persistent, min(units, SMs) blocks) of BM_W8A8 / BM_FP8
+    (hopper: the Hopper kernel at any M, BM_W8A8Hopper / BM_FP8Hopper)."""
+    if hopper or a["M"] > 64:
         return math.ceil(a["N"] / _sm90_bn(a)) * math.ceil(a["M"] / 128) * sm90_splits(a["M"], a["N"], a["K"])
     t = _qgemm_tile(a["M"])
     return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0]) * qgemm_splits(a["M"], a["N"], a["K"])
@@ -306,6 +307,8 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
                 lambda a, t: _sm90_8bit_blocks(a)),
     "BM_FP8": (lambda a, t: _sm90_quant("float8_e4m3")(a) if a["M"] > 64 else _qgemm_kernel("fp8_kernel", a),
                lambda a, t: _sm90_8bit_blocks(a)),
+    "BM_W8A8Hopper": (lambda a, t: _sm90_quant("signed char")(a), lambda a, t: _sm90_8bit_blocks(a, True)),
+    "BM_FP8Hopper": (lambda a, t: _sm90_quant("float8_e4m3")(a), lambda a, t: _sm90_8bit_blocks(a, True)),
     "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue<half>",
                      lambda a, t: math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a))),
     "BM_FP8Blockwise": (lambda a, t: _SM90_GEMM.format("float8_e4m3") + r"gemm::Fp8BlockScaledEpilogue<half",

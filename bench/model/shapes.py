@@ -87,6 +87,8 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
         out += _mnk(fam, WO_GRID)
     for fam in ("BM_W4A16Hopper", "BM_W4A16MmaSync"):
         out += _mnk(fam, WO_CROSSOVER)
+    for fam in ("BM_W8A8Hopper", "BM_FP8Hopper"):
+        out += _mnk(fam, [s for s in GEMM_SHAPES if s[0] <= 64])
     for fam in ("BM_FP8", "BM_MixedInt8", "BM_Sm90Hgemm", "BM_FP8Blockwise"):
         out += _mnk(fam, GEMM_SHAPES)
     if anchors:

@@ -254,6 +254,8 @@ _F = [
     Family("BM_W8A8", MNK, w8a8, "mma_i8", "llmk", "bench/quant_gemm.cu"),
     # fp8 mma.sync on sm_90 is emulated by ptxas with HMMA (perf-audit.md headline 2): the fp16 mma.sync rate
     Family("BM_FP8", MNK, w8a8, "mma_f8_emulated", "llmk", "bench/quant_gemm.cu"),
+    Family("BM_W8A8Hopper", MNK, w8a8, "wgmma_i8", "llmk", "bench/quant_gemm.cu (w8a8_gemm_sm90 at M <= 64)"),
+    Family("BM_FP8Hopper", MNK, w8a8, "wgmma_f8", "llmk", "bench/quant_gemm.cu (fp8_gemm_sm90 at M <= 64)"),
     Family("BM_MixedInt8", MNK, mixed_int8, "mma_i8", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W4A16", MNK, w4a16, "mma_f16", "llmk", "bench/quant_gemm.cu"),
     Family("BM_W4A16PerChannel", MNK, w4a16_per_channel, "mma_f16", "llmk", "bench/quant_gemm.cu"),
