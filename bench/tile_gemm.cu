@@ -1,5 +1,7 @@
-// Throughput of the fp16 tensor-core tile GEMM (D = A * B^T, fp32 accumulate, fp32 out). On a GPU: device
-// time from CUDA events; in the simulator: the cost of simulating it (small shapes only).
+// Throughput of the 16-bit GEMMs (D = A * B^T, fp32 accumulate, fp32 out): BM_TileGemmF16, the mma.sync tile
+// GEMM (what sm_80 / sm_89 run; on Hopper it shows how far mma.sync is from wgmma), and BM_GemmF16, gemm_f16,
+// the launcher an engine calls (the wgmma kernel on Hopper, the tile GEMM elsewhere). On a GPU: device time
+// from CUDA events; in the simulator: the cost of simulating it (small shapes only).
 //
 // Anchors in the same binary (CUDA build, cuBLAS linked by bench/CMakeLists.txt): BM_CublasGemm<half> and
 // BM_CublasGemm<bfloat16>, cublasGemmEx on the same shapes and layout (fp16 or bf16 A and B, fp32 compute,
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "llmk/core/memory.cuh"
+#include "llmk/gemm/gemm_f16.cuh"
 #include "llmk/gemm/tile_gemm.cuh"
 #include "support/gpu_timer.hpp"
 #if defined(LLMK_CUDA) && defined(LLMK_BENCH_CUBLAS)
@@ -36,6 +39,23 @@ void BM_TileGemmF16(benchmark::State& state) {
   llmk::bench::time_iterations(state, [&] {
     return llmk::gemm::tile_gemm_f16(d_a.data(), k, d_b.data(), k, nullptr, n, d_d.data(), n, m, n, k, 1.0f,
                                      0.0f, nullptr);
+  });
+  llmk::bench::set_throughput(state, 2.0 * m * n * k, 2.0 * (1.0 * m * k + 1.0 * n * k) + 4.0 * m * n);
+}
+
+void BM_GemmF16(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0)), n = static_cast<int>(state.range(1)),
+            k = static_cast<int>(state.range(2));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<llmk::half> a(static_cast<std::size_t>(m) * k), b(static_cast<std::size_t>(n) * k);
+  for (auto& x : a) x = llmk::half(dist(rng));
+  for (auto& x : b) x = llmk::half(dist(rng));
+  llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
+  llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
+  llmk::bench::time_iterations(state, [&] {
+    return llmk::gemm::gemm_f16<llmk::half, float>(d_a.data(), k, d_b.data(), k, nullptr, n, d_d.data(), n, m,
+                                                   n, k, 1.0f, 0.0f, nullptr);
   });
   llmk::bench::set_throughput(state, 2.0 * m * n * k, 2.0 * (1.0 * m * k + 1.0 * n * k) + 4.0 * m * n);
 }
@@ -71,6 +91,11 @@ void gemm_shapes(benchmark::internal::Benchmark* b) {
   b->Args({4096, 4096, 4096})->Args({1024, 4096, 4096})->Args({16, 4096, 4096})->Args({4096, 11008, 4096});
 }
 BENCHMARK(BM_TileGemmF16)
+    ->Apply(gemm_shapes)
+    ->ArgNames({"M", "N", "K"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmF16)
     ->Apply(gemm_shapes)
     ->ArgNames({"M", "N", "K"})
     ->UseManualTime()

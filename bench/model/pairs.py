@@ -33,6 +33,7 @@ PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_FP8Hopper$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM (llmk's Hopper kernel at M <= 64)"),
     (r"^BM_FP8Blockwise$", "BM_CublasLtFp8", None, "cuBLASLt fp8 GEMM (per-tensor scales)"),
     (r"^BM_TileGemmF16$", "BM_CublasGemm<half>", None, "cuBLAS fp16 GEMM"),
+    (r"^BM_GemmF16$", "BM_CublasGemm<half>", None, "cuBLAS fp16 GEMM"),
     (r"^BM_Sm90Hgemm$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM (fp16 out, as llmk's)"),
     # llmk's hand-written device-wide kernels against the CUB form of the same operation (issue: keep a
     # hand-written kernel only where it is faster): ratio > 1 keeps the hand kernel.

@@ -227,6 +227,13 @@ def _t(targs, default="half"):
     return (targs[0] if targs else default).replace("llmk::", "")
 
 
+def _tile_gemm_tile(a, sms=132):  # tile_gemm's choice (detail::tile_gemm_takes_large; H100's SMs)
+    m, n = a["M"], a["N"]
+    if m > 64 and math.ceil(m / 128) * math.ceil(n / 128) >= sms:
+        return (128, 128, 32, 2, 2, 4)
+    return (64, 64, 64, 2, 2, 3)
+
+
 def _gemm_blocks(tile_of):
     def f(a, targs):
         t = tile_of(a["M"])
@@ -321,8 +328,10 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_W8A16": (_wo_kernel(8), _wo_any_blocks(8)),
     "BM_W4A16Hopper": (_wo_kernel(4, "hopper"), _wo_any_blocks(4, "hopper")),
     "BM_W4A16MmaSync": (_wo_kernel(4, "mma"), _wo_any_blocks(4, "mma")),
-    "BM_TileGemmF16": (lambda a, t: r"^gemm::tile_gemm_f16_kernel<",
-                       lambda a, t: math.ceil(a["N"] / 64) * math.ceil(a["M"] / 64)),
+    "BM_GemmF16": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue<float>",
+                   lambda a, t: math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a))),
+    "BM_TileGemmF16": (lambda a, t: rf"^gemm::tile_gemm_kernel<half,float,gemm::KMajorTile<{_csv(_tile_gemm_tile(a))}>",
+                       lambda a, t: math.ceil(a["N"] / _tile_gemm_tile(a)[1]) * math.ceil(a["M"] / _tile_gemm_tile(a)[0])),
     "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),
     "BM_HessianBF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<bfloat16>", None),
     "BM_HessianF32": (lambda a, t: r"^obs::detail::hessian_update_kernel<float>", None),

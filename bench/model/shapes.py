@@ -99,7 +99,7 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
 
 
 def tile_gemm_cases(anchors: bool) -> list[str]:
-    out = _mnk("BM_TileGemmF16", TILE_SHAPES)
+    out = _mnk("BM_TileGemmF16", TILE_SHAPES) + _mnk("BM_GemmF16", TILE_SHAPES)
     if anchors:
         for t in ("half", "bfloat16"):
             out += _mnk(f"BM_CublasGemm<{t}>", TILE_SHAPES)

@@ -268,6 +268,7 @@ _F = [
     Family("BM_CublasLtInt8", MNK, cublaslt_int8, "wgmma_i8", "anchor", "bench/quant_gemm.cu"),
     Family("BM_CublasLtFp8", MNK, cublaslt_fp8, "wgmma_f8", "anchor", "bench/quant_gemm.cu"),
     Family("BM_TileGemmF16", MNK, tile_gemm, "mma_f16", "llmk", "bench/tile_gemm.cu"),
+    Family("BM_GemmF16", MNK, tile_gemm, "wgmma_f16", "llmk", "bench/tile_gemm.cu"),
     Family("BM_CublasGemm", MNK, tile_gemm, "wgmma_f16", "anchor", "bench/tile_gemm.cu"),
     Family("BM_QuantizeDynamic", ("rows", "cols"), quantize, "none", "llmk", "bench/quantize.cu"),
     Family("BM_Quantize", ("rows", "cols"), quantize, "none", "llmk", "bench/quantize.cu"),

@@ -17,6 +17,7 @@
 
 #include "llmk/arch/arch.cuh"
 
+#include "llmk/gemm/gemm_f16.cuh"
 #include "llmk/gemm/tile_gemm.cuh"
 #include "llmk/gemm/w8a8.cuh"
 #include "llmk/gemm/weight_only.cuh"

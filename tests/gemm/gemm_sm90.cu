@@ -3,8 +3,9 @@
 // tiles per block (the persistent loop) and more k-tiles than ring slots; a narrow-tile / two-slot
 // configuration; block-wise fp8 scales; the TMA-store epilogue (16-byte output rows) and plain stores (other
 // rows); the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); the
-// refusal on a device without sm_90a; split-K over a workspace (the plan's counts, W8A8 bit for bit the
-// unsplit result, fp8 within bound and deterministic, .satfinite unsplit).
+// refusal on a device without sm_90a; gemm_f16's choice of kernel by architecture; split-K over a workspace
+// (the plan's counts, W8A8 bit for bit the unsplit result, fp8 within bound and deterministic, .satfinite
+// unsplit).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "llmk/core/memory.cuh"
+#include "llmk/gemm/gemm_f16.cuh"
 #include "llmk/gemm/hopper_gemm.cuh"
 #include "llmk/gemm/w8a8.cuh"
 #include "llmk/reference/gemm.hpp"
@@ -255,8 +257,9 @@ TEST_CASE("fp8_gemm_blockwise validates its scales") {
 
 // gemm_f16_sm90 with C and D of type Out (float, or T: one rounding of the fp32 result to 16 bits, whose
 // half-ulp is added to the tolerance; C is read as Out, so the reference reads the same rounded C).
-// Cfg = void: the launcher picks the tile.
-template <class T, class Cfg, class Out = float>
+// Cfg = void: the launcher picks the tile. kDispatch: through gemm_f16 (the device picks the kernel; Cfg
+// unused).
+template <class T, class Cfg, class Out = float, bool kDispatch = false>
 void check_f16(const Shape& s, float alpha, float beta, unsigned seed, std::int64_t ldd = 0) {
   CAPTURE(s.m);
   CAPTURE(s.n);
@@ -272,8 +275,14 @@ void check_f16(const Shape& s, float alpha, float beta, unsigned seed, std::int6
   for (auto& x : c) x = Out(dist(rng));
   llmk::DeviceBuffer<T> d_a(a), d_b(b);
   llmk::DeviceBuffer<Out> d_c(c), d_d(static_cast<std::size_t>(s.m) * ldd);
-  const llmk::Status st = gemm::gemm_f16_sm90<T, Cfg>(d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n,
-                                                      d_d.data(), ldd, s.m, s.n, s.k, alpha, beta, nullptr);
+  const llmk::Status st = [&] {
+    if constexpr (kDispatch)  // (if constexpr: the other instantiations compile no mma.sync kernel)
+      return gemm::gemm_f16<T, Out>(d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n, d_d.data(), ldd, s.m,
+                                    s.n, s.k, alpha, beta, nullptr);
+    else
+      return gemm::gemm_f16_sm90<T, Cfg>(d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n, d_d.data(), ldd,
+                                         s.m, s.n, s.k, alpha, beta, nullptr);
+  }();
   REQUIRE_MESSAGE(st.ok(), st.message());
   const std::vector<Out> got = d_d.to_host();
   const double out_ulp = std::is_same_v<Out, float> ? 0.0 : std::is_same_v<Out, bf16> ? 0x1p-8 : 0x1p-11;
@@ -326,6 +335,19 @@ TEST_CASE("sm90 fp16 / bf16 GEMM with 16-bit C and D: TMA-store and plain epilog
   check_f16<f16, void, f16>(sh[0], 1.0f, 0.5f, 915);
   check_f16<bf16, gemm::Sm90GemmConfig<bf16, 256>, bf16>(Shape{sh[1].m, 300, sh[1].k}, 0.75f, -1.0f, 916);
   check_f16<f16, void, f16>(Shape{70, 40, 64}, 1.0f, 0.0f, 917, 41);  // odd ldd: plain stores
+}
+
+TEST_CASE("gemm_f16 runs the wgmma kernel on sm_90 and the mma.sync tile GEMM before it, same answer") {
+  const Shape s{70, 72, 96};
+  check_f16<f16, void, f16, true>(s, 1.0f, 0.5f, 918);  // whatever this device is
+#if defined(LLMK_SIM)
+  for (const char* arch : {"800", "890", "900"}) {
+    CAPTURE(arch);
+    ScopedEnv sim("LLMK_SIM_ARCH", arch);
+    CHECK(gemm::gemm_f16_uses_sm90<f16>() == (std::string(arch) == "900"));
+    check_f16<f16, void, f16, true>(s, 1.0f, 0.5f, 919);
+  }
+#endif
 }
 
 TEST_CASE("sm90 tile width by shape (choose_tile_n): 128 x 256 for large outputs, 128 x 64 for few tiles") {

@@ -1,8 +1,10 @@
-// Tests of llmk::gemm::tile_gemm_f16 against the fp64 host reference, in the simulator (and on a GPU).
+// Tests of llmk::gemm::tile_gemm (the mma.sync 16-bit GEMM) and its fp16 -> fp32 form tile_gemm_f16 against
+// the fp64 host reference, in the simulator (and on a GPU).
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "llmk/core/memory.cuh"
@@ -12,18 +14,23 @@
 
 namespace {
 
+using llmk::bfloat16;
+using f16 = llmk::half;
+namespace gemm = llmk::gemm;
+
 struct Problem {
   int m, n, k;
   std::int64_t lda, ldb, ldd;
 };
 
-std::vector<llmk::half> random_halves(std::size_t count, std::mt19937& rng) {
+template <class T>
+std::vector<T> random_values(std::size_t count, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<llmk::half> v(count);
+  std::vector<T> v(count);
   for (auto& x : v) {
     float f = dist(rng);
     if (f == 0.0f) f = 0.5f;  // never zeros
-    x = llmk::half(f);
+    x = T(f);
   }
   return v;
 }
@@ -34,44 +41,49 @@ double tolerance(double abs_sum, int k) {
   return 2.0 * (k / 16 + 2) * std::ldexp(abs_sum, -24) + 1e-6;
 }
 
-template <class Cfg = llmk::gemm::TileGemmDefault>
+// tile_gemm<Tile, T, Out> (Tile = void: the launcher's choice) on one problem, D in place of C (they alias),
+// against the fp64 reference: fp32 out within `tolerance`, 16-bit out within it plus half an ulp of the
+// output. Padding columns of D past N must be untouched.
+template <class T, class Out, class Tile = void>
 void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng) {
   CAPTURE(pr.m);
   CAPTURE(pr.n);
   CAPTURE(pr.k);
   CAPTURE(beta);
-  std::vector<llmk::half> a = random_halves(static_cast<std::size_t>(pr.m) * pr.lda, rng);
-  std::vector<llmk::half> b = random_halves(static_cast<std::size_t>(pr.n) * pr.ldb, rng);
-  std::vector<float> c(static_cast<std::size_t>(pr.m) * pr.ldd);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (auto& x : c) x = dist(rng);
+  std::vector<T> a = random_values<T>(static_cast<std::size_t>(pr.m) * pr.lda, rng);
+  std::vector<T> b = random_values<T>(static_cast<std::size_t>(pr.n) * pr.ldb, rng);
+  std::vector<Out> c = random_values<Out>(static_cast<std::size_t>(pr.m) * pr.ldd, rng);
+  std::vector<float> c_f(c.size());
+  for (std::size_t i = 0; i < c.size(); ++i) c_f[i] = static_cast<float>(c[i]);
 
-  llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
-  llmk::DeviceBuffer<float> d_d(c.size());  // poisoned unless beta != 0
+  llmk::DeviceBuffer<T> d_a(a), d_b(b);
+  llmk::DeviceBuffer<Out> d_d(c.size());  // poisoned unless beta != 0
   if (beta != 0.0f) d_d.upload(c);
-  llmk::Status s = llmk::gemm::tile_gemm_f16<Cfg>(d_a.data(), pr.lda, d_b.data(), pr.ldb, d_d.data(), pr.ldd,
-                                                  d_d.data(), pr.ldd, pr.m, pr.n, pr.k, alpha, beta, nullptr);
+  llmk::Status s = gemm::tile_gemm<Tile>(d_a.data(), pr.lda, d_b.data(), pr.ldb, d_d.data(), pr.ldd,
+                                         d_d.data(), pr.ldd, pr.m, pr.n, pr.k, alpha, beta, nullptr);
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(llmk::device_synchronize().ok());
-  std::vector<float> got = d_d.to_host();
+  std::vector<Out> got = d_d.to_host();
 
-  std::vector<float> want(c);
-  llmk::reference::gemm_tn(a.data(), pr.lda, b.data(), pr.ldb, c.data(), pr.ldd, want.data(), pr.ldd, pr.m,
+  std::vector<float> want(c_f);
+  llmk::reference::gemm_tn(a.data(), pr.lda, b.data(), pr.ldb, c_f.data(), pr.ldd, want.data(), pr.ldd, pr.m,
                            pr.n, pr.k, alpha, beta);
   std::vector<double> scale(static_cast<std::size_t>(pr.m) * pr.n);
   llmk::reference::gemm_tn_abs(a.data(), pr.lda, b.data(), pr.ldb, scale.data(), pr.m, pr.n, pr.k);
+  const double out_ulp = std::is_same_v<Out, float> ? 0.0 : std::is_same_v<Out, bfloat16> ? 0x1p-8 : 0x1p-11;
 
   int bad = 0;
   for (int i = 0; i < pr.m; ++i)
     for (int j = 0; j < pr.n; ++j) {
       const std::size_t idx = static_cast<std::size_t>(i) * pr.ldd + j;
       const double tol = std::fabs(alpha) * tolerance(scale[static_cast<std::size_t>(i) * pr.n + j], pr.k) +
-                         std::fabs(beta) * std::ldexp(std::fabs(c[idx]), -23);
-      const double err = std::fabs(static_cast<double>(got[idx]) - want[idx]);
+                         std::fabs(beta) * std::ldexp(std::fabs(c_f[idx]), -23) +
+                         std::fabs(want[idx]) * out_ulp;
+      const double g = static_cast<float>(got[idx]);
+      const double err = std::fabs(g - want[idx]);
       if (!(err <= tol)) {  // NaN (poison) fails too
         if (bad++ < 5)
-          MESSAGE("D[" << i << "][" << j << "] = " << got[idx] << ", want " << want[idx] << " (tol " << tol
-                       << ")");
+          MESSAGE("D[" << i << "][" << j << "] = " << g << ", want " << want[idx] << " (tol " << tol << ")");
       }
     }
   CHECK(bad == 0);
@@ -80,9 +92,9 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
     for (std::int64_t j = pr.n; j < pr.ldd; ++j) {
       const std::size_t idx = static_cast<std::size_t>(i) * pr.ldd + j;
       if (beta != 0.0f)
-        CHECK(got[idx] == c[idx]);
+        CHECK(static_cast<float>(got[idx]) == c_f[idx]);
       else
-        CHECK(std::isnan(got[idx]));
+        CHECK(std::isnan(static_cast<float>(got[idx])));
     }
 }
 
@@ -94,24 +106,48 @@ TEST_CASE("tile_gemm_f16 matches the fp64 reference over odd shapes") {
       llmk::test::fast() ? std::vector<int>{16, 200} : std::vector<int>{16, 48, 128, 200};
   for (int m : sizes)
     for (int n : sizes)
-      for (int k : sizes) check_problem({m, n, k, k, k, n}, 1.0f, 0.0f, rng);
+      for (int k : sizes) check_problem<f16, float>({m, n, k, k, k, n}, 1.0f, 0.0f, rng);
 }
 
 TEST_CASE("tile_gemm_f16 handles M and N of 1, 7, 17, 63, 65 and padded leading dimensions") {
   std::mt19937 rng(7);
   for (int m : {1, 7, 65})
-    for (int n : {1, 17, 63}) check_problem({m, n, 24, 40, 32, n + 3}, 1.0f, 0.0f, rng);
+    for (int n : {1, 17, 63}) check_problem<f16, float>({m, n, 24, 40, 32, n + 3}, 1.0f, 0.0f, rng);
 }
 
 TEST_CASE("tile_gemm_f16 alpha and beta epilogue") {
   std::mt19937 rng(11);
-  check_problem({33, 70, 64, 64, 72, 75}, 0.5f, -1.25f, rng);
+  check_problem<f16, float>({33, 70, 64, 64, 72, 75}, 0.5f, -1.25f, rng);
 }
 
 TEST_CASE("tile_gemm_f16 with a three-stage pipeline and a 4 x 1 warp layout") {
   std::mt19937 rng(13);
-  using Cfg = llmk::gemm::TileGemmConfig<64, 32, 32, 4, 1, 3>;
-  check_problem<Cfg>({100, 50, 136, 136, 136, 50}, 1.0f, 0.0f, rng);
+  using Cfg = gemm::TileGemmConfig<64, 32, 32, 4, 1, 3>;
+  check_problem<f16, float, Cfg>({100, 50, 136, 136, 136, 50}, 1.0f, 0.0f, rng);
+}
+
+TEST_CASE("tile_gemm: the large tile (128 x 128, 64 x 64 warps, 4 stages) over M, N and K tails") {
+  std::mt19937 rng(17);
+  check_problem<f16, float, gemm::TileGemmLarge>({200, 136, 272, 280, 272, 140}, 1.0f, 0.0f, rng);
+  if (!llmk::test::fast())
+    check_problem<f16, float, gemm::TileGemmLarge>({129, 257, 40, 40, 48, 257}, 0.75f, 0.5f, rng);
+}
+
+TEST_CASE("tile_gemm: bf16 inputs and 16-bit outputs (fp32 epilogue, rounded once)") {
+  std::mt19937 rng(19);
+  check_problem<bfloat16, bfloat16, gemm::TileGemmSmall>({70, 72, 96, 104, 96, 80}, 1.0f, 0.0f, rng);
+  check_problem<bfloat16, bfloat16, gemm::TileGemmSmall>({65, 33, 48, 48, 48, 40}, -0.5f, 2.0f, rng);
+  check_problem<f16, f16, gemm::TileGemmSmall>({17, 130, 64, 64, 72, 136}, 1.5f, 0.25f, rng);
+}
+
+TEST_CASE("tile_gemm's tile by shape: the large tile only for M > 64 with a large tile per SM") {
+  using gemm::detail::tile_gemm_takes_large;
+  CHECK(tile_gemm_takes_large(4096, 4096, 132));       // 1024 large tiles
+  CHECK(tile_gemm_takes_large(1024, 4096, 132));       // 256
+  CHECK_FALSE(tile_gemm_takes_large(256, 4096, 132));  // 64 large tiles < 132 SMs: 256 small ones
+  CHECK(tile_gemm_takes_large(256, 4096, 64));
+  CHECK_FALSE(tile_gemm_takes_large(64, 1 << 20, 1));  // M <= 64: the small tile whatever N
+  CHECK(tile_gemm_takes_large(65, 128 * 108, 108));
 }
 
 TEST_CASE("tile_gemm_f16 rejects bad arguments with a message naming the argument") {

@@ -151,20 +151,8 @@ struct QuantEpilogue {
   }
 };
 
-/// alpha * acc + beta * C in fp32, rounded once to Out (C and D of type Out: float, llmk::half, bfloat16).
-template <class Out_ = float>
-struct LinearEpilogue {
-  using Out = Out_;
-  static constexpr bool kBlockScaled = false;
-  float alpha = 1.0f, beta = 0.0f;
-  const Out* c = nullptr;
-  std::int64_t ldc = 0;
-  LLMK_DEVICE Out value(int row, int col, float v) const {
-    float out = alpha * v;
-    if (beta != 0.0f) out += beta * static_cast<float>(c[static_cast<std::int64_t>(row) * ldc + col]);
-    return Out(out);
-  }
-};
+// LinearEpilogue (alpha * acc + beta * C, the 16-bit GEMMs) is tile_gemm.cuh's, shared with the mma.sync
+// kernel.
 
 /// acc + bias, where acc already holds sum_kb s_a[kb, i] s_w[j / 128, kb] partial_kb (block-wise fp8).
 template <class Out_>

@@ -1,5 +1,6 @@
 // llmk/gemm/kmajor_mainloop.cuh: the mainloop shared by the tensor-core GEMMs whose operands are both K-major
-// ("TN": A [M, K] and B [N, K] row-major): int8 (W8A8), fp8 and the 16-bit part of the mixed LLM.int8() GEMM.
+// ("TN": A [M, K] and B [N, K] row-major): int8 (W8A8), fp8, the fp16 / bf16 tile GEMM (tile_gemm.cuh) and
+// the 16-bit part of the mixed LLM.int8() GEMM.
 //
 // The loop works in BYTES along K. Every mma these kernels use consumes 32 bytes of K per operand row
 // (m16n8k16 on 2-byte types, m16n8k32 on 1-byte types), and ldmatrix moves 8 x 16-byte rows whatever the
@@ -9,7 +10,9 @@
 //
 // A block owns BM x BN of the output and streams BK-byte slices of A and B through a Stages-deep cp.async
 // ring (rows padded by 16 bytes so the 8 rows of one ldmatrix hit different bank groups); each warp owns a WM
-// x WN sub-tile of accumulators in the mma C layout (rows g, g + 8; columns 2t, 2t + 1).
+// x WN sub-tile of accumulators in the mma C layout (rows g, g + 8; columns 2t, 2t + 1). Accumulators of rows
+// past M or columns past N hold sums of real (clamped) rows, not zeros: callers store and reduce only the
+// in-range ones.
 #pragma once
 
 #include <cstdint>
@@ -48,25 +51,68 @@ struct KMajorTile {
 
 namespace detail {
 
-// Issues the copies of one operand's K slice: `kRows` rows of the slice starting at byte `k0` of global row
-// `row0`. Rows past `rows` and chunks past `k_bytes` are zero-filled (the source stays the valid `src`).
+// One thread's share of the copies of an operand's K slices: kRows rows of each slice from global row `row0`.
+// The slices run backwards from K's end: slice 0 starts at byte `k_first` = k_bytes - k_tiles * kSlice <= 0
+// and its chunks before byte 0 are zero-filled (the K tail, handled once, in the prologue); every later slice
+// lies wholly inside K and costs a cp.async and a 64-bit add per chunk, with no predicate. The source of each
+// chunk (its row and column) is computed once. Rows past `rows` load row `rows - 1` instead of zeros: their
+// products land only in outputs past M or N, which are never stored (nor summed by split-K).
 template <class Tile, int kElementBytes, int kRows>
-LLMK_DEVICE void kmajor_load_slice(const unsigned char* src, std::int64_t ld_bytes, int rows, int k_bytes,
-                                   int row0, int k0, unsigned char* slot) {
+struct KMajorSliceCopy {
   using B = typename Tile::template Bytes<kElementBytes>;
-  constexpr int kTotal = kRows * B::kChunks, kPer = (kTotal + Tile::kThreads - 1) / Tile::kThreads;
-  const int tid = static_cast<int>(threadIdx.x);
-#pragma unroll 4
-  for (int i = 0; i < kPer; ++i) {
-    const int c = tid + i * Tile::kThreads;
-    if (kTotal % Tile::kThreads != 0 && c >= kTotal) break;
-    const int row = c / B::kChunks, col = (c % B::kChunks) * 16;
-    const int g_row = row0 + row, g_k = k0 + col;
-    const bool valid = g_row < rows && g_k < k_bytes;
-    const unsigned char* from = valid ? src + static_cast<std::int64_t>(g_row) * ld_bytes + g_k : src;
-    arch::cp_async_cg16_zfill(slot + row * B::kPitch + col, from, valid ? 16 : 0);
+  static constexpr int kTotal = kRows * B::kChunks, kPer = (kTotal + Tile::kThreads - 1) / Tile::kThreads;
+  // Chunk i of a thread is chunk tid + i * kThreads; when kThreads is a multiple of the chunks per row, it is
+  // kRowStep rows below chunk i - 1 in the same column, so its shared offset is an immediate from chunk 0's.
+  static constexpr bool kRowAligned = Tile::kThreads % B::kChunks == 0;
+  static constexpr int kRowStep = Tile::kThreads / B::kChunks;
+
+  const unsigned char* src[kPer];  // chunk i's row and column, at K byte 0
+  int k_next;                      // the next slice's first K byte (k_first, then k_first + kSlice, ...)
+
+  LLMK_DEVICE KMajorSliceCopy(const unsigned char* base, std::int64_t ld_bytes, int rows, int row0,
+                              int k_first)
+      : k_next(k_first) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = min(static_cast<int>(threadIdx.x) + i * Tile::kThreads, kTotal - 1);
+      const int row = c / B::kChunks, col = (c % B::kChunks) * 16;
+      src[i] = base + static_cast<std::int64_t>(min(row0 + row, rows - 1)) * ld_bytes + col;
+    }
   }
-}
+
+  LLMK_DEVICE static bool has(int i) {
+    return kTotal % Tile::kThreads == 0 || static_cast<int>(threadIdx.x) + i * Tile::kThreads < kTotal;
+  }
+  LLMK_DEVICE static int chunk_col(int i) {
+    return ((static_cast<int>(threadIdx.x) + i * Tile::kThreads) % B::kChunks) * 16;
+  }
+  LLMK_DEVICE static int dst(int i) {
+    const int tid = static_cast<int>(threadIdx.x);
+    if constexpr (kRowAligned) {
+      return (tid / B::kChunks + i * kRowStep) * B::kPitch + (tid % B::kChunks) * 16;
+    } else {
+      const int c = tid + i * Tile::kThreads;
+      return (c / B::kChunks) * B::kPitch + (c % B::kChunks) * 16;
+    }
+  }
+
+  // Slice 0 into `slot`: chunks before K byte 0 zero-filled (their source stays the valid row start).
+  LLMK_DEVICE void first(unsigned char* slot) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const bool valid = k_next + chunk_col(i) >= 0;
+      if (has(i)) arch::cp_async_cg16_zfill(slot + dst(i), valid ? src[i] + k_next : src[i], valid ? 16 : 0);
+    }
+    k_next += B::kSlice;
+  }
+  // The next slice (slice 1 on: wholly inside K) into `slot`.
+  LLMK_DEVICE void next(unsigned char* slot) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      if (has(i)) arch::cp_async_cg16(slot + dst(i), src[i] + k_next);
+    k_next += B::kSlice;
+  }
+};
 
 }  // namespace detail
 
@@ -80,43 +126,54 @@ struct KMajorOperands {
 
 /// acc += A[block_m.., :] * B[block_n.., :]^T for this warp's sub-tile, through the ring in `smem` (Tile::
 /// Bytes<E>::kSmemBytes bytes). Mma is the atom (its fragments are 32 bytes of K); Acc its accumulator type.
-/// Ends with every copy landed and a barrier, so the caller may reuse `smem` afterwards.
+/// Ends with every copy landed and a barrier, so the caller may reuse `smem` afterwards. Accumulators of rows
+/// past op.m or columns past op.n are not zero (KMajorSliceCopy loads clamped rows there).
 template <class Tile, int kElementBytes, class Mma, class Acc>
 LLMK_DEVICE void kmajor_mainloop(const KMajorOperands& op, int block_m, int block_n, unsigned char* smem,
                                  Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
   using B = typename Tile::template Bytes<kElementBytes>;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
-  const auto* a = static_cast<const unsigned char*>(op.a);
-  const auto* b = static_cast<const unsigned char*>(op.b);
   const std::int64_t lda = op.lda * kElementBytes, ldb = op.ldb * kElementBytes;
   const int k_bytes = op.k * kElementBytes;
   const int k_tiles = ceil_div(k_bytes, B::kSlice);
   unsigned char* ring_a = smem;
   unsigned char* ring_b = smem + Tile::Stages * B::kStageBytesA;
-
-  auto load = [&](int kt, int slot) {
-    detail::kmajor_load_slice<Tile, kElementBytes, Tile::BM>(a, lda, op.m, k_bytes, block_m, kt * B::kSlice,
-                                                             ring_a + slot * B::kStageBytesA);
-    detail::kmajor_load_slice<Tile, kElementBytes, Tile::BN>(b, ldb, op.n, k_bytes, block_n, kt * B::kSlice,
-                                                             ring_b + slot * B::kStageBytesB);
-  };
+  // Slice kt covers K bytes [k_first + kt * kSlice, + kSlice): the partial one (if any) is slice 0.
+  const int k_first = k_bytes - k_tiles * B::kSlice;
+  detail::KMajorSliceCopy<Tile, kElementBytes, Tile::BM> copy_a(static_cast<const unsigned char*>(op.a), lda,
+                                                                op.m, block_m, k_first);
+  detail::KMajorSliceCopy<Tile, kElementBytes, Tile::BN> copy_b(static_cast<const unsigned char*>(op.b), ldb,
+                                                                op.n, block_n, k_first);
+  // Slices are issued in order, slice 0 in the prologue.
+  copy_a.first(ring_a);
+  copy_b.first(ring_b);
+  arch::cp_async_commit();
 #pragma unroll
-  for (int s = 0; s < Tile::Stages - 1; ++s) {
-    if (s < k_tiles) load(s, s);
+  for (int s = 1; s < Tile::Stages - 1; ++s) {
+    if (s < k_tiles) {
+      copy_a.next(ring_a + s * B::kStageBytesA);
+      copy_b.next(ring_b + s * B::kStageBytesB);
+    }
     arch::cp_async_commit();
   }
   for (int kt = 0; kt < k_tiles; ++kt) {
     // Slice kt has landed once at most Stages - 2 newer groups are pending; the barrier publishes every
-    // thread's copies and frees the slot refilled next (read in iteration kt - 1).
+    // thread's copies and frees the slot refilled next (read in iteration kt - 1). Unsigned slots: no sign
+    // fix-ups of kt % Stages.
     arch::cp_async_wait<Tile::Stages - 2>();
     __syncthreads();
     const int next = kt + Tile::Stages - 1;
-    if (next < k_tiles) load(next, next % Tile::Stages);
+    if (next < k_tiles) {
+      const unsigned refill = static_cast<unsigned>(next) % Tile::Stages;
+      copy_a.next(ring_a + refill * B::kStageBytesA);
+      copy_b.next(ring_b + refill * B::kStageBytesB);
+    }
     arch::cp_async_commit();
 
-    const unsigned char* sa = ring_a + (kt % Tile::Stages) * B::kStageBytesA;
-    const unsigned char* sb = ring_b + (kt % Tile::Stages) * B::kStageBytesB;
+    const unsigned slot = static_cast<unsigned>(kt) % Tile::Stages;
+    const unsigned char* sa = ring_a + slot * B::kStageBytesA;
+    const unsigned char* sb = ring_b + slot * B::kStageBytesB;
 #pragma unroll
     for (int kk = 0; kk < B::kSlice; kk += 32) {
       std::uint32_t af[Tile::kMmaM][4];
