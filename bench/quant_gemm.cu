@@ -25,11 +25,11 @@
 //                    and the build has sm_90a code (scripts/gpu_validate.sh builds for 90a on Hopper); at
 //                    M <= 64 the mma.sync tiles split K over the SMs in a workspace
 //                    (quant_gemm_workspace_bytes).
-//   BM_W8A8Hopper    w8a8_gemm_sm90 / fp8_gemm_sm90 (the Hopper kernel, its split-K by the SM count) at M <=
-//   64, BM_FP8Hopper     where w8a8_gemm / fp8_gemm take the mma.sync tiles: the crossover (CUDA build,
-//   sm_90a). BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's);
-//   skipped without
-//                    sm_90a.
+//   BM_W8A8Hopper,   w8a8_gemm_sm90 / fp8_gemm_sm90 (the Hopper kernel, its split-K by the SM count) at
+//   BM_FP8Hopper     M <= 64, where w8a8_gemm / fp8_gemm take the mma.sync tiles: the crossover (CUDA build,
+//                    sm_90a).
+//   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's), split-K
+//                    over a workspace at small M (gemm_f16_workspace_bytes); skipped without sm_90a.
 //   BM_FP8Blockwise  fp8_gemm_blockwise<half> (CUDA build): e4m3 with DeepSeek-V3 block-wise scales (1 x 128
 //                    activations, 128 x 128 weights), Hopper only; anchor BM_CublasLtFp8.
 //   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
@@ -80,6 +80,7 @@
 #include <utility>
 
 #include "llmk/core/memory.cuh"
+#include "llmk/gemm/gemm_f16.cuh"
 #include "llmk/gemm/w8a8.cuh"
 #include "llmk/gemm/weight_only.cuh"
 #include "support/bench_data.hpp"
@@ -241,8 +242,9 @@ void BM_FP8Hopper(benchmark::State& state) {
       true);
 }
 
-// The Hopper fp16 GEMM (llmk/gemm/hopper_gemm.cuh): fp16 A and W, fp32 accumulate, fp16 out (the bytes of
-// BM_CublasHgemm). Skipped with gemm_f16_sm90's message where the device or the build has no sm_90a code.
+// The Hopper fp16 GEMM (gemm_f16_sm90, llmk/gemm/gemm_f16.cuh): fp16 A and W, fp32 accumulate, fp16 out (the
+// bytes of BM_CublasHgemm), with a workspace so that small M splits K as cuBLAS's does. Skipped with
+// gemm_f16_sm90's message where the device or the build has no sm_90a code.
 void BM_Sm90Hgemm(benchmark::State& state) {
   const Shape s(state);
   const std::size_t copies = copies_for(2 * s.nk());
@@ -250,10 +252,16 @@ void BM_Sm90Hgemm(benchmark::State& state) {
   llmk::DeviceBuffer<half> d(s.mn());
   fill_random(a, 7, normal_half);
   fill_random(w, 8, normal_half);
+  gemm::GemmF16Args<half, half> g{a.data(), s.k, w.data(), s.k, nullptr, s.n, d.data(), s.n, s.m, s.n, s.k};
+  const std::size_t ws_bytes = gemm::gemm_f16_workspace_bytes(g);
+  llmk::DeviceBuffer<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 16));
+  g.workspace = workspace.data();
+  g.workspace_bytes = ws_bytes;
   const double bytes = 2.0 * static_cast<double>(s.mk()) + 2.0 * static_cast<double>(s.nk()) + 2.0 * s.mn();
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
-    return gemm::gemm_f16_sm90<half>(a.data(), s.k, w.data() + c * s.nk(), s.k, nullptr, s.n, d.data(), s.n,
-                                     s.m, s.n, s.k, 1.0f, 0.0f, nullptr);
+    gemm::GemmF16Args<half, half> gc = g;
+    gc.b = w.data() + c * s.nk();
+    return gemm::gemm_f16_sm90(gc, nullptr);
   });
 }
 

@@ -3,9 +3,9 @@
 // tiles per block (the persistent loop) and more k-tiles than ring slots; a narrow-tile / two-slot
 // configuration; block-wise fp8 scales; the TMA-store epilogue (16-byte output rows) and plain stores (other
 // rows); the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); the
-// refusal on a device without sm_90a; gemm_f16's choice of kernel by architecture; split-K over a workspace
-// (the plan's counts, W8A8 bit for bit the unsplit result, fp8 within bound and deterministic, .satfinite
-// unsplit).
+// refusal on a device without sm_90a; gemm_f16's choice of kernel by architecture; fp16 split-K; split-K over
+// a workspace (the plan's counts, W8A8 bit for bit the unsplit result, fp8 within bound and deterministic,
+// .satfinite unsplit).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -257,10 +257,13 @@ TEST_CASE("fp8_gemm_blockwise validates its scales") {
 
 // gemm_f16_sm90 with C and D of type Out (float, or T: one rounding of the fp32 result to 16 bits, whose
 // half-ulp is added to the tolerance; C is read as Out, so the reference reads the same rounded C).
-// Cfg = void: the launcher picks the tile. kDispatch: through gemm_f16 (the device picks the kernel; Cfg
-// unused).
-template <class T, class Cfg, class Out = float, bool kDispatch = false>
-void check_f16(const Shape& s, float alpha, float beta, unsigned seed, std::int64_t ldd = 0) {
+// Cfg = void: the launcher picks the tile. Call: gemm_f16_sm90 positional (kSm90), gemm_f16 (kDispatch: the
+// device picks the kernel; Cfg unused), or gemm_f16_sm90 over GemmF16Args with split_k and a dirty workspace
+// of gemm_f16_workspace_bytes (kSm90Split). Returns D.
+enum class F16Call { kSm90, kDispatch, kSm90Split };
+template <class T, class Cfg, class Out = float, F16Call kCall = F16Call::kSm90>
+std::vector<Out> check_f16(const Shape& s, float alpha, float beta, unsigned seed, std::int64_t ldd = 0,
+                           int split_k = 1) {
   CAPTURE(s.m);
   CAPTURE(s.n);
   CAPTURE(s.k);
@@ -275,16 +278,28 @@ void check_f16(const Shape& s, float alpha, float beta, unsigned seed, std::int6
   for (auto& x : c) x = Out(dist(rng));
   llmk::DeviceBuffer<T> d_a(a), d_b(b);
   llmk::DeviceBuffer<Out> d_c(c), d_d(static_cast<std::size_t>(s.m) * ldd);
+  // (if constexpr: each instantiation compiles only the kernels of its own call)
   const llmk::Status st = [&] {
-    if constexpr (kDispatch)  // (if constexpr: the other instantiations compile no mma.sync kernel)
+    if constexpr (kCall == F16Call::kDispatch) {
       return gemm::gemm_f16<T, Out>(d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n, d_d.data(), ldd, s.m,
                                     s.n, s.k, alpha, beta, nullptr);
-    else
+    } else if constexpr (kCall == F16Call::kSm90Split) {
+      gemm::GemmF16Args<T, Out> g{d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n, d_d.data(),
+                                  ldd,        s.m, s.n,        s.k, alpha,      beta};
+      g.split_k = split_k;
+      g.workspace_bytes = gemm::gemm_f16_workspace_bytes<Cfg>(g);
+      CHECK(g.workspace_bytes > 0);  // every shape this mode tests splits
+      std::mt19937 junk(seed);
+      auto ws = dirty_workspace(g.workspace_bytes, junk);
+      g.workspace = ws.data();
+      return gemm::gemm_f16_sm90<Cfg>(g, nullptr);
+    } else {
       return gemm::gemm_f16_sm90<T, Cfg>(d_a.data(), lda, d_b.data(), s.k, d_c.data(), s.n, d_d.data(), ldd,
                                          s.m, s.n, s.k, alpha, beta, nullptr);
+    }
   }();
   REQUIRE_MESSAGE(st.ok(), st.message());
-  const std::vector<Out> got = d_d.to_host();
+  std::vector<Out> got = d_d.to_host();
   const double out_ulp = std::is_same_v<Out, float> ? 0.0 : std::is_same_v<Out, bf16> ? 0x1p-8 : 0x1p-11;
   int bad = 0;
   for (int i = 0; i < s.m; ++i)
@@ -307,6 +322,7 @@ void check_f16(const Shape& s, float alpha, float beta, unsigned seed, std::int6
         MESSAGE("d[" << i << "][" << j << "] = " << g << ", want " << ref);
     }
   CHECK(bad == 0);
+  return got;
 }
 
 TEST_CASE("sm90 fp16 / bf16 GEMM: alpha * A B^T + beta * C; a 128 x 64 tile with two ring slots") {
@@ -339,13 +355,13 @@ TEST_CASE("sm90 fp16 / bf16 GEMM with 16-bit C and D: TMA-store and plain epilog
 
 TEST_CASE("gemm_f16 runs the wgmma kernel on sm_90 and the mma.sync tile GEMM before it, same answer") {
   const Shape s{70, 72, 96};
-  check_f16<f16, void, f16, true>(s, 1.0f, 0.5f, 918);  // whatever this device is
+  check_f16<f16, void, f16, F16Call::kDispatch>(s, 1.0f, 0.5f, 918);  // whatever this device is
 #if defined(LLMK_SIM)
   for (const char* arch : {"800", "890", "900"}) {
     CAPTURE(arch);
     ScopedEnv sim("LLMK_SIM_ARCH", arch);
     CHECK(gemm::gemm_f16_uses_sm90<f16>() == (std::string(arch) == "900"));
-    check_f16<f16, void, f16, true>(s, 1.0f, 0.5f, 919);
+    check_f16<f16, void, f16, F16Call::kDispatch>(s, 1.0f, 0.5f, 919);
   }
 #endif
 }
@@ -400,6 +416,33 @@ TEST_CASE("sm90 split-K plan on 132 SMs: the fewest rounds x k-tiles, partials a
   const auto plan = sm90_split_plan_chosen<std::int8_t>(256, 4096, 4096, 0, 132);
   CHECK(plan.partial_bytes == 2u * 256 * 4096 * 4);
   CHECK(plan.arrival_bytes == 512u);  // 64 words, rounded up to 256 bytes
+}
+
+TEST_CASE("sm90 fp16 / bf16 split-K: the plan at small M, results in bound and deterministic, its errors") {
+  using gemm::sm90_detail::sm90_split_plan_chosen;
+  // (M, N, K) on 132 SMs: 64-element k-tiles, so twice the 8-bit split counts' traffic limit.
+  CHECK(sm90_split_plan_chosen<f16>(16, 4096, 4096, 0, 132).splits == 2);  // 64 tiles of 128 x 64
+  CHECK(sm90_split_plan_chosen<f16>(1, 4096, 4096, 0, 132).splits == 2);
+  CHECK(sm90_split_plan_chosen<f16>(64, 11008, 4096, 0, 132).splits == 3);  // 86 tiles: 2 rounds x 22, not 64
+  CHECK(sm90_split_plan_chosen<f16>(4096, 4096, 4096, 0, 132).splits == 1);  // 512 tiles
+  if (!sm90_here()) return;
+  // 2 simulated SMs: 70 x 72 is one tile, K = 1024 is 16 k-tiles: split_k 0 -> 2 splits, 3 -> 3.
+  const Shape s{70, 72, 1024};
+  const auto two = check_f16<f16, void, f16, F16Call::kSm90Split>(s, 1.0f, 0.5f, 921, 0, 0);
+  CHECK(bits_of(two) == bits_of(check_f16<f16, void, f16, F16Call::kSm90Split>(s, 1.0f, 0.5f, 921, 0, 0)));
+  // bf16 with fp32 out on the 128 x 128 tile (an explicit Cfg: one split kernel, not one per tile width).
+  check_f16<bf16, gemm::Sm90GemmConfig<bf16>, float, F16Call::kSm90Split>(Shape{s.m, 200, 640}, 0.5f, -1.0f,
+                                                                          922, 203, 3);
+  // A given split count needs a workspace; split_k out of range is an error.
+  const std::vector<f16> ones(64 * 1024, f16(0.25f));
+  llmk::DeviceBuffer<f16> a(ones), b(ones), d(64 * 64);
+  gemm::GemmF16Args<f16, f16> g{a.data(), 1024, b.data(), 1024, nullptr, 64, d.data(), 64, 64, 64, 1024};
+  g.split_k = 2;
+  CHECK(gemm::gemm_f16_sm90(g, nullptr).message().find("'workspace'") != std::string::npos);
+  g.split_k = 17;
+  CHECK(gemm::gemm_f16(g, nullptr).message().find("'split_k'") != std::string::npos);
+  g.split_k = 0;  // no workspace: no split, no error
+  CHECK(gemm::gemm_f16(g, nullptr).ok());
 }
 
 TEST_CASE("sm90 split-K: W8A8 bit for bit the unsplit result (int32 exact, bf16 dequantized), fp8 in bound") {

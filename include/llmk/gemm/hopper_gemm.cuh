@@ -30,9 +30,9 @@
 // 128-column slices. The launchers that choose the tile themselves (w8a8_gemm, fp8_gemm, gemm_f16_sm90 with
 // Cfg = void) take 128 x 64, 128 x 128 or 128 x 256 tiles by the shape (sm90_detail::choose_tile_n).
 //
-// Launchers: w8a8_gemm_sm90, fp8_gemm_sm90, gemm_f16_sm90 (fp16/bf16), fp8_gemm_blockwise. w8a8_gemm and
-// fp8_gemm dispatch to them on sm_90 devices (or in the simulator with LLMK_SIM_ARCH=900, see
-// docs/hopper.md) when the build has sm_90a code.
+// Launchers: w8a8_gemm_sm90, fp8_gemm_sm90, fp8_gemm_blockwise; gemm_f16_sm90 (fp16 / bf16) is
+// gemm_f16.cuh's. w8a8_gemm and fp8_gemm dispatch to them on sm_90 devices (or in the simulator with
+// LLMK_SIM_ARCH=900, see docs/hopper.md) when the build has sm_90a code.
 #pragma once
 
 #include <algorithm>
@@ -119,8 +119,9 @@ struct Sm90GemmConfig {
   using Atom = typename Wgmma::template Atom<BN>;
   static constexpr int kBM = 128, kBN = BN, kStages = Stages;
   // Whether the launchers may split K (gemm_sm90_split_kernel): not int8 .satfinite (saturation is of the
-  // whole sum), not fp8 fast accumulation (ptxas serializes that split kernel's wgmmas, C7514) and not
-  // promoted fp8 at BN = 256 (its split kernel spills); those shapes run unsplit.
+  // whole sum), not fp8 fast accumulation (its split kernel serialized its wgmmas, C7514, before
+  // split_k_store_pair; untested since) and not promoted fp8 at BN = 256 (its split kernel spills); those
+  // shapes run unsplit. fp16 / bf16 split (gemm_f16_sm90 with a workspace).
   static constexpr bool kCanSplitK =
       !kSaturate && !(std::is_same_v<In, float8_e4m3> && (FastAccum || BN > 128));
   static constexpr int kBK = 128 / static_cast<int>(sizeof(In));  // elements in one 128-byte row
@@ -456,9 +457,10 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
 #pragma unroll
         for (int i = 0; i < Cfg::kBN / 2; i += 2) {
           const int row = r0 + 16 * w + g + 8 * ((i >> 1) & 1), col = n0 + 8 * (i >> 2) + 2 * t;
-          if (row < m && col < p.split.ldp)
-            store8(plane + static_cast<std::int64_t>(row) * p.split.ldp + col,
-                   Vector8<Acc>{{acc[i], acc[i + 1]}});
+          if (row < m && col < p.split.ldp) {
+            Acc* dst = plane + static_cast<std::int64_t>(row) * p.split.ldp + col;
+            detail::split_k_store_pair(dst, acc[i], acc[i + 1]);
+          }
         }
         const int ctid = static_cast<int>(threadIdx.x) - 128;  // 0..255 over both consumer warpgroups
         if (!detail::split_k_publish_among<256>(&p.split.arrivals[tile], p.split.tag,
@@ -617,8 +619,8 @@ inline Status make_scale_map(const float* scales, std::uint64_t count, std::uint
 
 // The split plan of an M x N x K call on Cfg's tiles (`sms` SMs, one block each): split_k_rounds_splits'
 // count for split_k = 0, at least 2 k-tiles a split, the partials' traffic (S x M x N x 4 bytes, written and
-// read back: mostly L2) at most half the weights' (N x K bytes, the rule of the mma.sync 8-bit GEMMs), at
-// most 16; split_k = s: at most s.
+// read back: mostly L2) at most half the weights' (N x K x element bytes, the rule of the mma.sync 8-bit
+// GEMMs), at most 16; split_k = s: at most s.
 template <class Cfg>
 detail::QGemmSplitPlan sm90_split_plan(int m, int n, int k, int split_k, int sms) {
   detail::QGemmSplitPlan plan;
@@ -627,7 +629,7 @@ detail::QGemmSplitPlan sm90_split_plan(int m, int n, int k, int split_k, int sms
   if (!Cfg::kCanSplitK) return plan;
   int want = split_k;
   if (want == 0) {
-    const long long by_traffic = k / (8LL * m);
+    const long long by_traffic = k * static_cast<long long>(sizeof(typename Cfg::Elem)) / (8LL * m);
     const int most = static_cast<int>(
         std::min<long long>(std::min(kSplitKMaxSplits, std::max(1, k_tiles / 2)), std::max(1LL, by_traffic)));
     want = detail::split_k_rounds_splits(tiles, k_tiles, most, sms);
@@ -781,39 +783,6 @@ Status fp8_gemm_blockwise(const Fp8BlockGemmArgs& p, cudaStream_t stream) {
       static_cast<std::uint64_t>(ceil_div(p.n, 128)) * static_cast<std::uint64_t>(prm.k_blocks), 4,
       &prm.w_scales));
   return sm90_detail::launch_gemm_sm90<Cfg>(p.a, p.lda, p.w, p.ldw, prm, stream);
-}
-
-/// D = alpha * A * B^T + beta * C on Hopper (HGMMA) with fp16 or bf16 A [M, K] and B [N, K] (K contiguous),
-/// fp32 accumulation, and C and D of type Out: float, or T itself (fp16 / bf16 out, as cuBLAS's HGEMM with
-/// fp32 compute: alpha * acc + beta * C in fp32, rounded once). Requirements: those of tile_gemm_f16
-/// (llmk/gemm/tile_gemm.cuh), plus c and d aligned to their element. Cfg = void (the default) picks the tile
-/// width by the shape (sm90_detail::choose_tile_n: 128 x 256 tiles for large outputs, 128 x 64 where wider
-/// tiles would leave SMs idle); an Sm90GemmConfig forces one.
-///
-///   llmk::Status s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d_f32, N, M, N, K, 1.0f, 0.0f,
-///                                              stream);                     // float* d_f32: fp32 out
-///   s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d_f16, N, M, N, K, 1.0f, 0.0f, stream);  // half*
-template <class T, class Cfg = void, class Out>
-Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
-                     const std::type_identity_t<Out>* c, std::int64_t ldc, Out* d, std::int64_t ldd, int m,
-                     int n, int k, float alpha, float beta, cudaStream_t stream) {
-  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
-                "gemm_f16_sm90: llmk::half or bfloat16");
-  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, T>,
-                "gemm_f16_sm90: C and D are float or the input type");
-  LLMK_RETURN_IF_ERROR(
-      detail::validate_f16_gemm(a, lda, b, ldb, c, ldc, static_cast<const Out*>(d), ldd, m, n, k, beta));
-  if (!sm90_detail::sm90_available<Sm90GemmConfig<T>>())
-    return Status::unsupported("gemm_f16_sm90 needs an sm_90 device and a build with sm_90a code");
-  using Epi = LinearEpilogue<Out>;
-  Sm90GemmParams<Epi> prm;
-  prm.m = m, prm.n = n, prm.k = k, prm.d = d, prm.ldd = ldd;
-  prm.epi = Epi{alpha, beta, c, ldc};
-  if constexpr (std::is_void_v<Cfg>)
-    return sm90_detail::with_chosen_tile<T>(
-        m, n, [&]<class C>(C) { return sm90_detail::launch_gemm_sm90<C>(a, lda, b, ldb, prm, stream); });
-  else
-    return sm90_detail::launch_gemm_sm90<Cfg>(a, lda, b, ldb, prm, stream);
 }
 
 }  // namespace llmk::gemm

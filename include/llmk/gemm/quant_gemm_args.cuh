@@ -179,10 +179,11 @@ Status validate_fp8_block_gemm(const Fp8BlockGemmArgs& p) {
 }
 
 // The split plan of a call with its workspace: split_k = 0 without a workspace does not split; a given split
-// count (split_k >= 2) needs one; `planner()` gives the plan otherwise. Errors name the argument.
-template <class In, class Planner>
-Status qgemm_resolve_split_by(const QuantGemmArgs<In>& p, bool can_split, Planner&& planner,
-                              QGemmSplitPlan& plan) {
+// count (split_k >= 2) needs one; `planner()` gives the plan otherwise. Errors name the argument and the
+// launcher's size query (`sizer`). Args: QuantGemmArgs, GemmF16Args (split_k, workspace, workspace_bytes).
+template <class Args, class Planner>
+Status qgemm_resolve_split_by(const Args& p, bool can_split, Planner&& planner, QGemmSplitPlan& plan,
+                              const char* sizer = "quant_gemm_workspace_bytes") {
   if (p.split_k < 0 || p.split_k > kSplitKMaxSplits)
     return Status::invalid_argument(
         "split_k",
@@ -194,14 +195,14 @@ Status qgemm_resolve_split_by(const QuantGemmArgs<In>& p, bool can_split, Planne
   const std::size_t need = plan.workspace_bytes();
   if (p.workspace == nullptr)
     return Status::invalid_argument(
-        "workspace", str_cat("must not be null: split_k = ", p.split_k, " needs ", need,
-                             " bytes (quant_gemm_workspace_bytes; split_k = 0 needs none without one)"));
+        "workspace", str_cat("must not be null: split_k = ", p.split_k, " needs ", need, " bytes (", sizer,
+                             "; split_k = 0 needs none without one)"));
   if (reinterpret_cast<std::uintptr_t>(p.workspace) % 16 != 0)
     return Status::invalid_argument("workspace", "must be 16-byte aligned");
   if (p.workspace_bytes < need)
     return Status::invalid_argument(
-        "workspace_bytes", str_cat("must be >= quant_gemm_workspace_bytes = ", need, " for this call (",
-                                   plan.splits, " splits), got ", p.workspace_bytes));
+        "workspace_bytes", str_cat("must be >= ", sizer, " = ", need, " for this call (", plan.splits,
+                                   " splits), got ", p.workspace_bytes));
   return {};
 }
 

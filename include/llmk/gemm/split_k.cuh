@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "llmk/arch/named_barrier.cuh"
 #include "llmk/config.cuh"
@@ -116,6 +117,20 @@ LLMK_DEVICE bool split_k_arrive(unsigned long long* word, unsigned long long tag
   const bool last = count == splits;
   if (last) atomicExch(word, 0ull);
   return last;
+}
+
+// Stores the partials pair (x, y) (8-byte aligned) as one 8-byte access. A float pair goes out as a float2:
+// store8's integer word made the compiler carry the fp16 Hopper GEMM's fp32 wgmma accumulators as integers
+// across its k-loop, and the conversions between wgmmas made ptxas serialize them (C7514).
+template <class Acc>
+LLMK_DEVICE void split_k_store_pair(Acc* destination, Acc x, Acc y) {
+#if LLMK_DEVICE_PASS
+  if constexpr (std::is_same_v<Acc, float>) {
+    *reinterpret_cast<float2*>(destination) = make_float2(x, y);
+    return;
+  }
+#endif
+  store8(destination, Vector8<Acc>{{x, y}});
 }
 
 // Writes a warp's accumulators in the mma C layout (acc[mi][ni]: rows row0 + 16 mi + g (+8), columns col0 +

@@ -11,6 +11,7 @@
 // K must be a multiple of 8 (16-byte rows), and the tail of the last K slice is zero-filled.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -66,6 +67,27 @@ struct TileGemmParams {
   int m, n, k;
   std::int64_t lda, ldb, ldd;
   LinearEpilogue<Out> epi;
+};
+
+/// The arguments of the 16-bit GEMMs in one struct (gemm_f16, gemm_f16_sm90), with the split-K workspace the
+/// Hopper kernel may use at small M (caller-owned, CUB style: gemm_f16_workspace_bytes(args) first). split_k:
+/// 0 splits K by the SM count where a workspace is given (and not at all without one), 1 never, s >= 2 into
+/// at most s splits (a workspace required). Leading dimensions are in elements.
+template <class T, class Out = float>
+struct GemmF16Args {
+  const T* a = nullptr;
+  std::int64_t lda = 0;
+  const T* b = nullptr;
+  std::int64_t ldb = 0;
+  const Out* c = nullptr;  // read only when beta != 0; may alias d
+  std::int64_t ldc = 0;
+  Out* d = nullptr;
+  std::int64_t ldd = 0;
+  int m = 0, n = 0, k = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  int split_k = 0;
+  void* workspace = nullptr;  // 16-byte aligned, gemm_f16_workspace_bytes(args) bytes; contents need no reset
+  std::size_t workspace_bytes = 0;
 };
 
 namespace detail {
