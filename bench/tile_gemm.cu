@@ -1,6 +1,7 @@
 // Throughput of the 16-bit GEMMs (D = A * B^T, fp32 accumulate, fp32 out): BM_TileGemmF16, the mma.sync tile
 // GEMM (what sm_80 / sm_89 run; on Hopper it shows how far mma.sync is from wgmma), and BM_GemmF16, gemm_f16,
-// the launcher an engine calls (the wgmma kernel on Hopper, the tile GEMM elsewhere). On a GPU: device time
+// the launcher an engine calls (the wgmma kernel on Hopper, the tile GEMM elsewhere); both with a split-K
+// workspace (GemmF16Args), as an engine would call them. On a GPU: device time
 // from CUDA events; in the simulator: the cost of simulating it (small shapes only).
 //
 // Anchors in the same binary (CUDA build, cuBLAS linked by bench/CMakeLists.txt): BM_CublasGemm<half> and
@@ -9,6 +10,7 @@
 // 2 M N K; bytes/s = A and B read once (2 bytes each) + D written (4 bytes).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -36,10 +38,13 @@ void BM_TileGemmF16(benchmark::State& state) {
   for (auto& x : b) x = llmk::half(dist(rng));
   llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
   llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
-  llmk::bench::time_iterations(state, [&] {
-    return llmk::gemm::tile_gemm_f16(d_a.data(), k, d_b.data(), k, nullptr, n, d_d.data(), n, m, n, k, 1.0f,
-                                     0.0f, nullptr);
-  });
+  // With a workspace, as an engine would call it (small M splits K).
+  llmk::gemm::GemmF16Args<llmk::half, float> g{d_a.data(), k, d_b.data(), k, nullptr, n,
+                                               d_d.data(), n, m,          n, k};
+  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::tile_gemm_workspace_bytes(g), 16));
+  g.workspace = ws.data();
+  g.workspace_bytes = ws.size();
+  llmk::bench::time_iterations(state, [&] { return llmk::gemm::tile_gemm(g, nullptr); });
   llmk::bench::set_throughput(state, 2.0 * m * n * k, 2.0 * (1.0 * m * k + 1.0 * n * k) + 4.0 * m * n);
 }
 
@@ -53,10 +58,12 @@ void BM_GemmF16(benchmark::State& state) {
   for (auto& x : b) x = llmk::half(dist(rng));
   llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
   llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
-  llmk::bench::time_iterations(state, [&] {
-    return llmk::gemm::gemm_f16<llmk::half, float>(d_a.data(), k, d_b.data(), k, nullptr, n, d_d.data(), n, m,
-                                                   n, k, 1.0f, 0.0f, nullptr);
-  });
+  llmk::gemm::GemmF16Args<llmk::half, float> g{d_a.data(), k, d_b.data(), k, nullptr, n,
+                                               d_d.data(), n, m,          n, k};
+  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::gemm_f16_workspace_bytes(g), 16));
+  g.workspace = ws.data();
+  g.workspace_bytes = ws.size();
+  llmk::bench::time_iterations(state, [&] { return llmk::gemm::gemm_f16(g, nullptr); });
   llmk::bench::set_throughput(state, 2.0 * m * n * k, 2.0 * (1.0 * m * k + 1.0 * n * k) + 4.0 * m * n);
 }
 

@@ -278,6 +278,47 @@ def sm90_splits(m: int, n: int, k: int, sms: int = 132) -> int:
     return math.ceil(k_tiles / per)
 
 
+def sm90_f16_splits(m: int, n: int, k: int, sms: int = 132) -> int:
+    """sm90_split_plan_chosen<half> with split_k = 0 and a workspace (BM_Sm90Hgemm, BM_GemmF16 on Hopper): 64
+    fp16 elements a k-tile, the partials at most half the weights' bytes (S <= 2K / 8M)."""
+    tiles = math.ceil(m / 128) * math.ceil(n / sm90_tile_n(m, n, sms))
+    k_tiles = math.ceil(k / 64)
+    most = min(16, max(1, k_tiles // 2), max(1, 2 * k // (8 * m)))
+    want = max(1, min(split_k_rounds_splits(tiles, k_tiles, most, sms), 16, k_tiles))
+    per = math.ceil(k_tiles / want)
+    return math.ceil(k_tiles / per)
+
+
+def _sm90_f16(out: str):
+    def f(a, t):
+        name = "gemm_sm90_split_kernel" if sm90_f16_splits(a["M"], a["N"], a["K"]) > 1 else "gemm_sm90_kernel"
+        return (rf"^gemm::{name}<gemm::Sm90GemmConfig<half,{_sm90_bn(a)},4,false,false>,"
+                rf"gemm::LinearEpilogue<{out}>")
+    return f
+
+
+def _sm90_f16_blocks(a, t) -> int:
+    units = math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a)) * sm90_f16_splits(a["M"], a["N"], a["K"])
+    return min(units, 132)
+
+
+def tile_gemm_splits(a, sms: int = 132) -> int:
+    """gemm/tile_gemm.cuh detail::tile_gemm_split_plan with split_k = 0 and a workspace (BM_TileGemmF16): one wave
+    of resident split blocks (3 small, 2 large an SM on an H100), >= 2 k-tiles a split, S <= 2K / 8M, <= 16."""
+    bm, bn, bk, wm, wn, stages = _tile_gemm_tile(a)
+    m, n, k = a["M"], a["N"], a["K"]
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    k_tiles = math.ceil(k / bk)
+    acc = 4 * (bm // wm // 16) * (bn // wn // 8)
+    regs = min(256, 2 * acc + 96)
+    smem = max(stages * (bm + bn) * (2 * bk + 16), bm * (bn * 4 + 16))
+    blocks = max(1, min(65536 // (wm * wn * 32 * regs), 233472 // (smem + 1024)))
+    want = min(blocks * sms // tiles, k_tiles // 2, 2 * k // (8 * m))
+    want = max(1, min(want, 16, k_tiles))
+    per = math.ceil(k_tiles / want)
+    return math.ceil(k_tiles / per)
+
+
 def _sm90_quant(elem: str):
     def f(a):
         name = "gemm_sm90_split_kernel" if sm90_splits(a["M"], a["N"], a["K"]) > 1 else "gemm_sm90_kernel"
@@ -316,8 +357,7 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
                lambda a, t: _sm90_8bit_blocks(a)),
     "BM_W8A8Hopper": (lambda a, t: _sm90_quant("signed char")(a), lambda a, t: _sm90_8bit_blocks(a, True)),
     "BM_FP8Hopper": (lambda a, t: _sm90_quant("float8_e4m3")(a), lambda a, t: _sm90_8bit_blocks(a, True)),
-    "BM_Sm90Hgemm": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue<half>",
-                     lambda a, t: math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a))),
+    "BM_Sm90Hgemm": (_sm90_f16("half"), _sm90_f16_blocks),
     "BM_FP8Blockwise": (lambda a, t: _SM90_GEMM.format("float8_e4m3") + r"gemm::Fp8BlockScaledEpilogue<half",
                         _gemm_blocks(lambda m: (128, 128))),
     "BM_MixedInt8": (lambda a, t: rf"^gemm::mixed_int8_kernel<half,gemm::KMajorTile<"
@@ -328,10 +368,12 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_W8A16": (_wo_kernel(8), _wo_any_blocks(8)),
     "BM_W4A16Hopper": (_wo_kernel(4, "hopper"), _wo_any_blocks(4, "hopper")),
     "BM_W4A16MmaSync": (_wo_kernel(4, "mma"), _wo_any_blocks(4, "mma")),
-    "BM_GemmF16": (lambda a, t: _SM90_GEMM_BN.format("half", _sm90_bn(a)) + r"gemm::LinearEpilogue<float>",
-                   lambda a, t: math.ceil(a["M"] / 128) * math.ceil(a["N"] / _sm90_bn(a))),
-    "BM_TileGemmF16": (lambda a, t: rf"^gemm::tile_gemm_kernel<half,float,gemm::KMajorTile<{_csv(_tile_gemm_tile(a))}>",
-                       lambda a, t: math.ceil(a["N"] / _tile_gemm_tile(a)[1]) * math.ceil(a["M"] / _tile_gemm_tile(a)[0])),
+    "BM_GemmF16": (_sm90_f16("float"), _sm90_f16_blocks),
+    "BM_TileGemmF16": (lambda a, t: (r"^gemm::tile_gemm_split_kernel<" if tile_gemm_splits(a) > 1
+                                     else r"^gemm::tile_gemm_kernel<")
+                       + rf"half,float,gemm::KMajorTile<{_csv(_tile_gemm_tile(a))}>",
+                       lambda a, t: math.ceil(a["N"] / _tile_gemm_tile(a)[1]) * math.ceil(a["M"] / _tile_gemm_tile(a)[0])
+                       * tile_gemm_splits(a)),
     "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),
     "BM_HessianBF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<bfloat16>", None),
     "BM_HessianF32": (lambda a, t: r"^obs::detail::hessian_update_kernel<float>", None),

@@ -44,8 +44,11 @@ double tolerance(double abs_sum, int k) {
 // tile_gemm<Tile, T, Out> (Tile = void: the launcher's choice) on one problem, D in place of C (they alias),
 // against the fp64 reference: fp32 out within `tolerance`, 16-bit out within it plus half an ulp of the
 // output. Padding columns of D past N must be untouched.
-template <class T, class Out, class Tile = void>
-void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng) {
+// kSplit: through the GemmF16Args launcher with split_k and a workspace of tile_gemm_workspace_bytes (random
+// bytes: it needs no reset; a template argument, so that only these cases compile split kernels). Returns D.
+template <class T, class Out, class Tile = void, bool kSplit = false>
+std::vector<Out> check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng,
+                               int split_k = 1) {
   CAPTURE(pr.m);
   CAPTURE(pr.n);
   CAPTURE(pr.k);
@@ -59,8 +62,23 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
   llmk::DeviceBuffer<T> d_a(a), d_b(b);
   llmk::DeviceBuffer<Out> d_d(c.size());  // poisoned unless beta != 0
   if (beta != 0.0f) d_d.upload(c);
-  llmk::Status s = gemm::tile_gemm<Tile>(d_a.data(), pr.lda, d_b.data(), pr.ldb, d_d.data(), pr.ldd,
-                                         d_d.data(), pr.ldd, pr.m, pr.n, pr.k, alpha, beta, nullptr);
+  llmk::Status s;
+  if constexpr (!kSplit) {
+    (void)split_k;
+    s = gemm::tile_gemm<Tile>(d_a.data(), pr.lda, d_b.data(), pr.ldb, d_d.data(), pr.ldd, d_d.data(), pr.ldd,
+                              pr.m, pr.n, pr.k, alpha, beta, nullptr);
+  } else {
+    gemm::GemmF16Args<T, Out> g{d_a.data(), pr.lda, d_b.data(), pr.ldb, d_d.data(), pr.ldd, d_d.data(),
+                                pr.ldd,     pr.m,   pr.n,       pr.k,   alpha,      beta};
+    g.split_k = split_k;
+    g.workspace_bytes = gemm::tile_gemm_workspace_bytes<Tile>(g);
+    CHECK(g.workspace_bytes > 0);  // every split case here splits
+    std::vector<unsigned char> junk(g.workspace_bytes + 16);
+    for (auto& x : junk) x = static_cast<unsigned char>(rng());
+    llmk::DeviceBuffer<unsigned char> ws(junk);
+    g.workspace = ws.data();
+    s = gemm::tile_gemm<Tile>(g, nullptr);
+  }
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(llmk::device_synchronize().ok());
   std::vector<Out> got = d_d.to_host();
@@ -96,6 +114,7 @@ void check_problem(const Problem& pr, float alpha, float beta, std::mt19937& rng
       else
         CHECK(std::isnan(static_cast<float>(got[idx])));
     }
+  return got;
 }
 
 }  // namespace
@@ -138,6 +157,35 @@ TEST_CASE("tile_gemm: bf16 inputs and 16-bit outputs (fp32 epilogue, rounded onc
   check_problem<bfloat16, bfloat16, gemm::TileGemmSmall>({70, 72, 96, 104, 96, 80}, 1.0f, 0.0f, rng);
   check_problem<bfloat16, bfloat16, gemm::TileGemmSmall>({65, 33, 48, 48, 48, 40}, -0.5f, 2.0f, rng);
   check_problem<f16, f16, gemm::TileGemmSmall>({17, 130, 64, 64, 72, 136}, 1.5f, 0.25f, rng);
+}
+
+TEST_CASE("tile_gemm split-K over a workspace: the plan, in bound, deterministic, the arguments' errors") {
+  using gemm::detail::tile_gemm_split_plan;
+  // On an H100's 132 SMs: M = 16, N = K = 4096 is 64 small tiles; 3 split blocks an SM -> 6 splits.
+  CHECK(tile_gemm_split_plan<gemm::TileGemmSmall, float>(16, 4096, 4096, 0, 132).splits == 6);
+  CHECK(tile_gemm_split_plan<gemm::TileGemmLarge, float>(1024, 4096, 4096, 0, 132).splits == 1);  // 256 tiles
+  CHECK(tile_gemm_split_plan<gemm::TileGemmSmall, float>(16, 4096, 4096, 5, 132).splits == 5);    // given
+  CHECK(tile_gemm_split_plan<gemm::TileGemmSmall, float>(64, 4096, 256, 0, 132).splits == 1);     // partials
+  // 3 small tiles, K = 1024 (16 slices): 8 splits by the SM count (2 slices each); ldd padded; twice on the
+  // same inputs: the same bits.
+  const Problem pr{17, 130, 1024, 1032, 1024, 133};
+  std::mt19937 rng(29), rng_again(29);
+  const auto first = check_problem<f16, float, void, true>(pr, 0.5f, -1.0f, rng, 0);
+  CHECK(first == check_problem<f16, float, void, true>(pr, 0.5f, -1.0f, rng_again, 0));
+  if (!llmk::test::fast())
+    check_problem<bfloat16, bfloat16, gemm::TileGemmSmall, true>({40, 70, 200, 200, 208, 72}, 1.0f, 0.5f, rng,
+                                                                 3);
+  // split_k = 2 without a workspace, split_k out of range.
+  const std::vector<f16> ones(64 * 1024, f16(0.25f));
+  llmk::DeviceBuffer<f16> a(ones), b(ones);
+  llmk::DeviceBuffer<float> d(64 * 64);
+  gemm::GemmF16Args<f16, float> g{a.data(), 1024, b.data(), 1024, nullptr, 64, d.data(), 64, 64, 64, 1024};
+  g.split_k = 2;
+  CHECK(gemm::tile_gemm(g, nullptr).message().find("'workspace'") != std::string::npos);
+  g.split_k = -1;
+  CHECK(gemm::tile_gemm(g, nullptr).message().find("'split_k'") != std::string::npos);
+  g.split_k = 0;  // no workspace: no split, no error
+  CHECK(gemm::tile_gemm(g, nullptr).ok());
 }
 
 TEST_CASE("tile_gemm's tile by shape: the large tile only for M > 64 with a large tile per SM") {

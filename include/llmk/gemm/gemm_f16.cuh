@@ -54,16 +54,6 @@ Status gemm_f16_sm90_run(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
     return run(Cfg{});
 }
 
-template <class T, class Out>
-Status validate_f16_gemm_args(const GemmF16Args<T, Out>& p) {
-  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
-                "16-bit GEMM: llmk::half or bfloat16");
-  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, T>,
-                "16-bit GEMM: C and D are float or the input type");
-  return detail::validate_f16_gemm(p.a, p.lda, p.b, p.ldb, p.c, p.ldc, static_cast<const Out*>(p.d), p.ldd,
-                                   p.m, p.n, p.k, p.beta);
-}
-
 }  // namespace sm90_detail
 
 /// D = alpha * A * B^T + beta * C on Hopper (HGMMA) with fp16 or bf16 A [M, K] and B [N, K] (K contiguous),
@@ -83,7 +73,7 @@ Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
                      const std::type_identity_t<Out>* c, std::int64_t ldc, Out* d, std::int64_t ldd, int m,
                      int n, int k, float alpha, float beta, cudaStream_t stream) {
   const GemmF16Args<T, Out> p{a, lda, b, ldb, c, ldc, d, ldd, m, n, k, alpha, beta, 1, nullptr, 0};
-  LLMK_RETURN_IF_ERROR(sm90_detail::validate_f16_gemm_args(p));
+  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm_args(p));
   return sm90_detail::gemm_f16_sm90_run<Cfg, false>(p, stream);
 }
 
@@ -95,14 +85,14 @@ Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
 ///   llmk::Status s = llmk::gemm::gemm_f16_sm90(g, stream);
 template <class Cfg = void, class T, class Out>
 Status gemm_f16_sm90(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(sm90_detail::validate_f16_gemm_args(p));
+  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm_args(p));
   return sm90_detail::gemm_f16_sm90_run<Cfg, true>(p, stream);
 }
 
 /// Bytes of workspace gemm_f16 (Cfg = void) or gemm_f16_sm90<Cfg> needs to split K with these arguments:
-/// reads M, N, K, split_k and the device (its SM count; only the Hopper kernel splits, so 0 on a device where
-/// gemm_f16 runs the mma.sync tile GEMM), not the pointers. 0 where the call does not split (outputs with
-/// enough tiles to keep the SMs busy, split_k = 1). The splits' fp32 partials are summed in split order:
+/// reads M, N, K, split_k and the device (which kernel gemm_f16 runs there: tile_gemm_workspace_bytes off
+/// Hopper; its SM count), not the pointers. 0 where the call does not split (outputs with enough tiles to
+/// keep the SMs busy, split_k = 1). The splits' fp32 partials are summed in split order:
 /// deterministic for a given split count.
 ///
 ///   llmk::gemm::GemmF16Args<llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};   // as for the call
@@ -111,17 +101,19 @@ template <class Cfg = void, class T, class Out>
 std::size_t gemm_f16_workspace_bytes(const GemmF16Args<T, Out>& p) {
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.split_k < 0 || p.split_k > kSplitKMaxSplits || p.split_k == 1)
     return 0;
-  if (!gemm_f16_uses_sm90<T>()) return 0;
-  if constexpr (std::is_void_v<Cfg>)
+  if constexpr (std::is_void_v<Cfg>) {
+    if (!gemm_f16_uses_sm90<T>()) return tile_gemm_workspace_bytes(p);
     return sm90_detail::sm90_split_plan_chosen<T>(p.m, p.n, p.k, p.split_k, device_sm_count())
         .workspace_bytes();
-  else
+  } else {
     return sm90_detail::sm90_split_plan<Cfg>(p.m, p.n, p.k, p.split_k, device_sm_count()).workspace_bytes();
+  }
 }
 
 /// D = alpha * A * B^T + beta * C with fp16 or bf16 A [M, K] and B [N, K] (row-major, K contiguous), fp32
 /// accumulation, C and D of type Out (float, or T itself), on the device's best kernel: wgmma on sm_90 (with
-/// sm_90a code in the build; split-K over p.workspace at small M), mma.sync elsewhere. Requirements: those of
+/// sm_90a code in the build), mma.sync elsewhere; either splits K over p.workspace where the output has too
+/// few tiles for the SMs. Requirements: those of
 /// tile_gemm (llmk/gemm/tile_gemm.cuh), checked before either kernel is chosen, so an argument error names
 /// the same rule everywhere.
 ///
@@ -131,17 +123,12 @@ std::size_t gemm_f16_workspace_bytes(const GemmF16Args<T, Out>& p) {
 ///   llmk::Status s = llmk::gemm::gemm_f16(g, stream);
 template <class T, class Out>
 Status gemm_f16(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(sm90_detail::validate_f16_gemm_args(p));
-  if (p.split_k < 0 || p.split_k > kSplitKMaxSplits)
-    return Status::invalid_argument(
-        "split_k",
-        str_cat("must be in [0, ", kSplitKMaxSplits, "] (0: by the SM count, 1: no split), got ", p.split_k));
+  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm_args(p));
   if (gemm_f16_uses_sm90<T>()) return sm90_detail::gemm_f16_sm90_run<void, true>(p, stream);
-  return tile_gemm<void, T, Out>(p.a, p.lda, p.b, p.ldb, p.c, p.ldc, p.d, p.ldd, p.m, p.n, p.k, p.alpha,
-                                 p.beta, stream);
+  return tile_gemm(p, stream);
 }
 
-/// gemm_f16 with positional arguments (no workspace, so the Hopper kernel does not split K).
+/// gemm_f16 with positional arguments (no workspace, so neither kernel splits K).
 ///
 ///   llmk::Status s = llmk::gemm::gemm_f16(d_a.data(), K, d_b.data(), K, nullptr, N, d_d.data(), N, M, N, K,
 ///                                         1.0f, 0.0f, stream);
@@ -150,7 +137,7 @@ Status gemm_f16(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
                 const std::type_identity_t<Out>* c, std::int64_t ldc, Out* d, std::int64_t ldd, int m, int n,
                 int k, float alpha, float beta, cudaStream_t stream) {
   const GemmF16Args<T, Out> p{a, lda, b, ldb, c, ldc, d, ldd, m, n, k, alpha, beta, 1, nullptr, 0};
-  LLMK_RETURN_IF_ERROR(sm90_detail::validate_f16_gemm_args(p));
+  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm_args(p));
   if (gemm_f16_uses_sm90<T>()) return sm90_detail::gemm_f16_sm90_run<void, false>(p, stream);
   return tile_gemm<void, T, Out>(a, lda, b, ldb, c, ldc, d, ldd, m, n, k, alpha, beta, stream);
 }

@@ -623,10 +623,9 @@ inline Status make_scale_map(const float* scales, std::uint64_t count, std::uint
 // GEMMs), at most 16; split_k = s: at most s.
 template <class Cfg>
 detail::QGemmSplitPlan sm90_split_plan(int m, int n, int k, int split_k, int sms) {
-  detail::QGemmSplitPlan plan;
   const long long tiles = static_cast<long long>(ceil_div(m, Cfg::kBM)) * ceil_div(n, Cfg::kBN);
   const int k_tiles = ceil_div(k, Cfg::kBK);
-  if (!Cfg::kCanSplitK) return plan;
+  if (!Cfg::kCanSplitK) return {};
   int want = split_k;
   if (want == 0) {
     const long long by_traffic = k * static_cast<long long>(sizeof(typename Cfg::Elem)) / (8LL * m);
@@ -634,14 +633,7 @@ detail::QGemmSplitPlan sm90_split_plan(int m, int n, int k, int split_k, int sms
         std::min<long long>(std::min(kSplitKMaxSplits, std::max(1, k_tiles / 2)), std::max(1LL, by_traffic)));
     want = detail::split_k_rounds_splits(tiles, k_tiles, most, sms);
   }
-  want = std::max(1, std::min(std::min(want, kSplitKMaxSplits), k_tiles));
-  plan.k_tiles_per_split = ceil_div(k_tiles, want);
-  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
-  if (plan.splits > 1) {
-    plan.arrival_bytes = detail::round_up_256(static_cast<std::size_t>(tiles) * sizeof(unsigned long long));
-    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * m * detail::split_k_pitch(n) * 4;
-  }
-  return plan;
+  return detail::split_k_plan_of(want, tiles, k_tiles, m, n);
 }
 
 // sm90_split_plan on the tile with_chosen_tile picks for the shape (what w8a8_gemm / fp8_gemm run at M > 64).

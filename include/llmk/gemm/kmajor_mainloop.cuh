@@ -21,7 +21,9 @@
 #include "llmk/arch/ldmatrix.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/math.cuh"
+#include "llmk/core/smem.cuh"
 #include "llmk/core/vector.cuh"
+#include "llmk/gemm/split_k.cuh"
 
 namespace llmk::gemm {
 
@@ -200,6 +202,56 @@ LLMK_DEVICE void kmajor_mainloop(const KMajorOperands& op, int block_m, int bloc
   arch::cp_async_wait_all();
   __syncthreads();
 }
+
+namespace detail {
+
+// Split-K's view of a K-major GEMM: split blockIdx.z's k-tiles as a GEMM over a window of K (A and B advanced
+// to its start, K its length; the last window ends at K), so the mainloop is the unsplit one, unchanged.
+// k_tiles_per_split counts Tile::BK-element slices; T is the operand's element type.
+template <class Tile, class T>
+LLMK_DEVICE KMajorOperands kmajor_split_window(KMajorOperands op, int k_tiles_per_split) {
+  const int k0 = static_cast<int>(blockIdx.z) * k_tiles_per_split * Tile::BK;
+  op.a = static_cast<const T*>(op.a) + k0;
+  op.b = static_cast<const T*>(op.b) + k0;
+  op.k = min(op.k - k0, k_tiles_per_split * Tile::BK);
+  return op;
+}
+
+// The end of a split-K block of a K-major tile: publish this split's accumulators, and in the block that
+// arrives last, sum every split in order and store value(row, col, sum) as Out (4-column quads: one 8- or
+// 16-byte store each where d and ldd allow it).
+template <class Tile, class Out, class Acc, class Value>
+LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split,
+                                       const Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4], Out* d,
+                                       std::int64_t ldd, int block_m, int block_n, int m, int n,
+                                       Value&& value) {
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
+  split_k_store_partial(split.partials + static_cast<std::int64_t>(blockIdx.z) * m * split.ldp, split.ldp, m,
+                        block_m + warp_m * Tile::WM, block_n + warp_n * Tile::WN, acc);
+  // The flag lives in the ring's first bytes: kmajor_mainloop ended with a barrier after its last read.
+  int* flag = reinterpret_cast<int*>(dynamic_smem());
+  if (!split_k_publish(&split.arrivals[blockIdx.y * gridDim.x + blockIdx.x], split.tag, flag)) return;
+  const bool vector_ok = ldd % 4 == 0 && reinterpret_cast<std::uintptr_t>(d) % (4 * sizeof(Out)) == 0;
+  split_k_reduce<Tile::kThreads, Tile::BM, Tile::BN>(
+      split.partials, split.ldp, m, n, block_m, block_n, static_cast<int>(gridDim.z),
+      [&](int row, int col, const Acc(&sum)[4], int cols) {
+        Out out[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = e < cols ? value(row, col + e, sum[e]) : Out{};
+        Out* dst = d + static_cast<std::int64_t>(row) * ldd + col;
+        if (cols == 4 && vector_ok) {
+          if constexpr (sizeof(Out) == 4)
+            store16(dst, Vector16<Out>{{out[0], out[1], out[2], out[3]}});
+          else
+            store8(dst, Vector8<Out>{{out[0], out[1], out[2], out[3]}});
+        } else {
+          for (int e = 0; e < cols; ++e) dst[e] = out[e];
+        }
+      });
+}
+
+}  // namespace detail
 
 /// Shared memory the staged epilogue needs for an Out tile (rows padded by 16 bytes).
 template <class Tile, class Out>

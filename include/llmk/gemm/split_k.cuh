@@ -83,6 +83,23 @@ inline std::size_t round_up_256(std::size_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
+// The plan of `want` splits (the caller's heuristic or split_k) over `tiles` output tiles of `k_tiles`
+// k-tiles each: clamped to [1, min(kSplitKMaxSplits, k_tiles)], every split non-empty, and its workspace (one
+// arrival word a tile, 4-byte partials [splits, M, split_k_pitch(N)]). The common tail of the split planners.
+inline QGemmSplitPlan split_k_plan_of(long long want, long long tiles, int k_tiles, int m, int n) {
+  QGemmSplitPlan plan;
+  want = want < 1 ? 1 : want;
+  want = want > kSplitKMaxSplits ? kSplitKMaxSplits : want;
+  want = want > k_tiles ? k_tiles : want;
+  plan.k_tiles_per_split = ceil_div(k_tiles, static_cast<int>(want));
+  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
+  if (plan.splits > 1) {
+    plan.arrival_bytes = round_up_256(static_cast<std::size_t>(tiles) * sizeof(unsigned long long));
+    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * m * split_k_pitch(n) * 4;
+  }
+  return plan;
+}
+
 // A 48-bit tag per call, never 0 (the value a finished tile's arrival word is reset to): a counter scrambled
 // by splitmix64's finalizer, so that tags look random and a stale word (a size, an offset, a small count left
 // by other work) matches one only by chance, not because tags are small numbers.

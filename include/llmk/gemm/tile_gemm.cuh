@@ -24,6 +24,8 @@
 #include "llmk/core/status.cuh"
 #include "llmk/core/tensor_view.cuh"
 #include "llmk/gemm/kmajor_mainloop.cuh"
+#include "llmk/gemm/quant_gemm_args.cuh"
+#include "llmk/gemm/split_k.cuh"
 
 namespace llmk::gemm {
 
@@ -107,24 +109,52 @@ constexpr int tile_gemm_smem_bytes() {
 
 }  // namespace detail
 
-/// The kernel: one block per BM x BN tile of D (blockIdx.x over N tiles, blockIdx.y over M tiles).
-template <class T, class Out, class Tile>
-__global__ void __launch_bounds__(Tile::kThreads) tile_gemm_kernel(TileGemmParams<T, Out> p) {
-  const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
-            block_n = static_cast<int>(blockIdx.x) * Tile::BN;
-  float acc[Tile::kMmaM][Tile::kMmaN][4];
+namespace detail {
+
+// The block's accumulators of a tile GEMM: all of K, or under kSplitK the k-tiles of split blockIdx.z.
+template <class T, class Out, class Tile, bool kSplitK>
+LLMK_DEVICE void tile_gemm_accumulate(const TileGemmParams<T, Out>& p, int k_tiles_per_split, int block_m,
+                                      int block_n, float (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
 #pragma unroll
   for (int mi = 0; mi < Tile::kMmaM; ++mi)
 #pragma unroll
     for (int ni = 0; ni < Tile::kMmaN; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
-  kmajor_mainloop<Tile, 2, detail::Mma16<T>>(KMajorOperands{p.a, p.b, p.lda, p.ldb, p.m, p.n, p.k}, block_m,
-                                             block_n, dynamic_smem(), acc);
+  KMajorOperands op{p.a, p.b, p.lda, p.ldb, p.m, p.n, p.k};
+  if constexpr (kSplitK) op = kmajor_split_window<Tile, T>(op, k_tiles_per_split);
+  kmajor_mainloop<Tile, 2, Mma16<T>>(op, block_m, block_n, dynamic_smem(), acc);
+}
+
+}  // namespace detail
+
+/// The kernel: one block per BM x BN tile of D (blockIdx.x over N tiles, blockIdx.y over M tiles).
+template <class T, class Out, class Tile>
+__global__ void __launch_bounds__(Tile::kThreads) tile_gemm_kernel(TileGemmParams<T, Out> p) {
+  const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
+            block_n = static_cast<int>(blockIdx.x) * Tile::BN;
+  float acc[Tile::kMmaM][Tile::kMmaN][4];
+  detail::tile_gemm_accumulate<T, Out, Tile, false>(p, 0, block_m, block_n, acc);
   // The whole tile's C is read into shared memory before any of D is written: D may alias C.
   store_tile_staged<Tile>(
       dynamic_smem(), p.d, p.ldd, block_m, block_n, p.m, p.n,
       [&](int row, int col, int mi, int ni, int e) -> Out { return p.epi.value(row, col, acc[mi][ni][e]); });
+}
+
+/// The split-K kernel (a separate instantiation, so the unsplit kernel's code stays as it is): split
+/// blockIdx.z of the tile writes its fp32 partials to the workspace, and the tile's last split to arrive sums
+/// every split in order and stores the epilogue of the sum (C read and D written element by element, so D may
+/// alias C).
+template <class T, class Out, class Tile>
+__global__ void __launch_bounds__(Tile::kThreads)
+    tile_gemm_split_kernel(TileGemmParams<T, Out> p, detail::SplitKArgs<float> split) {
+  const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
+            block_n = static_cast<int>(blockIdx.x) * Tile::BN;
+  float acc[Tile::kMmaM][Tile::kMmaN][4];
+  detail::tile_gemm_accumulate<T, Out, Tile, true>(p, split.k_tiles_per_split, block_m, block_n, acc);
+  detail::kmajor_split_k_finish<Tile>(
+      split, acc, p.d, p.ldd, block_m, block_n, p.m, p.n,
+      [&](int row, int col, float sum) { return p.epi.value(row, col, sum); });
 }
 
 namespace detail {
@@ -169,15 +199,60 @@ inline bool tile_gemm_takes_large(int m, int n, int sms) {
          ceil_div<long long>(m, TileGemmLarge::BM) * ceil_div<long long>(n, TileGemmLarge::BN) >= sms;
 }
 
-template <class Tile, class T, class Out>
-Status launch_tile_gemm(const TileGemmParams<T, Out>& p, cudaStream_t stream) {
-  const long long m_tiles = ceil_div<long long>(p.m, Tile::BM), n_tiles = ceil_div<long long>(p.n, Tile::BN);
-  if (m_tiles > 65535)
+template <class Tile>
+Status check_tile_gemm_grid(int m) {
+  if (ceil_div<long long>(m, Tile::BM) > 65535)
     return Status::invalid_argument(
         "m", str_cat("must be <= ", 65535LL * Tile::BM, " for this tile (BM=", Tile::BM, ")"));
-  return launch(tile_gemm_kernel<T, Out, Tile>,
-                dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(m_tiles)), dim3(Tile::kThreads),
-                tile_gemm_smem_bytes<Tile, Out>(), stream, p);
+  return {};
+}
+
+// The split plan of an M x N x K call on Tile (`sms` SMs): split_k = 0 fills one wave of resident blocks (by
+// shared memory and by the split kernel's registers, estimated from the accumulators: ptxas gives the small
+// tile's 155, the large tile's 220, so 3 and 2 blocks an SM), at least 2 k-tiles a split, the partials'
+// traffic (S x M x N x 4 bytes) at most half the weights' (N x K x 2 bytes); split_k = s: at most s.
+template <class Tile, class Out>
+QGemmSplitPlan tile_gemm_split_plan(int m, int n, int k, int split_k, int sms) {
+  const long long tiles = ceil_div<long long>(m, Tile::BM) * ceil_div<long long>(n, Tile::BN);
+  const int k_tiles = ceil_div(k, Tile::BK);
+  long long want = split_k;
+  if (want == 0) {
+    constexpr int kAcc = 4 * Tile::kMmaM * Tile::kMmaN, kRegs = 2 * kAcc + 96;
+    const int by_registers = 65536 / (Tile::kThreads * (kRegs < 255 ? kRegs : 256));
+    const int by_smem = device_smem_per_sm() / (tile_gemm_smem_bytes<Tile, Out>() + 1024);
+    const long long blocks = max(1, min(by_registers, by_smem));
+    want = blocks * sms / tiles;
+    want = min<long long>(want, k_tiles / 2);
+    want = min<long long>(want, 2LL * k / (8LL * m));
+  }
+  return split_k_plan_of(want, tiles, k_tiles, m, n);
+}
+
+template <class Tile, class T, class Out>
+Status launch_tile_gemm(const TileGemmParams<T, Out>& p, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(check_tile_gemm_grid<Tile>(p.m));
+  return launch(
+      tile_gemm_kernel<T, Out, Tile>,
+      dim3(static_cast<unsigned>(ceil_div(p.n, Tile::BN)), static_cast<unsigned>(ceil_div(p.m, Tile::BM))),
+      dim3(Tile::kThreads), tile_gemm_smem_bytes<Tile, Out>(), stream, p);
+}
+
+// tile_gemm over GemmF16Args on Tile: the split kernel where the plan splits, else the unsplit one.
+template <class Tile, class T, class Out>
+Status launch_tile_gemm_args(const GemmF16Args<T, Out>& a, cudaStream_t stream) {
+  QGemmSplitPlan plan;
+  LLMK_RETURN_IF_ERROR(qgemm_resolve_split_by(
+      a, true, [&] { return tile_gemm_split_plan<Tile, Out>(a.m, a.n, a.k, a.split_k, device_sm_count()); },
+      plan, "gemm_f16_workspace_bytes"));
+  const TileGemmParams<T, Out> p{a.a, a.b,   a.d,   a.m,   a.n,
+                                 a.k, a.lda, a.ldb, a.ldd, LinearEpilogue<Out>{a.alpha, a.beta, a.c, a.ldc}};
+  if (plan.splits == 1) return launch_tile_gemm<Tile>(p, stream);
+  LLMK_RETURN_IF_ERROR(check_tile_gemm_grid<Tile>(a.m));
+  return launch(tile_gemm_split_kernel<T, Out, Tile>,
+                dim3(static_cast<unsigned>(ceil_div(a.n, Tile::BN)),
+                     static_cast<unsigned>(ceil_div(a.m, Tile::BM)), static_cast<unsigned>(plan.splits)),
+                dim3(Tile::kThreads), tile_gemm_smem_bytes<Tile, Out>(), stream, p,
+                qgemm_split_args<float>(plan, a.workspace, a.n));
 }
 
 }  // namespace detail
@@ -215,6 +290,64 @@ Status tile_gemm(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
     return detail::launch_tile_gemm<TileGemmSmall>(p, stream);
   } else {
     return detail::launch_tile_gemm<Tile>(p, stream);
+  }
+}
+
+namespace detail {
+
+template <class T, class Out>
+Status validate_f16_gemm_args(const GemmF16Args<T, Out>& p) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
+                "16-bit GEMM: llmk::half or bfloat16");
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, T>,
+                "16-bit GEMM: C and D are float or the input type");
+  LLMK_RETURN_IF_ERROR(validate_f16_gemm(p.a, p.lda, p.b, p.ldb, p.c, p.ldc, static_cast<const Out*>(p.d),
+                                         p.ldd, p.m, p.n, p.k, p.beta));
+  if (p.split_k < 0 || p.split_k > kSplitKMaxSplits)
+    return Status::invalid_argument(
+        "split_k",
+        str_cat("must be in [0, ", kSplitKMaxSplits, "] (0: by the SM count, 1: no split), got ", p.split_k));
+  return {};
+}
+
+}  // namespace detail
+
+/// tile_gemm with its arguments in a GemmF16Args: with a workspace it splits K where the output has too few
+/// tiles for the SMs (detail::tile_gemm_split_plan: one wave of resident blocks, e.g. M = 16, N = K = 4096 on
+/// 108 SMs: 64 small tiles x 8 splits), fp32 partials summed in split order (deterministic for a split
+/// count).
+///
+///   llmk::gemm::GemmF16Args<llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};
+///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::tile_gemm_workspace_bytes(g),
+///   1)); g.workspace = ws.data(), g.workspace_bytes = ws.size(); llmk::Status s = llmk::gemm::tile_gemm(g,
+///   stream);
+template <class Tile = void, class T, class Out>
+Status tile_gemm(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm_args(p));
+  if constexpr (std::is_void_v<Tile>) {
+    if (detail::tile_gemm_takes_large(p.m, p.n, device_sm_count()))
+      return detail::launch_tile_gemm_args<TileGemmLarge>(p, stream);
+    return detail::launch_tile_gemm_args<TileGemmSmall>(p, stream);
+  } else {
+    return detail::launch_tile_gemm_args<Tile>(p, stream);
+  }
+}
+
+/// Bytes of workspace tile_gemm(args) on Tile (void: the tile it picks) needs to split K with these
+/// arguments: reads M, N, K, split_k and the device, not the pointers; 0 where it does not split.
+///
+///   const std::size_t bytes = llmk::gemm::tile_gemm_workspace_bytes(g);   // g as for the call
+template <class Tile = void, class T, class Out>
+std::size_t tile_gemm_workspace_bytes(const GemmF16Args<T, Out>& p) {
+  if (p.m < 1 || p.n < 1 || p.k < 1 || p.split_k < 0 || p.split_k > kSplitKMaxSplits || p.split_k == 1)
+    return 0;
+  if constexpr (std::is_void_v<Tile>) {
+    if (detail::tile_gemm_takes_large(p.m, p.n, device_sm_count()))
+      return tile_gemm_workspace_bytes<TileGemmLarge>(p);
+    return tile_gemm_workspace_bytes<TileGemmSmall>(p);
+  } else {
+    return detail::tile_gemm_split_plan<Tile, Out>(p.m, p.n, p.k, p.split_k, device_sm_count())
+        .workspace_bytes();
   }
 }
 

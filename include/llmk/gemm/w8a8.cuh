@@ -73,54 +73,14 @@ LLMK_DEVICE void zero(Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
 
 namespace detail {
 
-// The operands of this block: all of K, or under split-K the k-tiles of split blockIdx.z, as a GEMM over a
-// window of K (A and W advanced to its start, K its length; the last window ends at K). The mainloop is the
-// unsplit one, unchanged.
+// The operands of this block: all of K, or under split-K the k-tiles of split blockIdx.z
+// (kmajor_split_window).
 template <class Tile, bool kSplitK, class In, class Acc>
 LLMK_DEVICE KMajorOperands kmajor_split_operands(const QuantGemmKernelArgs<In>& p,
                                                  const SplitKArgs<Acc>& split) {
-  KMajorOperands op{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k};
-  if (kSplitK) {
-    const int k0 = static_cast<int>(blockIdx.z) * split.k_tiles_per_split * Tile::BK;  // 8-bit: BK bytes
-    op.a = p.a + k0;
-    op.b = p.w + k0;
-    op.k = min(p.k - k0, split.k_tiles_per_split * Tile::BK);
-  }
+  const KMajorOperands op{p.a, p.w, p.lda, p.ldw, p.m, p.n, p.k};
+  if (kSplitK) return kmajor_split_window<Tile, In>(op, split.k_tiles_per_split);
   return op;
-}
-
-// The end of a split-K block of a K-major tile: publish this split's accumulators, and in the block that
-// arrives last, sum every split in order and store value(row, col, sum) as Out (4-column quads: one 8- or
-// 16-byte store each where d and ldd allow it).
-template <class Tile, class Out, class Acc, class Value>
-LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split,
-                                       const Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4], Out* d,
-                                       std::int64_t ldd, int block_m, int block_n, int m, int n,
-                                       Value&& value) {
-  const int warp = static_cast<int>(threadIdx.x / 32);
-  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
-  split_k_store_partial(split.partials + static_cast<std::int64_t>(blockIdx.z) * m * split.ldp, split.ldp, m,
-                        block_m + warp_m * Tile::WM, block_n + warp_n * Tile::WN, acc);
-  // The flag lives in the ring's first bytes: kmajor_mainloop ended with a barrier after its last read.
-  int* flag = reinterpret_cast<int*>(dynamic_smem());
-  if (!split_k_publish(&split.arrivals[blockIdx.y * gridDim.x + blockIdx.x], split.tag, flag)) return;
-  const bool vector_ok = ldd % 4 == 0 && reinterpret_cast<std::uintptr_t>(d) % (4 * sizeof(Out)) == 0;
-  split_k_reduce<Tile::kThreads, Tile::BM, Tile::BN>(
-      split.partials, split.ldp, m, n, block_m, block_n, static_cast<int>(gridDim.z),
-      [&](int row, int col, const Acc(&sum)[4], int cols) {
-        Out out[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) out[e] = e < cols ? value(row, col + e, sum[e]) : Out{};
-        Out* dst = d + static_cast<std::int64_t>(row) * ldd + col;
-        if (cols == 4 && vector_ok) {
-          if constexpr (sizeof(Out) == 4)
-            store16(dst, Vector16<Out>{{out[0], out[1], out[2], out[3]}});
-          else
-            store8(dst, Vector8<Out>{{out[0], out[1], out[2], out[3]}});
-        } else {
-          for (int e = 0; e < cols; ++e) dst[e] = out[e];
-        }
-      });
 }
 
 }  // namespace detail
@@ -262,7 +222,6 @@ int qgemm_blocks_per_sm() {
 // (S x M x N x 4 bytes, written and read back: mostly L2) at most half the weights' (N x K bytes).
 template <class Tile>
 QGemmSplitPlan qgemm_split_plan(int m, int n, int k, int split_k, int sms) {
-  QGemmSplitPlan plan;
   const long long tiles = static_cast<long long>(ceil_div(m, Tile::BM)) * ceil_div(n, Tile::BN);
   const int k_tiles = ceil_div(k, Tile::BK);
   long long want = split_k;
@@ -271,14 +230,7 @@ QGemmSplitPlan qgemm_split_plan(int m, int n, int k, int split_k, int sms) {
     want = min<long long>(want, k_tiles / 2);
     want = min<long long>(want, k / (8LL * m));
   }
-  want = max<long long>(1, min<long long>(min<long long>(want, kSplitKMaxSplits), k_tiles));
-  plan.k_tiles_per_split = ceil_div(k_tiles, static_cast<int>(want));
-  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
-  if (plan.splits > 1) {
-    plan.arrival_bytes = round_up_256(static_cast<std::size_t>(tiles) * sizeof(unsigned long long));
-    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * m * split_k_pitch(n) * 4;
-  }
-  return plan;
+  return split_k_plan_of(want, tiles, k_tiles, m, n);
 }
 
 // The plan of a call on `Tile` with its workspace (qgemm_resolve_split_by).
