@@ -28,7 +28,10 @@ namespace {
 using llmk::bfloat16;
 using llmk::half;
 
-void BM_TileGemmF16(benchmark::State& state) {
+// BM_TileGemmF16 (kDispatch = false: tile_gemm) and BM_GemmF16 (gemm_f16): the same data and counters, each
+// with its launcher's split-K workspace, as an engine would call them (small M splits K).
+template <bool kDispatch>
+void run_f16_gemm(benchmark::State& state) {
   const int m = static_cast<int>(state.range(0)), n = static_cast<int>(state.range(1)),
             k = static_cast<int>(state.range(2));
   std::mt19937 rng(1);
@@ -38,33 +41,27 @@ void BM_TileGemmF16(benchmark::State& state) {
   for (auto& x : b) x = llmk::half(dist(rng));
   llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
   llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
-  // With a workspace, as an engine would call it (small M splits K).
   llmk::gemm::GemmF16Args<llmk::half, float> g{d_a.data(), k, d_b.data(), k, nullptr, n,
                                                d_d.data(), n, m,          n, k};
-  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::tile_gemm_workspace_bytes(g), 16));
+  const std::size_t bytes =
+      kDispatch ? llmk::gemm::gemm_f16_workspace_bytes(g) : llmk::gemm::tile_gemm_workspace_bytes(g);
+  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(bytes, 16));
   g.workspace = ws.data();
   g.workspace_bytes = ws.size();
-  llmk::bench::time_iterations(state, [&] { return llmk::gemm::tile_gemm(g, nullptr); });
+  llmk::bench::time_iterations(state, [&] {
+    if constexpr (kDispatch)
+      return llmk::gemm::gemm_f16(g, nullptr);
+    else
+      return llmk::gemm::tile_gemm(g, nullptr);
+  });
   llmk::bench::set_throughput(state, 2.0 * m * n * k, 2.0 * (1.0 * m * k + 1.0 * n * k) + 4.0 * m * n);
 }
 
+void BM_TileGemmF16(benchmark::State& state) {
+  run_f16_gemm<false>(state);
+}
 void BM_GemmF16(benchmark::State& state) {
-  const int m = static_cast<int>(state.range(0)), n = static_cast<int>(state.range(1)),
-            k = static_cast<int>(state.range(2));
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<llmk::half> a(static_cast<std::size_t>(m) * k), b(static_cast<std::size_t>(n) * k);
-  for (auto& x : a) x = llmk::half(dist(rng));
-  for (auto& x : b) x = llmk::half(dist(rng));
-  llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);
-  llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
-  llmk::gemm::GemmF16Args<llmk::half, float> g{d_a.data(), k, d_b.data(), k, nullptr, n,
-                                               d_d.data(), n, m,          n, k};
-  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::gemm_f16_workspace_bytes(g), 16));
-  g.workspace = ws.data();
-  g.workspace_bytes = ws.size();
-  llmk::bench::time_iterations(state, [&] { return llmk::gemm::gemm_f16(g, nullptr); });
-  llmk::bench::set_throughput(state, 2.0 * m * n * k, 2.0 * (1.0 * m * k + 1.0 * n * k) + 4.0 * m * n);
+  run_f16_gemm<true>(state);
 }
 
 #if defined(LLMK_CUDA) && defined(LLMK_BENCH_CUBLAS)
