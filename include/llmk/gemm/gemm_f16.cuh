@@ -45,8 +45,8 @@ Status gemm_f16_sm90_run(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
       LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split_by(
           p, C::kCanSplitK, [&] { return sm90_split_plan<C>(p.m, p.n, p.k, p.split_k, device_sm_count()); },
           plan, "gemm_f16_workspace_bytes"));
-    return launch_gemm_sm90 < C,
-           kSplit && C::kCanSplitK > (p.a, p.lda, p.b, p.ldb, prm, stream, plan, p.workspace);
+    constexpr bool kRunSplit = kSplit && C::kCanSplitK;
+    return launch_gemm_sm90<C, kRunSplit>(p.a, p.lda, p.b, p.ldb, prm, stream, plan, p.workspace);
   };
   if constexpr (std::is_void_v<Cfg>)
     return with_chosen_tile<T>(p.m, p.n, run);
@@ -113,9 +113,8 @@ std::size_t gemm_f16_workspace_bytes(const GemmF16Args<T, Out>& p) {
 /// D = alpha * A * B^T + beta * C with fp16 or bf16 A [M, K] and B [N, K] (row-major, K contiguous), fp32
 /// accumulation, C and D of type Out (float, or T itself), on the device's best kernel: wgmma on sm_90 (with
 /// sm_90a code in the build), mma.sync elsewhere; either splits K over p.workspace where the output has too
-/// few tiles for the SMs. Requirements: those of
-/// tile_gemm (llmk/gemm/tile_gemm.cuh), checked before either kernel is chosen, so an argument error names
-/// the same rule everywhere.
+/// few tiles for the SMs. Requirements: those of tile_gemm (llmk/gemm/tile_gemm.cuh), checked before either
+/// kernel is chosen, so an argument error names the same rule everywhere.
 ///
 ///   llmk::gemm::GemmF16Args<llmk::half, llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};
 ///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::gemm_f16_workspace_bytes(g), 1));
