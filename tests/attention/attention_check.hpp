@@ -29,15 +29,25 @@ std::vector<T> random_tensor(std::int64_t count, float magnitude, std::mt19937& 
 
 /// The FlashAttention rule: max |out - ref| <= 2 * max |naive - ref| + 1e-3, where naive is the
 /// same-precision framework computation; every LSE within 1e-3 (or both -inf). `got` may contain poison: NaN
-/// fails.
+/// fails. k_exact / v_exact (optional): the exact K and V when k / v are their roundings to T (an 8-bit
+/// cache's code * scale): the reference then attends over the exact values, the naive baseline over k / v
+/// (what a framework that dequantizes to T computes).
 template <class T>
 void check_attention(const reference::AttentionProblem& p, const std::vector<T>& q, const std::vector<T>& k,
-                     const std::vector<T>& v, const std::vector<T>& got, const std::vector<float>* got_lse) {
+                     const std::vector<T>& v, const std::vector<T>& got, const std::vector<float>* got_lse,
+                     const std::vector<double>* k_exact = nullptr,
+                     const std::vector<double>* v_exact = nullptr) {
   const std::int64_t n = p.q_elements();
   std::vector<double> ref(static_cast<std::size_t>(n)),
       ref_lse(static_cast<std::size_t>(p.total_q() * p.num_heads));
   std::vector<float> naive(static_cast<std::size_t>(n));
-  reference::attention_fp64(p, q.data(), k.data(), v.data(), ref.data(), ref_lse.data());
+  if (k_exact != nullptr && v_exact != nullptr) {
+    std::vector<double> qd(q.size());
+    for (std::size_t i = 0; i < q.size(); ++i) qd[i] = static_cast<double>(q[i].to_float());
+    reference::attention_fp64(p, qd.data(), k_exact->data(), v_exact->data(), ref.data(), ref_lse.data());
+  } else {
+    reference::attention_fp64(p, q.data(), k.data(), v.data(), ref.data(), ref_lse.data());
+  }
   reference::attention_naive(p, q.data(), k.data(), v.data(), naive.data());
   // Checked per (token, head) row, so one bad row cannot hide behind another row's large naive error; the
   // global figures are reported.

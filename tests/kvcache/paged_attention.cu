@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -556,7 +557,8 @@ struct QuantCache {
   llmk::DeviceBuffer<Code> k_pool, v_pool;
   llmk::DeviceBuffer<float> k_scales, v_scales;
   kv::KvScale mode = kv::KvScale::kNone;
-  std::vector<T> k_deq, v_deq;
+  std::vector<T> k_deq, v_deq;           // T(code * scale): what prefill computes with
+  std::vector<double> k_exact, v_exact;  // code * scale exactly: what decode computes with
 
   kv::PagedKv<T, Code> view(const Cache<T>& c, bool csr_form) const {
     const kv::PagedKv<T> plain = c.view(csr_form);
@@ -621,6 +623,8 @@ void make_quant_cache(QuantCache<T, Code>& qc, const Cache<T>& c, kv::KvScale mo
   const std::vector<float> ksc = qc.k_scales.to_host(), vsc = qc.v_scales.to_host();
   qc.k_deq.assign(c.k.size(), T(0.0f));
   qc.v_deq.assign(c.v.size(), T(0.0f));
+  qc.k_exact.assign(c.k.size(), 0.0);
+  qc.v_exact.assign(c.v.size(), 0.0);
   *max_rel_err = 0.0;
   for (int b = 0; b < batch; ++b)
     for (int t = 0; t < s.lens[b]; ++t) {
@@ -632,6 +636,8 @@ void make_quant_cache(QuantCache<T, Code>& qc, const Cache<T>& c, kv::KvScale mo
         for (int d = 0; d < s.dim; ++d) {
           const std::int64_t at = page * c.strides.page + slot * c.strides.slot + h * c.strides.head + d;
           const std::size_t li = (static_cast<std::size_t>(c.kv_begin[b]) + t) * row + h * s.dim + d;
+          qc.k_exact[li] = static_cast<double>(static_cast<float>(kp[at])) * ksc[si];
+          qc.v_exact[li] = static_cast<double>(static_cast<float>(vp[at])) * vsc[si];
           qc.k_deq[li] = T(static_cast<float>(kp[at]) * ksc[si]);
           qc.v_deq[li] = T(static_cast<float>(vp[at]) * vsc[si]);
           // Error relative to the row's scale range (qmax * scale): half a step for int8, 2^-4 / 2^-3 for
@@ -658,20 +664,17 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   make_quant_cache(qc, c, mode, &rel);
   INFO("quantization error / (qmax * scale) = " << rel);
   CHECK(rel <= rel_bound);
-  // Decode over the quantized cache == dense decode over the dequantized values (bit for bit), both forms.
-  Cache<T> deq;
-  deq.s = s;
-  deq.kv_begin = c.kv_begin;
-  deq.k = qc.k_deq;
-  deq.v = qc.v_deq;
+  // Decode over the quantized cache: attention over the exact dequantized values (code * scale; the scales
+  // folded into the scores and P, code_tiles.cuh) within the FlashAttention rule, whose naive baseline
+  // attends over T(code * scale); the same bits from both table forms.
   const int batch = static_cast<int>(s.lens.size());
   const std::vector<T> q =
       llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
-  std::vector<float> lse_dense;
-  const std::vector<T> dense = run_decode(deq, q, 2, 0, &lse_dense);
+  const llmk::reference::AttentionProblem p = decode_problem(s);
+  std::vector<T> first;
   for (bool csr : {true, false}) {
-    llmk::DeviceBuffer<T> d_q(q), d_o(dense.size());
-    llmk::DeviceBuffer<float> d_lse(lse_dense.size());
+    llmk::DeviceBuffer<T> d_q(q), d_o(q.size());
+    llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
     const attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
     const kv::PagedKv<T, Code> pages = qc.view(c, csr);
     attn::DecodePlan plan;
@@ -679,11 +682,15 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
     llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
     const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
     REQUIRE_MESSAGE(st.ok(), st.message());
-    CHECK(same_bits(dense, d_o.to_host()));
-    CHECK(lse_dense == d_lse.to_host());
+    const std::vector<T> got = d_o.to_host();
+    const std::vector<float> lse = d_lse.to_host();
+    if (csr) {
+      llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, got, &lse, &qc.k_exact, &qc.v_exact);
+      first = got;
+    } else {
+      CHECK(same_bits(first, got));
+    }
   }
-  const llmk::reference::AttentionProblem p = decode_problem(s);
-  llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, dense, &lse_dense);
   // Chunked prefill over the quantized cache == dense prefill over the dequantized values.
   std::vector<int> cu_q(batch + 1, 0);
   for (int b = 0; b < batch; ++b) cu_q[b + 1] = cu_q[b] + std::min(s.lens[b], 5);
@@ -739,23 +746,32 @@ TEST_CASE(
   check_quantized<bf16, std::int8_t>(kv::KvScale::kPerHead, 0.5 / 127 + 4e-3, rng);
   check_quantized<f16, llmk::float8_e4m3>(kv::KvScale::kPerTensor, 1.0 / 16 + 1e-3, rng);
   check_quantized<f16, llmk::float8_e5m2>(kv::KvScale::kPerHead, 1.0 / 8 + 1e-3, rng);
+  // The other granularity of each code and dtype (int8: per token-head or head; fp8: per head or tensor; the
+  // scale index is a runtime mode: no other kernels).
+  check_quantized<f16, llmk::float8_e4m3>(kv::KvScale::kPerHead, 1.0 / 16 + 1e-3, rng);
+  if (llmk::test::fast()) return;
+  check_quantized<bf16, std::int8_t>(kv::KvScale::kPerTokenHead, 0.5 / 127 + 4e-3, rng);
+  check_quantized<f16, std::int8_t>(kv::KvScale::kPerHead, 0.5 / 127 + 1e-3, rng);
+  check_quantized<f16, llmk::float8_e5m2>(kv::KvScale::kPerTensor, 1.0 / 8 + 1e-3, rng);
 }
 
+namespace {
+
 // Head dim 48: three 16-dim chunks, so the code path's V fragments end with a single chunk (ldmatrix x2),
-// with bf16 and e4m3 codes (per head) and two splits (the merge path), against the fp64 reference on the
-// dequantized values the kernel reads.
-TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 with e4m3 codes") {
-  std::mt19937 rng(612);
+// with bf16 and fp8 codes and two splits (the merge path), against the fp64 reference on the exact
+// dequantized values.
+template <class Code>
+void check_bf16_decode_d48(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   Setup s;
   s.lens = {70, 33, 0, 9};
   s.dim = 48;
   Cache<bf16> c;
   make_cache<bf16>(c, s, rng);
-  QuantCache<bf16, llmk::float8_e4m3> qc;
+  QuantCache<bf16, Code> qc;
   double rel = 0.0;
-  make_quant_cache(qc, c, kv::KvScale::kPerHead, &rel);
+  make_quant_cache(qc, c, mode, &rel);
   INFO("quantization error / (qmax * scale) = " << rel);
-  CHECK(rel <= 1.0 / 16 + 4e-3);  // e4m3: 3 mantissa bits; bf16 inputs (the bf16+int8 case above's margin)
+  CHECK(rel <= rel_bound);
   const int batch = static_cast<int>(s.lens.size());
   const std::vector<bf16> q =
       llmk::test::random_tensor<bf16>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
@@ -763,7 +779,7 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
   llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
   const attn::DecodeArgs<bf16> a = decode_args<bf16>(s, d_q.data(), d_o.data(), d_lse.data());
   using Cfg = attn::DecodeConfig<48, 2, 2>;
-  const kv::PagedKv<bf16, llmk::float8_e4m3> pages = qc.view(c, false);
+  const kv::PagedKv<bf16, Code> pages = qc.view(c, false);
   attn::DecodePlan plan;
   REQUIRE(attn::plan_decode_paged_with_config<bf16, Cfg>(a, pages, &plan, 2).ok());
   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
@@ -772,7 +788,76 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
   REQUIRE_MESSAGE(st.ok(), st.message());
   const llmk::reference::AttentionProblem p = decode_problem(s);
   const std::vector<float> lse = d_lse.to_host();
-  llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, d_o.to_host(), &lse);
+  llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, d_o.to_host(), &lse, &qc.k_exact, &qc.v_exact);
+}
+
+}  // namespace
+
+TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 with e4m3 and e5m2 codes") {
+  std::mt19937 rng(612);
+  // bf16 inputs: the bf16 + int8 case's margin over each code's quantization step.
+  check_bf16_decode_d48<llmk::float8_e4m3>(kv::KvScale::kPerHead, 1.0 / 16 + 4e-3, rng);
+  check_bf16_decode_d48<llmk::float8_e5m2>(kv::KvScale::kPerTensor, 1.0 / 8 + 4e-3, rng);
+}
+
+// The V scales are folded into P with fp16 (code_tiles.cuh, VScaleFold): O is kept in units of a power of two
+// near each tile's largest scale, so P * scale / unit stays out of the fp16 subnormals. Per-token V
+// magnitudes spread over 2^-12..2^4 (the unit changes from tile to tile) still meet the reference on the
+// exact values; and scaling every V scale by 2^-6 scales every output by 2^-6 bit for bit (where the result
+// is a normal fp16): without the units, P * scale * 2^-6 would fall into the subnormals and round
+// differently.
+TEST_CASE(
+    "quantized decode, fp16 int8 per token: V scales over 2^16 and a 2^-6 rescale (V scales folded into P)") {
+  std::mt19937 rng(613);
+  Setup s;
+  s.lens = {300, 41};
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  std::uniform_int_distribution<int> exponent(-12, 4);
+  const int row = s.kv_heads * s.dim;
+  for (std::size_t t = 0; t * row < c.v.size(); ++t) {
+    const float f = std::ldexp(1.0f, exponent(rng));
+    for (int e = 0; e < row; ++e) c.v[t * row + e] = f16(c.v[t * row + e].to_float() * f);
+  }
+  QuantCache<f16, std::int8_t> qc;
+  double rel = 0.0;
+  make_quant_cache(qc, c, kv::KvScale::kPerTokenHead, &rel);
+  const int batch = static_cast<int>(s.lens.size());
+  const std::vector<f16> q =
+      llmk::test::random_tensor<f16>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+  auto decode = [&](std::vector<float>* lse) {
+    llmk::DeviceBuffer<f16> d_q(q), d_o(q.size());
+    llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
+    const attn::DecodeArgs<f16> a = decode_args<f16>(s, d_q.data(), d_o.data(), d_lse.data());
+    const kv::PagedKv<f16, std::int8_t> pages = qc.view(c, false);
+    attn::DecodePlan plan;
+    REQUIRE(attn::plan_decode_paged(a, pages, &plan, 2).ok());
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+    const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    *lse = d_lse.to_host();
+    return d_o.to_host();
+  };
+  std::vector<float> lse;
+  const std::vector<f16> out = decode(&lse);
+  const llmk::reference::AttentionProblem p = decode_problem(s);
+  llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, out, &lse, &qc.k_exact, &qc.v_exact);
+  std::vector<float> vs = qc.v_scales.to_host();
+  for (float& x : vs) x = std::ldexp(x, -6);
+  qc.v_scales = llmk::DeviceBuffer<float>(vs);
+  std::vector<float> lse_scaled;
+  const std::vector<f16> scaled = decode(&lse_scaled);
+  CHECK(lse_scaled == lse);  // the scores do not depend on V
+  int compared = 0, bad = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const float want = out[i].to_float() * 0x1p-6f;
+    if (!(std::fabs(want) >= 0x1p-14f)) continue;  // a subnormal fp16 result rounds differently
+    ++compared;
+    if (scaled[i].to_float() != want && bad++ < 5)
+      MESSAGE("o[" << i << "] = " << scaled[i].to_float() << ", want " << want);
+  }
+  CHECK(compared > static_cast<int>(out.size()) / 2);
+  CHECK(bad == 0);
 }
 
 TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no shift path), int8 HND") {
@@ -955,7 +1040,8 @@ SubOut decode_sub(const kv::PagedKv<f16, Code>& pool, const Setup& s, const std:
 template <class Code>
 void check_batch_invariant(const kv::PagedKv<f16, Code>& pool, const Cache<f16>& c, const std::vector<f16>& k,
                            const std::vector<f16>& v, const std::vector<f16>& q_all, int window,
-                           bool all_batches, int keys_per_split) {
+                           bool all_batches, int keys_per_split, const std::vector<double>* k_exact = nullptr,
+                           const std::vector<double>* v_exact = nullptr) {
   CAPTURE(window);
   const auto invariant = attn::DecodeSplits::batch_invariant(keys_per_split);
   const SubTable alone0(c.csr, {0}), alone1(c.csr, {1});
@@ -976,12 +1062,18 @@ void check_batch_invariant(const kv::PagedKv<f16, Code>& pool, const Cache<f16>&
     if (ids.size() != 4) continue;
     llmk::reference::AttentionProblem p;
     std::vector<f16> q, kr, vr;
+    std::vector<double> kx, vx;
     const int row = c.s.kv_heads * c.s.dim, qrow = c.s.heads * c.s.dim;
     for (int id : ids) {
       p.kv_lens.push_back(c.s.lens[id]);
       q.insert(q.end(), q_all.begin() + id * qrow, q_all.begin() + (id + 1) * qrow);
       kr.insert(kr.end(), k.begin() + c.kv_begin[id] * row, k.begin() + c.kv_begin[id + 1] * row);
       vr.insert(vr.end(), v.begin() + c.kv_begin[id] * row, v.begin() + c.kv_begin[id + 1] * row);
+      if (k_exact == nullptr) continue;
+      kx.insert(kx.end(), k_exact->begin() + c.kv_begin[id] * row,
+                k_exact->begin() + c.kv_begin[id + 1] * row);
+      vx.insert(vx.end(), v_exact->begin() + c.kv_begin[id] * row,
+                v_exact->begin() + c.kv_begin[id + 1] * row);
     }
     p.q_lens.assign(ids.size(), 1);
     p.num_heads = c.s.heads;
@@ -990,7 +1082,8 @@ void check_batch_invariant(const kv::PagedKv<f16, Code>& pool, const Cache<f16>&
     p.options.softmax_scale = attn::default_scale(c.s.dim);
     p.options.causal = true;
     p.options.window_left = window;
-    llmk::test::check_attention(p, q, kr, vr, out.o, &out.lse);
+    llmk::test::check_attention(p, q, kr, vr, out.o, &out.lse, k_exact ? &kx : nullptr,
+                                k_exact ? &vx : nullptr);
   }
 }
 
@@ -1016,18 +1109,21 @@ TEST_CASE(
   {
     QuantCache<f16, std::int8_t> qc;
     make_quant_cache(qc, c, kv::KvScale::kPerTokenHead, &rel);
-    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk, &qc.k_exact,
+                          &qc.v_exact);
   }
   if (fast) return;
   {
     QuantCache<f16, llmk::float8_e4m3> qc;
     make_quant_cache(qc, c, kv::KvScale::kPerTensor, &rel);
-    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk, &qc.k_exact,
+                          &qc.v_exact);
   }
   {
     QuantCache<f16, llmk::float8_e5m2> qc;
     make_quant_cache(qc, c, kv::KvScale::kPerHead, &rel);
-    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk);
+    check_batch_invariant(qc.view(c, true), c, qc.k_deq, qc.v_deq, q, -1, false, chunk, &qc.k_exact,
+                          &qc.v_exact);
   }
 }
 

@@ -206,18 +206,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
     for (int e = 0; e < 4; ++e) o[0][di][e] = 0.0f;
   FragmentSoftmax<1> softmax;
   softmax.init();
+  detail::VScaleFold<T> v_fold;  // an 8-bit cache's V scales (o is in units of v_fold.unit)
 
   // One K/V tile in shared memory (keys tile_key0..): this warp's 16 keys of it, scored by scores(s) and
   // accumulated by pv(p) (the T tile or the code tile). Whole tiles without a soft-cap run in the hot loop
   // (general = false: nothing between the mma and the softmax); the last, partial tile and soft-capped tiles
   // take the general form (the tanh, the key-range mask).
+  // scores(s) returns a factor for o besides the softmax's (the code path's change of V unit; 1 otherwise).
   auto attend = [&](bool general, int tile_key0, const auto& scores, const auto& pv) {
     const int warp_key0 = tile_key0 + warp * 16;
     if (general && warp_key0 >= key_end) return;  // this warp's keys of the last tile are all past the end
     float s[1][2][4];
-    scores(s);
+    const float o_factor = scores(s);
     if (general) detail::transform_scores(s, transform, warp_key0 + 16 > key_end, warp_key0, ranges, lane);
-    softmax.update(s, o, transform.exp_scale());
+    float f[1][2];
+    softmax.update_scores(s, transform.exp_scale(), f);
+    f[0][0] *= o_factor;
+    f[0][1] *= o_factor;
+    softmax.rescale(o, f);
     pv(s);
   };
   auto attend_tile = [&](bool general, const T* k_tile, const T* v_tile, int tile_key0) {
@@ -225,6 +231,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
         general, tile_key0,
         [&](float(&s)[1][2][4]) {
           detail::compute_scores<T, 1, 2, D, P>(q_tile, k_tile + warp * 16 * P, lane, s);
+          return 1.0f;
         },
         [&](const float(&p)[1][2][4]) {
           detail::accumulate_pv<T, 1, 2, kD8, P>(p, v_tile + warp * 16 * P, lane, o);
@@ -256,11 +263,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
       detail::stage_code_tile<Bc, D, Cfg::kThreads>(kv.pages, b, kv_head, key_begin + tile * Bc, key_end,
                                                     stage(slot), tid);
     };
+    arch::cp_async_commit();  // Q alone: interleaved once it lands, before the first tile's scores
 #pragma unroll
     for (int s = 0; s < CS - 1; ++s) {
       if (s < tiles) load_codes(s, s);
       arch::cp_async_commit();
     }
+    arch::cp_async_wait<CS - 1>();
+    __syncthreads();
+    detail::interleave_q_chunks<kRows, D, P, Cfg::kThreads>(q_tile, tid);  // the loop's barrier orders it
     for_each_tile([&](bool general, int i) {
       arch::cp_async_wait<CS - 2>();
       __syncthreads();  // tile i landed for every thread; slot (i - 1) % CS is free (tile i - 1 computed)
@@ -272,12 +283,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
           [&](float(&s)[1][2][4]) {
             detail::compute_scores_codes<T, Code, D, P, CP>(q_tile, st.k() + warp * 16 * CP,
                                                             st.k_scale() + warp * 16, lane, s);
+            return v_fold.next(st.v_scale() + warp * 16, lane);
           },
           [&](const float(&p)[1][2][4]) {
             std::uint32_t a[1][1][4];
-            detail::pack_p<T>(p, a);
-            detail::accumulate_pv_codes<T, Code, kD8, CP>(a, st.v() + warp * 16 * CP,
-                                                          st.v_scale() + warp * 16, lane, o);
+            v_fold.pack(p, a);
+            detail::accumulate_pv_codes<T, Code, kD8, CP>(a, st.v() + warp * 16 * CP, lane, o);
           });
     });
   } else {
@@ -356,8 +367,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
         // The code path's o holds even / odd dims per tile (code_tiles.cuh): elements 2 dims apart.
         constexpr bool kCodes = detail::IsQuantizedKv<Kv>::value;
         float* dst = &red_o[(warp * kRows + row) * D + (kCodes ? detail::o_dim(di, 0, t) : di * 8 + 2 * t)];
-        dst[0] = o[0][di][2 * r];
-        dst[kCodes ? 2 : 1] = o[0][di][2 * r + 1];
+        const float unit = kCodes ? v_fold.unit : 1.0f;
+        dst[0] = o[0][di][2 * r] * unit;
+        dst[kCodes ? 2 : 1] = o[0][di][2 * r + 1] * unit;
       }
     }
   }
