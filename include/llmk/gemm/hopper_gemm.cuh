@@ -119,11 +119,11 @@ struct Sm90GemmConfig {
   using Atom = typename Wgmma::template Atom<BN>;
   static constexpr int kBM = 128, kBN = BN, kStages = Stages;
   // Whether the launchers may split K (gemm_sm90_split_kernel): not int8 .satfinite (saturation is of the
-  // whole sum), not fp8 fast accumulation (its split kernel serialized its wgmmas, C7514, before
-  // split_k_store_pair; untested since) and not promoted fp8 at BN = 256 (its split kernel spills); those
-  // shapes run unsplit. fp16 / bf16 split (gemm_f16_sm90 with a workspace).
+  // whole sum) and not promoted fp8 at BN = 256 (its split kernel spills); those shapes run unsplit. fp8
+  // fast accumulation splits since split_k_store_pair (its split kernel's wgmmas had been serialized, C7514);
+  // fp16 / bf16 split (gemm_f16_sm90 with a workspace).
   static constexpr bool kCanSplitK =
-      !kSaturate && !(std::is_same_v<In, float8_e4m3> && (FastAccum || BN > 128));
+      !kSaturate && !(std::is_same_v<In, float8_e4m3> && !FastAccum && BN > 128);
   static constexpr int kBK = 128 / static_cast<int>(sizeof(In));  // elements in one 128-byte row
   static constexpr int kKSteps = 4;                               // wgmmas per k-tile (32 bytes of K each)
   static constexpr int kThreads = 384;
