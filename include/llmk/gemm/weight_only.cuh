@@ -544,6 +544,17 @@ int wo_blocks_per_sm(int bits) {
   return max(1, min(by_registers, device_smem_per_sm() / smem));
 }
 
+// The split plan's common tail (split_k_plan_of): clamped, no empty split, and the workspace.
+inline void wo_apply_splits(WoPlan& plan, long long want, int k_tiles, int m, int n) {
+  static_assert(kWeightOnlyMaxSplits == kSplitKMaxSplits, "the weight-only GEMM shares split_k.cuh's limit");
+  const QGemmSplitPlan s =
+      split_k_plan_of(want, static_cast<long long>(plan.m_tiles) * plan.n_tiles, k_tiles, m, n);
+  plan.splits = s.splits;
+  plan.k_tiles_per_split = s.k_tiles_per_split;
+  plan.arrival_bytes = s.arrival_bytes;
+  plan.partial_bytes = s.partial_bytes;
+}
+
 template <class Cfg>
 void wo_plan_tiles(WoPlan& plan, int m, int n, int k, int bits, int split_k, int sms) {
   plan.m_tiles = ceil_div(m, Cfg::BM);
@@ -561,9 +572,7 @@ void wo_plan_tiles(WoPlan& plan, int m, int n, int k, int bits, int split_k, int
     const long long by_traffic = (static_cast<long long>(k) * bits) / (32LL * m);
     want = static_cast<int>(min<long long>(want, max<long long>(1, by_traffic)));
   }
-  want = max(1, min(min(want, kWeightOnlyMaxSplits), k_tiles));
-  plan.k_tiles_per_split = ceil_div(k_tiles, want);
-  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
+  wo_apply_splits(plan, want, k_tiles, m, n);
 }
 
 // Whether the Hopper kernel can run `x` here: the shape (weight_only_sm90_shape_ok), an sm_90 device and
@@ -578,7 +587,7 @@ bool weight_only_sm90_runnable(const WeightOnlyArgs<T>& x) {
 // is split_k_rounds_splits' (one wave where tiles < SMs, a trimmed last wave where tiles > SMs), at most K /
 // 128 (2 slices a split), K bits / (32 M) (the partials' traffic at most twice the weights', the rule of
 // wo_plan_tiles) and 16.
-inline void wo_sm90_plan_splits(WoPlan& plan, int m, int k, int bits, int split_k, int sms) {
+inline void wo_sm90_plan_splits(WoPlan& plan, int m, int n, int k, int bits, int split_k, int sms) {
   const int k_tiles = k / WeightOnlySm90Config<>::kBK;  // K % 64 == 0 here
   const long long tiles = static_cast<long long>(plan.m_tiles) * plan.n_tiles;
   int want = split_k;
@@ -588,9 +597,7 @@ inline void wo_sm90_plan_splits(WoPlan& plan, int m, int k, int bits, int split_
         min<long long>(min(kWeightOnlyMaxSplits, max(1, k_tiles / 2)), max<long long>(1, by_traffic)));
     want = split_k_rounds_splits(tiles, k_tiles, most, sms);
   }
-  want = max(1, min(min(want, kWeightOnlyMaxSplits), k_tiles));
-  plan.k_tiles_per_split = ceil_div(k_tiles, want);
-  plan.splits = ceil_div(k_tiles, plan.k_tiles_per_split);  // no empty split
+  wo_apply_splits(plan, want, k_tiles, m, n);
 }
 
 template <class T>
@@ -604,7 +611,7 @@ WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
     plan.token_tile = wo_sm90_token_tile(x.m, x.n, sms);
     plan.m_tiles = ceil_div(x.m, plan.token_tile);
     plan.n_tiles = ceil_div(x.n, WeightOnlySm90Config<>::kBN);
-    wo_sm90_plan_splits(plan, x.m, x.k, x.bits, x.split_k, sms);
+    wo_sm90_plan_splits(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
   } else if (plan.tile == 0)
     wo_plan_tiles<WeightOnlySmallM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
   else if (plan.tile == 1)
@@ -612,11 +619,6 @@ WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
   else
     wo_plan_tiles<WeightOnlyLargeM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
   if (x.perm != nullptr) plan.perm_bytes = round_up_256(static_cast<std::size_t>(x.m) * x.k * sizeof(T));
-  if (plan.splits > 1) {
-    plan.arrival_bytes =
-        round_up_256(static_cast<std::size_t>(plan.m_tiles) * plan.n_tiles * sizeof(unsigned long long));
-    plan.partial_bytes = static_cast<std::size_t>(plan.splits) * x.m * split_k_pitch(x.n) * sizeof(float);
-  }
   return plan;
 }
 
