@@ -32,24 +32,34 @@ struct MmaFor {
 
 /// K and V tiles of kRows rows whose K and V rows sit at the same offset from their bases (a paged cache: K
 /// and V pages share the page table and the strides): row_offset(r) gives the offset of row r in elements (<
-/// 0: zero-fill both rows), looked up once per row for both copies instead of once per K row and once per V
-/// row.
+/// 0: zero-fill both rows), looked up once per row for both copies. A row is copied by a group of up to 4
+/// threads, each taking every 4th 16-byte chunk at immediate offsets from one row pointer, so a thread looks
+/// up kRows / (kThreads / 4) rows (2 at a 64-row tile of 128 threads; one per 16-byte chunk, 8, before), and
+/// a warp's copy covers 8 rows x 64 contiguous bytes. A zero-filled row copies from the pool's first row
+/// (src-size 0 reads nothing).
 template <int kRows, int kDim, int kPitch, int kThreads, class T, class RowOffset>
 LLMK_DEVICE void load_kv_rows_async(T* k_tile, T* v_tile, const T* k_base, const T* v_base,
                                     const RowOffset& row_offset, int tid) {
-  constexpr int kChunks = kDim / 8, kTotal = kRows * kChunks;
-  constexpr int kPerThread = (kTotal + kThreads - 1) / kThreads;
-#pragma unroll 4
-  for (int i = 0; i < kPerThread; ++i) {
-    const int c = tid + i * kThreads;
-    if (kTotal % kThreads != 0 && c >= kTotal) break;
-    const int row = c / kChunks, col = (c % kChunks) * 8;
+  constexpr int kChunks = kDim / 8;  // 16-byte chunks of a row
+  constexpr int kPerRow = kChunks % 4 == 0 ? 4 : (kChunks % 2 == 0 ? 2 : 1);
+  static_assert(kThreads % kPerRow == 0, "whole row groups");
+  constexpr int kRowsPerPass = kThreads / kPerRow, kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  const int part = tid % kPerRow, row0 = tid / kPerRow;
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const int row = row0 + i * kRowsPerPass;
+    if (kRows % kRowsPerPass != 0 && row >= kRows) break;
     const std::int64_t off = row_offset(row);
     const bool valid = off >= 0;
-    arch::cp_async_cg16_zfill(&k_tile[row * kPitch + col], valid ? k_base + off + col : k_base,
-                              valid ? 16 : 0);
-    arch::cp_async_cg16_zfill(&v_tile[row * kPitch + col], valid ? v_base + off + col : v_base,
-                              valid ? 16 : 0);
+    const T* k_src = k_base + (valid ? off : 0) + part * 8;
+    const T* v_src = v_base + (valid ? off : 0) + part * 8;
+    T* k_dst = k_tile + row * kPitch + part * 8;
+    T* v_dst = v_tile + row * kPitch + part * 8;
+#pragma unroll
+    for (int c = 0; c < kChunks / kPerRow; ++c) {
+      arch::cp_async_cg16_zfill(k_dst + c * kPerRow * 8, k_src + c * kPerRow * 8, valid ? 16 : 0);
+      arch::cp_async_cg16_zfill(v_dst + c * kPerRow * 8, v_src + c * kPerRow * 8, valid ? 16 : 0);
+    }
   }
 }
 
