@@ -337,6 +337,36 @@ TEST_CASE("append_kv then read back; paged decode == dense decode bit for bit, b
   }
 }
 
+// Head dim 128 (this program's other runtime head dim besides 64): the dispatch's kernels (on sm_90 the
+// Hopper kernel, whose producer gathers a page row with 4 threads, each every 4th 16-byte chunk) at page size
+// 3 (the rows of a 128-key tile on many pages, a short last page): paged == dense bit for bit, output and
+// LSE.
+TEST_CASE("paged (chunked) prefill, head dim 128: == dense prefill bit for bit") {
+  std::mt19937 rng(614);
+  Setup s;
+  s.lens = {150, 37};
+  s.page_size = 3;
+  s.dim = 128;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  const std::vector<int> cu_q = {0, 7, 14};  // the last 7 tokens of each sequence
+  const std::vector<f16> q = llmk::test::random_tensor<f16>(14LL * s.heads * s.dim, 1.0f, rng);
+  llmk::DeviceBuffer<f16> d_q(q), d_k(c.k), d_v(c.v), o_dense(q.size()), o_paged(q.size());
+  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
+  llmk::DeviceBuffer<float> lse_dense(14 * s.heads), lse_paged(14 * s.heads);
+  attn::PrefillArgs<f16> paged = chunk_args<f16>(s, d_q.data(), o_paged.data(), d_cu_q.data(), cu_q.data());
+  paged.lse = lse_paged.data();
+  attn::PrefillArgs<f16> dense =
+      with_dense_kv(paged, s, d_k.data(), d_v.data(), d_cu_k.data(), c.kv_begin.data());
+  dense.o = o_dense.data();
+  dense.lse = lse_dense.data();
+  REQUIRE(attn::prefill(dense, nullptr).ok());
+  const llmk::Status st = attn::prefill_paged(paged, c.view(false), nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
+  CHECK(lse_dense.to_host() == lse_paged.to_host());
+}
+
 TEST_CASE("paged decode: HND and NHD; bf16; GQA 4 and MQA; head dim 128") {
   std::mt19937 rng(602);
   for (bool hnd : {false, true}) {

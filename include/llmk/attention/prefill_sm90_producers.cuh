@@ -19,11 +19,11 @@ namespace llmk::attention::detail {
 
 /// The paged producer: the 4 warps of the producer warpgroup (`ptid` 0..127) gather the K and V rows of each
 /// visible tile from their pages with 16-byte cp.async into the swizzled ring slots (one page lookup per row
-/// and chunk; keys past the end and bad pages are zero-filled) and publish them. K_j and V_j are separate
-/// cp.async groups; a group is published (cp.async.wait_group, fence.proxy.async for wgmma, one arrival per
-/// warp) once the next one is in flight. The order K_j, publish V_{j-1}, V_j, publish K_j never waits for a
-/// slot whose release needs a tile still unpublished (with one slot, K_j is published before V_j's slot is
-/// awaited: that slot frees only after the P V that follows S_j).
+/// and group of 4 threads; keys past the end and bad pages are zero-filled) and publish them. K_j and V_j are
+/// separate cp.async groups; a group is published (cp.async.wait_group, fence.proxy.async for wgmma, one
+/// arrival per warp) once the next one is in flight. The order K_j, publish V_{j-1}, V_j, publish K_j never
+/// waits for a slot whose release needs a tile still unpublished (with one slot, K_j is published before
+/// V_j's slot is awaited: that slot frees only after the P V that follows S_j).
 template <class Cfg, class Kv, int S>
 LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
                                    arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
@@ -31,14 +31,27 @@ LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
                                    int tile_end, int ptid) {
   namespace sm90 = arch::sm90;
   constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 8;
+  // A row is copied by kPerRow threads, each taking every kPerRow-th 16-byte chunk from one row pointer: one
+  // page lookup per row and thread group (a lookup per chunk before: about 135 instructions per 16 bytes). At
+  // most 4 chunks a thread (d256: 8 threads a row): more unrolled copies spilled at the producer's 40
+  // registers.
+  constexpr int kPerRow = kChunks % 4 == 0 ? (kChunks / 4 > 4 ? kChunks / 4 : 4) : (kChunks % 2 == 0 ? 2 : 1);
+  constexpr int kRowsPerPass = 128 / kPerRow;
+  static_assert(128 % kPerRow == 0, "whole row groups");
+  const int part = ptid % kPerRow;
   auto gather = [&](bool is_k, unsigned char* tile_smem, int tile) {
     const auto* base = is_k ? kv.any_k() : kv.any_v();
 #pragma unroll 1
-    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
-      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
+    for (int row = ptid / kPerRow; row < Bc; row += kRowsPerPass) {
+      const int key = tile * Bc + row;
       const std::int64_t off = key < kv_len ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
-      arch::cp_async_cg16_zfill(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 16),
-                                off >= 0 ? base + off + chunk * 8 : base, off >= 0 ? 16 : 0);
+      const auto* src = base + (off >= 0 ? off : 0);  // a zero-filled row reads nothing (src-size 0)
+#pragma unroll
+      for (int c = 0; c < kChunks / kPerRow; ++c) {
+        const int chunk = part + c * kPerRow;
+        arch::cp_async_cg16_zfill(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 16), src + chunk * 8,
+                                  off >= 0 ? 16 : 0);
+      }
     }
     arch::cp_async_commit();
   };
