@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 DECODE_SHAPE = ("batch", "kv_len", "heads", "kv_heads", "d")
+CHUNK_SHAPE = ("batch", "q_len", "kv_len", "heads", "kv_heads", "d")
 
 # (llmk family regex, anchor family ({T} = the llmk family's first template argument), the arguments that must be
 # equal (None: all of them), what the anchor is)
@@ -43,6 +44,8 @@ PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_PruneBlockSelect$", "BM_PruneDeviceSort", None, "CUB radix / segmented sort (PruneGpuSelect)"),
     (r"^BM_PagedDecode<(?P<T>[^,>]+)(,[^>]*)?>$", "BM_DenseDecode<{T}>", DECODE_SHAPE,
      "llmk dense decode of the same shape (the page indirection's cost)"),
+    (r"^BM_PagedPrefill<(?P<T>[^,>]+)(,[^>]*)?>$", "BM_DenseChunkPrefill<{T}>", CHUNK_SHAPE,
+     "llmk dense prefill of the same chunk (the pages' and the dequantization's cost)"),
 ]
 COPY_ANCHOR = "BM_DeviceCopy"
 

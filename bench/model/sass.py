@@ -340,6 +340,12 @@ KernelRegex = Callable[[dict, tuple], str]
 KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] = {
     "BM_Prefill": (lambda a, t: rf"^attention::prefill_sm90_kernel<{_t(t)},attention::Sm90PrefillConfig<{a['d']},",
                    lambda a, t: _sm90_prefill_blocks(a)),
+    "BM_DenseChunkPrefill": (lambda a, t: rf"^attention::prefill_sm90_kernel<{_t(t)},attention::Sm90PrefillConfig<"
+                                          rf"{a['d']},.*RaggedKv<{_t(t)}\s*>",
+                             lambda a, t: _sm90_prefill_blocks(dict(a, seq=a["q_len"]))),
+    "BM_PagedPrefill": (lambda a, t: rf"^attention::prefill_sm90_kernel<{_t(t)},attention::Sm90PrefillConfig<{a['d']},"
+                                     rf".*PagedKvRows<{_t(t)},{re.escape(_code(t))}\s*>",
+                        lambda a, t: _sm90_prefill_blocks(dict(a, seq=a["q_len"]))),
     "BM_PrefillFp8": (lambda a, t: rf"^attention::prefill_sm90_kernel<{_t(t)},attention::Sm90Fp8PrefillConfig<{a['d']},"
                                    r".*RaggedKv<float8_e4m3>", lambda a, t: _sm90_prefill_blocks(a)),
     "BM_PrefillMma": (lambda a, t: rf"^attention::prefill_kernel<{_t(t)},attention::PrefillConfig<{a['d']},"

@@ -119,6 +119,12 @@ def paged_cases() -> list[str]:
     out.append(_name("BM_PagedDecode<bfloat16>", list(zip(pk, (64, 8192, 32, 8, 128, 16, 0)))))
     for code in ("std::int8_t", "llmk::float8_e4m3"):
         out += [_name(f"BM_PagedDecode<half, {code}>", list(zip(pk, s))) for s in paged]
+    ck = ("batch", "q_len", "kv_len", "heads", "kv_heads", "d", "page_size")  # bench/paged_prefill.cu
+    chunks = [(4, 512, 4096), (1, 2048, 8192), (8, 2048, 2048)]
+    out += [_name("BM_DenseChunkPrefill<half>", list(zip(ck, (b, q, L, 32, 8, 128, 0)))) for b, q, L in chunks]
+    for fam in ("BM_PagedPrefill<half>", "BM_PagedPrefill<half, std::int8_t>",
+                "BM_PagedPrefill<half, llmk::float8_e4m3>"):
+        out += [_name(fam, list(zip(ck, (b, q, L, 32, 8, 128, 16)))) for b, q, L in chunks]
     ak = ("tokens", "seqs", "kv_heads", "d", "page_size")
     out += [_name("BM_AppendKv<half>", list(zip(ak, s))) for s in ((64, 64, 8, 128, 16), (4096, 1, 8, 128, 16))]
     return out

@@ -91,6 +91,22 @@ def paged_decode(a, t):
     return decode(a, t[:1], code_size=SIZEOF.get(code, 2), per_row_scales=int8)
 
 
+def chunk_prefill(a, t, code_size=None, per_row_scales=False):  # bench/paged_prefill.cu (causal chunk)
+    b, ql, L, h, kvh, d = a["batch"], a["q_len"], a["kv_len"], a["heads"], a["kv_heads"], a["d"]
+    sz = _size(t)
+    csz = sz if code_size is None else code_size
+    pairs = ql * (L - ql) + 0.5 * ql * (ql + 1)
+    flops = 4.0 * b * h * d * pairs
+    byts = 2.0 * b * ql * h * d * sz + 2.0 * b * L * kvh * d * csz + (2.0 * b * L * kvh * 4 if per_row_scales else 0.0)
+    return Work(flops, byts, byts, flops, exps=flops / (4.0 * d))
+
+
+def paged_chunk_prefill(a, t):
+    code = t[1] if len(t) > 1 else (t[0] if t else "half")
+    int8 = code in ("std::int8_t", "int8_t", "signed char")
+    return chunk_prefill(a, t[:1], code_size=SIZEOF.get(code, 2), per_row_scales=int8)
+
+
 def append_kv(a, t):
     written = a["tokens"] * a["kv_heads"] * a["d"] * 2.0 * _size(t)
     return Work(0.0, written, 2.0 * written, 0.0, "counter = bytes written; traffic = read + written")
@@ -235,6 +251,7 @@ def obs_layer(a, t):  # GPTQ / SparseGPT, block 128
 
 MNK = ("M", "N", "K")
 DEC = ("batch", "kv_len", "heads", "kv_heads", "d")
+CHUNK = ("batch", "q_len", "kv_len", "heads", "kv_heads", "d", "page_size")
 _F = [
     Family("BM_Prefill", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "wgmma_f16", "llmk",
            "bench/attention_prefill.cu (prefill(): the Hopper kernel on sm_90)"),
@@ -248,6 +265,10 @@ _F = [
     Family("SDPA_Decode", DEC, decode, "mma_f16", "anchor", "bench/anchors/torch_sdpa.py (BM_Decode's formulas)"),
     Family("BM_DenseDecode", DEC, decode, "mma_f16", "llmk", "bench/paged_attention.cu"),
     Family("BM_PagedDecode", DEC + ("page_size", "csr"), paged_decode, "mma_f16", "llmk", "bench/paged_attention.cu"),
+    Family("BM_DenseChunkPrefill", CHUNK, chunk_prefill, "wgmma_f16", "llmk",
+           "bench/paged_prefill.cu (prefill_with_config over dense K/V: the paged rows' anchor)"),
+    Family("BM_PagedPrefill", CHUNK, paged_chunk_prefill, "wgmma_f16", "llmk",
+           "bench/paged_prefill.cu (prefill_paged_with_config: the Hopper kernel's producer gathers pages)"),
     Family("BM_AppendKv", ("tokens", "seqs", "kv_heads", "d", "page_size"), append_kv, "none", "llmk",
            "bench/paged_attention.cu"),
     Family("BM_DeviceCopy", ("MiB",), device_copy, "none", "anchor", "bench/support/bench_data.hpp"),

@@ -830,6 +830,46 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
   check_bf16_decode_d48<llmk::float8_e5m2>(kv::KvScale::kPerTensor, 1.0 / 8 + 4e-3, rng);
 }
 
+// Quantized pages at head dim 128 (on sm_90 the Hopper kernel's producer streams the codes through its
+// staging ring in pieces of 64 rows, two per 128-key tile, and converts them in place), int8 per token-head
+// and e4m3 per head, page size 3: == the dense prefill over T(code * scale) bit for bit, output and LSE.
+TEST_CASE("quantized paged prefill, head dim 128: == dense prefill over the dequantized values bit for bit") {
+  std::mt19937 rng(615);
+  Setup s;
+  s.lens = {150, 37};
+  s.page_size = 3;
+  s.dim = 128;
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng);
+  const std::vector<int> cu_q = {0, 7, 14};  // the last 7 tokens of each sequence
+  const std::vector<f16> q = llmk::test::random_tensor<f16>(14LL * s.heads * s.dim, 1.0f, rng);
+  llmk::DeviceBuffer<f16> d_q(q), o_dense(q.size()), o_paged(q.size());
+  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
+  llmk::DeviceBuffer<float> lse_dense(14 * s.heads), lse_paged(14 * s.heads);
+  attn::PrefillArgs<f16> paged = chunk_args<f16>(s, d_q.data(), o_paged.data(), d_cu_q.data(), cu_q.data());
+  paged.lse = lse_paged.data();
+  auto check = [&](auto code, kv::KvScale mode) {
+    using Code = decltype(code);
+    CAPTURE(sizeof(Code));
+    QuantCache<f16, Code> qc;
+    double rel = 0.0;
+    make_quant_cache(qc, c, mode, &rel);
+    llmk::DeviceBuffer<f16> d_kd(qc.k_deq), d_vd(qc.v_deq);
+    attn::PrefillArgs<f16> dense =
+        with_dense_kv(paged, s, d_kd.data(), d_vd.data(), d_cu_k.data(), c.kv_begin.data());
+    dense.o = o_dense.data();
+    dense.lse = lse_dense.data();
+    REQUIRE(attn::prefill(dense, nullptr).ok());
+    o_paged.poison();
+    const llmk::Status st = attn::prefill_paged(paged, qc.view(c, false), nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
+    CHECK(lse_dense.to_host() == lse_paged.to_host());
+  };
+  check(std::int8_t{}, kv::KvScale::kPerTokenHead);
+  check(llmk::float8_e4m3{}, kv::KvScale::kPerHead);
+}
+
 // The V scales are folded into P with fp16 (code_tiles.cuh, VScaleFold): O is kept in units of a power of two
 // near each tile's largest scale, so P * scale / unit stays out of the fp16 subnormals. Per-token V
 // magnitudes spread over 2^-12..2^4 (the unit changes from tile to tile) still meet the reference on the
@@ -938,8 +978,9 @@ TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no 
     llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), nullptr);
     if (llmk::device_arch() == 900) {
       // The Hopper kernel with one-slot rings (the producer publishes K_j before awaiting V_j's slot) and
-      // 32-key tiles, fp16 and int8 pages: the same answers as its default tiles within the rule.
-      using OneSlot = attn::Sm90PrefillConfig<64, 32, 1>;
+      // 48-key tiles (int8 pages: three 16-row code pieces per tile, converted a chunk at a time), fp16 and
+      // int8 pages: the same answers as its default tiles within the rule.
+      using OneSlot = attn::Sm90PrefillConfig<64, 48, 1>;
       a.o = o_paged.data();
       REQUIRE(attn::prefill_paged_sm90_with_config<f16, OneSlot>(a, c.view(true), nullptr).ok());
       llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), nullptr);

@@ -117,8 +117,9 @@ struct Sm90AttentionMma<float8_e4m3, Bc, D> {  // V transposed (K-major), P e4m3
 }  // namespace detail
 
 /// The kernel (see the file comment). Grid: (row tiles of the longest sequence, num_kv_heads, batch); Cfg::
-/// kThreads threads, Cfg::kSmemBytes of dynamic shared memory. Cfg::kFp8: Q/K/V are e4m3 codes (dense:
-/// RaggedKv<float8_e4m3>; paged: PagedKvRows<T, float8_e4m3> read without dequantizing), T the output.
+/// kThreads threads, sm90_prefill_smem_bytes<Cfg, Kv>() of dynamic shared memory. Cfg::kFp8: Q/K/V are e4m3
+/// codes (dense: RaggedKv<float8_e4m3>; paged: PagedKvRows<T, float8_e4m3> read without dequantizing), T the
+/// output.
 template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ Sm90PrefillParams<T, Kv> p) {
@@ -208,7 +209,8 @@ __global__ void __launch_bounds__(384, 1)
         detail::sm90_gather_fp8_pages<Cfg>(p.kv, bars.k, bars.v, k_ring, v_ring, staging, b, kv_head,
                                            seq.kv_len, tile_begin, tile_end, ptid);
       } else if constexpr (detail::IsQuantizedKv<Kv>::value) {
-        detail::sm90_dequant_pages<Cfg, T>(p.kv, bars.k, bars.v, k_ring, v_ring, b, kv_head, seq.kv_len,
+        detail::sm90_dequant_pages<Cfg, T>(p.kv, bars.k, bars.v, k_ring, v_ring,
+                                           barrier_bytes + Cfg::kBarrierBytes, b, kv_head, seq.kv_len,
                                            tile_begin, tile_end, ptid);
       } else if constexpr (kPaged) {
         detail::sm90_gather_pages<Cfg>(p.kv, bars.k, bars.v, k_ring, v_ring, b, kv_head, seq.kv_len,
@@ -636,6 +638,16 @@ Status sm90_prefill_params(const Args& args, const Kv& kv, Sm90PrefillParams<T, 
       &prm->q_map);
 }
 
+/// Dynamic shared memory of the kernel: the configuration's, plus the code staging of a quantized cache
+/// (after the barriers).
+template <class Cfg, class Kv>
+constexpr std::size_t sm90_prefill_smem_bytes() {
+  if constexpr (!Cfg::kFp8 && IsQuantizedKv<Kv>::value)
+    return Cfg::kSmemBytes + Sm90CodeStaging<Cfg>::kBytes;
+  else
+    return Cfg::kSmemBytes;
+}
+
 template <class T, class Cfg, class Kv>
 Status launch_sm90_prefill_kernel(const Sm90PrefillParams<T, Kv>& prm, int max_q_len, cudaStream_t stream) {
   const PrefillArgs<T>& args = prm.args;
@@ -643,7 +655,8 @@ Status launch_sm90_prefill_kernel(const Sm90PrefillParams<T, Kv>& prm, int max_q
   if (rows == 0) return {};
   const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, prm.rows_per_block)),
                   static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
-  return launch(prefill_sm90_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, prm);
+  return launch(prefill_sm90_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads),
+                sm90_prefill_smem_bytes<Cfg, Kv>(), stream, prm);
 }
 
 /// Dense K/V (validated PrefillArgs<T> or PrefillFp8Args<T>).

@@ -10,6 +10,7 @@
 #include "llmk/arch/sm90/mbarrier.cuh"
 #include "llmk/arch/sm90/pipeline.cuh"
 #include "llmk/arch/sm90/warp_specialization.cuh"
+#include "llmk/attention/code_tiles.cuh"
 #include "llmk/attention/kv_access.cuh"
 #include "llmk/attention/prefill_sm90_layout.cuh"
 #include "llmk/config.cuh"
@@ -80,56 +81,139 @@ LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
   if (tile_end > tile_begin) publish(None{}, v_bars, prev);
 }
 
-/// The paged producer of a quantized (int8 / fp8) cache: the producer warpgroup reads each row's 8-bit codes
-/// (16 per load), dequantizes them (code * scale, rounded to T: the values the mma.sync kernel and the
-/// reference dequantization produce) and stores them into the swizzled ring slot; K_j is published before
-/// V_j's slot is awaited.
+/// The code staging of the quantized producer (sm90_dequant_pages), after the kernel's barriers: a ring of
+/// kSlots pieces, each kRows rows of one operand's codes (K or V of one tile, D bytes a row) and their fp32
+/// scales. Pieces of at most 8 KiB of codes (64 rows up to head dim 128, 32 at d256) keep several in flight
+/// in what the tiles leave of the 227 KiB: d64 and d128 6 slots, d256 2.
+template <class Cfg>
+struct Sm90CodeStaging {
+  static constexpr int kHeadDim = Cfg::kHeadDim, kBc = Cfg::kBc;
+  static constexpr int kRowsCap = 8192 / kHeadDim;  // >= 32
+  static constexpr int kRows = kBc % 64 == 0 && kRowsCap >= 64 ? 64 : kBc % 32 == 0 ? 32 : 16;
+  static constexpr int kPieces = kBc / kRows;  // per operand and tile
+  static constexpr int kCodeBytes = kRows * kHeadDim;
+  static constexpr int kSlotBytes = kCodeBytes + kRows * 4;  // a multiple of 16
+  static constexpr std::size_t kFree = 227 * 1024 - Cfg::kSmemBytes;
+  static constexpr int kSlots = kFree / kSlotBytes >= 6 ? 6 : static_cast<int>(kFree / kSlotBytes);
+  static constexpr std::size_t kBytes = static_cast<std::size_t>(kSlots) * kSlotBytes;
+};
+
+/// The paged producer of a quantized (int8 / fp8) cache. The producer warpgroup streams each tile's codes
+/// and per-row scales through the staging ring with cp.async, K's pieces before V's, kSlots - 1 pieces in
+/// flight (one page lookup per row, piece and thread: 128 / kRows threads a row, each every (128 / kRows)-th
+/// 16-byte chunk), and turns each landed piece into T (code * scale, rounded to T: the values the mma.sync
+/// kernel and the reference dequantization produce) in the swizzled ring slot. A slot's K tile is published
+/// once its last piece is stored, before V's slot is awaited (one-slot rings cannot deadlock). (The first
+/// version read each 16 codes with a plain load and converted them at once: one load in flight per thread,
+/// a memory latency per 16 codes.)
 template <class Cfg, class T, class Kv, int S>
 LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
                                     arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
-                                    unsigned char* v_ring, int b, int kv_head, int kv_len, int tile_begin,
-                                    int tile_end, int ptid) {
+                                    unsigned char* v_ring, unsigned char* staging, int b, int kv_head,
+                                    int kv_len, int tile_begin, int tile_end, int ptid) {
   namespace sm90 = arch::sm90;
   using Code = typename Kv::Stored;
-  constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 16;  // 16 codes per load
-  auto fill = [&](bool is_k, unsigned char* tile_smem, int tile) {
-#pragma unroll 1  // 40 registers: unrolling spilled the fp8 conversions
-    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
-      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
-      const Code *kr = nullptr, *vr = nullptr;
-      float ks = 0.0f, vs = 0.0f;
-      if (key < kv_len) kv.code_rows(b, kv_head, key, kr, vr, ks, vs);
-      const Code* src = is_k ? kr : vr;
-      const float scale = is_k ? ks : vs;
-      Vector16<Code> codes;
-      if (src != nullptr) {
-        codes = load16(src + chunk * 16);
-      } else {
+  using Staging = Sm90CodeStaging<Cfg>;
+  constexpr int Bc = Cfg::kBc, D = Cfg::kHeadDim, kChunks = D / 16;  // 16 codes a chunk
+  constexpr int kRows = Staging::kRows, kPieces = Staging::kPieces, kSlots = Staging::kSlots;
+  constexpr int kPerRow = 128 / kRows;
+  static_assert(kSlots >= 2,
+                "a quantized cache needs two code staging slots beside Q and the ring: fewer stages or keys");
+  const auto& pages = kv.pages;
+  const int total = (tile_end - tile_begin) * 2 * kPieces;
+  auto slot_of = [&](int n) { return staging + (n % kSlots) * Staging::kSlotBytes; };
+
+  // Piece n: tile tile_begin + n / (2 kPieces), K's pieces, then V's.
+  auto stage = [&](int n) {
+    const int tile = tile_begin + n / (2 * kPieces), q = n % (2 * kPieces);
+    const bool is_k = q < kPieces;
+    const int row = ptid / kPerRow, part = ptid % kPerRow, key = tile * Bc + (q % kPieces) * kRows + row;
+    int page = -1, slot = 0;
+    if (key < kv_len) pages.locate(b, key, page, slot);
+    const bool valid = page >= 0;
+    const std::int64_t off = valid ? pages.row_offset_at(page, slot, kv_head) : 0;
+    // A zero-filled row copies from the pool's first row (src-size 0 reads nothing).
+    const auto* src = reinterpret_cast<const unsigned char*>(is_k ? pages.k_pages : pages.v_pages) + off;
+    unsigned char* dst = slot_of(n) + row * D;
 #pragma unroll
-        for (int e = 0; e < 16; ++e) codes.elements[e] = Code{};
+    for (int j = 0; j < (kChunks + kPerRow - 1) / kPerRow; ++j) {
+      const int chunk = part + j * kPerRow;
+      if (kChunks % kPerRow == 0 || chunk < kChunks)
+        arch::cp_async_cg16_zfill(dst + chunk * 16, src + chunk * 16, valid ? 16 : 0);
+    }
+    if (part == 0) {
+      const std::int64_t s = valid ? pages.scale_index(page, slot, kv_head) : 0;
+      arch::cp_async_zfill<4>(reinterpret_cast<float*>(slot_of(n) + Staging::kCodeBytes) + row,
+                              (is_k ? pages.k_scales : pages.v_scales) + s, valid ? 4 : 0);
+    }
+  };
+  // 16 codes at `src` times `scale`, as T, into the 32 bytes at dst0 (first 8) and dst1.
+  auto convert_chunk = [](const unsigned char* src, float scale, unsigned char* dst0, unsigned char* dst1) {
+    const Vector16<std::uint32_t> c = load16(reinterpret_cast<const std::uint32_t*>(src));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      Vector16<std::uint32_t> out;
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        float f[4];
+        codes_to_float4<Code>(c.elements[2 * h + w], f);
+        out.elements[2 * w] = MmaFor<T>::pack(f[0] * scale, f[1] * scale);
+        out.elements[2 * w + 1] = MmaFor<T>::pack(f[2] * scale, f[3] * scale);
       }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        Vector16<T> out;
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          out.elements[e] = T(static_cast<float>(codes.elements[8 * h + e]) * scale);
-        store16(reinterpret_cast<T*>(tile_smem + swizzled_offset<Cfg>(Bc, row, chunk * 32 + h * 16)), out);
+      store16(reinterpret_cast<std::uint32_t*>(h == 0 ? dst0 : dst1), out);
+    }
+  };
+  // Piece n (landed) -> T rows of its ring slot `tile_smem`. When 128 threads cover whole rows of chunks in
+  // steps of 8 rows under the 128-byte swizzle (head dims 64, 128, 256), a thread keeps one chunk column
+  // and its rows' swizzle term: the addresses are computed once per piece (the general form spent about 40
+  // instructions per 16 codes on them).
+  auto convert = [&](int n, unsigned char* tile_smem) {
+    const unsigned char* codes = slot_of(n);
+    const auto* scales = reinterpret_cast<const float*>(codes + Staging::kCodeBytes);
+    const int row0 = (n % kPieces) * kRows;
+    constexpr int kRowStep = 128 / kChunks;
+    if constexpr (128 % kChunks == 0 && kRows % kRowStep == 0 && kRowStep % 8 == 0 && Cfg::kSpan == 128) {
+      const int chunk = ptid % kChunks, r = ptid / kChunks;
+      unsigned char* dst = tile_smem + swizzled_offset<Cfg>(Bc, row0 + r, chunk * 32);
+      unsigned char* dst1 = tile_smem + swizzled_offset<Cfg>(Bc, row0 + r, chunk * 32 + 16);
+#pragma unroll 1                                  // 40 registers
+      for (int i = 0; i < kRows / kRowStep; ++i)  // the swizzle term of a row repeats every 8 rows
+        convert_chunk(codes + (r + i * kRowStep) * D + chunk * 16, scales[r + i * kRowStep],
+                      dst + i * kRowStep * 128, dst1 + i * kRowStep * 128);
+    } else {
+#pragma unroll 1
+      for (int idx = ptid; idx < kRows * kChunks; idx += 128) {
+        const int row = idx / kChunks, chunk = idx % kChunks;
+        convert_chunk(codes + row * D + chunk * 16, scales[row],
+                      tile_smem + swizzled_offset<Cfg>(Bc, row0 + row, chunk * 32),
+                      tile_smem + swizzled_offset<Cfg>(Bc, row0 + row, chunk * 32 + 16));
       }
     }
-    sm90::fence_proxy_async();  // ordinary stores, read by wgmma
-    __syncwarp();
   };
+
+#pragma unroll 1
+  for (int n = 0; n < kSlots - 1; ++n) {
+    if (n < total) stage(n);
+    arch::cp_async_commit();
+  }
   sm90::RingPosition<S> pos;
 #pragma unroll 1
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    k_bars.producer_wait(pos);
-    fill(true, k_ring + pos.stage * Cfg::kTileBytes, tile);
-    if (ptid % 32 == 0) k_bars.producer_publish(pos);
-    v_bars.producer_wait(pos);
-    fill(false, v_ring + pos.stage * Cfg::kTileBytes, tile);
-    if (ptid % 32 == 0) v_bars.producer_publish(pos);
-    pos.advance();
+  for (int n = 0; n < total; ++n) {
+    arch::cp_async_wait<kSlots - 2>();  // this thread's copies of piece n landed
+    sm90::warpgroup_sync();  // everyone's have, and piece n - 1 is converted: its slot takes piece n + kSlots
+                             // - 1
+    if (n + kSlots - 1 < total) stage(n + kSlots - 1);
+    arch::cp_async_commit();
+    const int q = n % (2 * kPieces);
+    const bool is_k = q < kPieces;
+    if (q % kPieces == 0) (is_k ? k_bars : v_bars).producer_wait(pos);
+    convert(n, (is_k ? k_ring : v_ring) + pos.stage * Cfg::kTileBytes);
+    if (q % kPieces == kPieces - 1) {
+      sm90::fence_proxy_async();  // ordinary stores, read by wgmma
+      __syncwarp();
+      if (ptid % 32 == 0) (is_k ? k_bars : v_bars).producer_publish(pos);
+      if (!is_k) pos.advance();
+    }
   }
 }
 
