@@ -402,6 +402,17 @@ TEST_CASE("prefill_paged_fp8: e4m3 pages read directly == dense fp8 bit for bit 
       int differ = 0;
       for (std::size_t i = 0; i < got.size(); ++i) differ += got[i].bits != want[i].bits;
       CHECK(differ == 0);
+      if (page_size == 5 && !per_head) {
+        // One-slot rings and 32-key tiles: the producer publishes K_j, then awaits K_{j+1}'s slot (freed by
+        // S_j) to start tile j + 1's copies before it transposes V_j. Within the rule of the reference.
+        paged.poison();
+        d.lse.poison();
+        const llmk::Status one =
+            attn::prefill_paged_fp8_with_config<f16, attn::Sm90Fp8PrefillConfig<128, 32, 1>>(a, pages.view,
+                                                                                             nullptr);
+        REQUIRE_MESSAGE(one.ok(), one.message());
+        check_fp8(in, paged.to_host(), d.lse.to_host(), per_head);
+      }
     }
 }
 

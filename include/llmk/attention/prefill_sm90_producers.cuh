@@ -282,10 +282,13 @@ LLMK_DEVICE void sm90_transpose_v(const unsigned char* staged, unsigned char* vt
 }
 
 /// fp8 over a paged e4m3 cache (read without dequantizing: the pages' per-tensor / per-head scales are the
-/// descale factors): the warpgroup gathers K_j's codes into the K ring and V_j's into staging slot 0 with
-/// cp.async (one page lookup per row and 16-code chunk, zero-fill past the sequence and for bad pages),
-/// publishes K_j, then transposes V_j into the V ring as the dense fp8 path does. K_j is published before
-/// V_j's slot is awaited, so one-slot rings cannot deadlock.
+/// descale factors): the warpgroup gathers K_j's codes into the K ring and V_j's into staging slot j % 2 with
+/// cp.async (2-8 threads a row, one page lookup per row and thread shared by K and V, each thread at most 2
+/// of the row's 16-byte chunks; zero-fill past the sequence and for bad pages), publishes K_j once it landed,
+/// starts tile j + 1's copies, then transposes V_j into the V ring as the dense fp8 path does: tile j + 1's
+/// copies fly while V_j is transposed (the first version waited for each tile's copies with nothing else in
+/// flight, and looked a page up per 16 codes). K_j is published before any slot is awaited; K_{j+1}'s slot
+/// frees once S_j = Q K_j^T is done, so one-slot rings cannot deadlock either.
 template <class Cfg, class Kv, int S>
 LLMK_DEVICE void sm90_gather_fp8_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
                                        arch::sm90::TmaRing<S>& v_bars, unsigned char* k_ring,
@@ -293,35 +296,56 @@ LLMK_DEVICE void sm90_gather_fp8_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_b
                                        int kv_len, int tile_begin, int tile_end, int ptid) {
   namespace sm90 = arch::sm90;
   constexpr int Bc = Cfg::kBc, kChunks = Cfg::kHeadDim / 16;  // 16 codes per copy
-  const auto* any = kv.any_k();
-  sm90::RingPosition<S> pos;
+  // Threads a row: the power of two that leaves each at most 2 chunks of K and 2 of V (more spilled at the
+  // producer's 48 registers: d96, d256).
+  constexpr int kPerRow = kChunks <= 2 ? 1 : kChunks <= 4 ? 2 : kChunks <= 8 ? 4 : 8;
+  constexpr int kRowsPerPass = 128 / kPerRow, kMine = (kChunks + kPerRow - 1) / kPerRow;
+  const int part = ptid % kPerRow;
+  // K_j into its ring slot, V_j into staging slot j % 2 (the same swizzled layout).
+  auto gather = [&](unsigned char* k_tile, unsigned char* v_stage, int tile) {
 #pragma unroll 1
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    k_bars.producer_wait(pos);
-    unsigned char* k_tile = k_ring + pos.stage * Cfg::kTileBytes;
-#pragma unroll 1
-    for (int idx = ptid; idx < Bc * kChunks; idx += 128) {
-      const int row = idx / kChunks, chunk = idx % kChunks, key = tile * Bc + row;
+    for (int row = ptid / kPerRow; row < Bc; row += kRowsPerPass) {
+      const int key = tile * Bc + row;
       const std::int64_t off = key < kv_len ? kv.row_offset(b, kv_head, key) : std::int64_t{-1};
-      const int dst = swizzled_offset<Cfg>(Bc, row, chunk * 16);
-      arch::cp_async_cg16_zfill(k_tile + dst, off >= 0 ? kv.any_k() + off + chunk * 16 : any,
-                                off >= 0 ? 16 : 0);
-      arch::cp_async_cg16_zfill(staging + dst, off >= 0 ? kv.any_v() + off + chunk * 16 : any,
-                                off >= 0 ? 16 : 0);
+      const auto* k_src = kv.any_k() + (off >= 0 ? off : 0);  // a zero-filled row reads nothing
+      const auto* v_src = kv.any_v() + (off >= 0 ? off : 0);
+#pragma unroll
+      for (int c = 0; c < kMine; ++c) {
+        const int chunk = part + c * kPerRow, dst = swizzled_offset<Cfg>(Bc, row, chunk * 16);
+        if (kChunks % kPerRow == 0 || chunk < kChunks) {
+          arch::cp_async_cg16_zfill(k_tile + dst, k_src + chunk * 16, off >= 0 ? 16 : 0);
+          arch::cp_async_cg16_zfill(v_stage + dst, v_src + chunk * 16, off >= 0 ? 16 : 0);
+        }
+      }
     }
     arch::cp_async_commit();
+  };
+  sm90::RingPosition<S> pos, next;
+  if (tile_begin < tile_end) {
+    k_bars.producer_wait(pos);
+    gather(k_ring + pos.stage * Cfg::kTileBytes, staging, tile_begin);
+  }
+#pragma unroll 1
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int i = tile - tile_begin;
     arch::cp_async_wait<0>();
     sm90::fence_proxy_async();  // the K slot is read by wgmma
     __syncwarp();
     if (ptid % 32 == 0) k_bars.producer_publish(pos);
-    sm90::warpgroup_sync();  // every thread's V copies landed in the staging slot
+    sm90::warpgroup_sync();  // every thread's V_j copies landed; V_{j-1}'s staging slot is transposed
+    next = pos;
+    next.advance();
+    if (tile + 1 < tile_end) {
+      k_bars.producer_wait(next);
+      gather(k_ring + next.stage * Cfg::kTileBytes, staging + ((i + 1) & 1) * Cfg::kTileBytes, tile + 1);
+    }
     v_bars.producer_wait(pos);
-    sm90_transpose_v<Cfg>(staging, v_ring + pos.stage * Cfg::kTileBytes, kv_len - tile * Bc, ptid);
+    sm90_transpose_v<Cfg>(staging + (i & 1) * Cfg::kTileBytes, v_ring + pos.stage * Cfg::kTileBytes,
+                          kv_len - tile * Bc, ptid);
     sm90::fence_proxy_async();
     __syncwarp();
     if (ptid % 32 == 0) v_bars.producer_publish(pos);
-    sm90::warpgroup_sync();  // the staging slot is free
-    pos.advance();
+    pos = next;
   }
 }
 
