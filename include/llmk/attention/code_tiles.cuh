@@ -167,6 +167,93 @@ LLMK_DEVICE void codes_to_pairs(std::uint32_t x, std::uint32_t& a, std::uint32_t
   }
 }
 
+/// 16 codes at `src` (shared memory) times `scale`, rounded to T: T(float(code) * scale), the prefill's and
+/// the reference's dequantization. Codes 0..7 go to dst0, 8..15 to dst1 (16-byte stores).
+template <class T, class Code>
+LLMK_DEVICE void dequant_chunk16(const unsigned char* src, float scale, void* dst0, void* dst1) {
+  const Vector16<std::uint32_t> c = load16(reinterpret_cast<const std::uint32_t*>(src));
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    Vector16<std::uint32_t> out;
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      float f[4];
+      codes_to_float4<Code>(c.elements[2 * h + w], f);
+      out.elements[2 * w] = MmaFor<T>::pack(f[0] * scale, f[1] * scale);
+      out.elements[2 * w + 1] = MmaFor<T>::pack(f[2] * scale, f[3] * scale);
+    }
+    store16(reinterpret_cast<std::uint32_t*>(h == 0 ? dst0 : dst1), out);
+  }
+}
+
+/// The mma.sync prefill's quantized tiles, in two steps per K/V tile:
+///   stage_codes    cp.async copies of the tile's 8-bit K and V codes and their per-row scales into a staging
+///                  area (the ring's second slots, unused by this path), issued before the previous tile
+///                  computes: kThreads / kRows threads a row (at least one), one page lookup per row and
+///                  thread, each copying every (kThreads / kRows)-th 16-byte chunk; the scales after the
+///                  codes;
+///   dequant_codes  after the copies landed, T(float(code) * scale) into the first ring slots, which the mma
+///                  path then reads as usual (no global load: the first version looked each row up again
+///                  here, per 16 codes, for its scales).
+/// Rows past key_end (and rows whose page is invalid) are zero-filled, codes and scales, so they become +0.
+/// kRows x kDim codes, kThreads threads, the staging rows padded to kDim + 16 bytes.
+template <class T, int kRows, int kDim, int kThreads>
+struct QuantizedTile {
+  static constexpr int kStagePitch = kDim + 16;  // bytes
+  static constexpr int kChunksPerRow = kDim / 16, kChunks = kRows * kChunksPerRow;
+  static constexpr int kScaleOffset = kRows * kStagePitch;  // bytes: the rows' fp32 scales follow the codes
+  static constexpr int kPerRow = kThreads >= kRows ? kThreads / kRows : 1;
+  static constexpr int kRowsPerPass = kThreads / kPerRow;
+  static_assert(kThreads % kRows == 0 || kRows % kThreads == 0, "whole rows per thread group");
+
+  template <class Kv>
+  LLMK_DEVICE static void stage_codes(const Kv& kv, int b, int head, int key0, int key_end,
+                                      unsigned char* k_stage, unsigned char* v_stage, int tid) {
+    const auto& pages = kv.pages;
+    const int part = tid % kPerRow;
+#pragma unroll 1
+    for (int row = tid / kPerRow; row < kRows; row += kRowsPerPass) {
+      int page = -1, slot = 0;
+      if (key0 + row < key_end) pages.locate(b, key0 + row, page, slot);
+      const bool valid = page >= 0;
+      const std::int64_t off = valid ? pages.row_offset_at(page, slot, head) : 0;
+      // A zero-filled row copies from the pool's first row (src-size 0 reads nothing).
+      const auto* k_src = reinterpret_cast<const unsigned char*>(pages.k_pages) + off;
+      const auto* v_src = reinterpret_cast<const unsigned char*>(pages.v_pages) + off;
+#pragma unroll
+      for (int c = 0; c < (kChunksPerRow + kPerRow - 1) / kPerRow; ++c) {
+        const int col = (part + c * kPerRow) * 16;
+        if (kChunksPerRow % kPerRow == 0 || col < kDim) {
+          arch::cp_async_cg16_zfill(k_stage + row * kStagePitch + col, k_src + col, valid ? 16 : 0);
+          arch::cp_async_cg16_zfill(v_stage + row * kStagePitch + col, v_src + col, valid ? 16 : 0);
+        }
+      }
+      const std::int64_t s = valid ? pages.scale_index(page, slot, head) : 0;
+      if (kPerRow == 1 || part == 0)
+        arch::cp_async_zfill<4>(reinterpret_cast<float*>(k_stage + kScaleOffset) + row, pages.k_scales + s,
+                                valid ? 4 : 0);
+      if (kPerRow == 1 || part == 1)
+        arch::cp_async_zfill<4>(reinterpret_cast<float*>(v_stage + kScaleOffset) + row, pages.v_scales + s,
+                                valid ? 4 : 0);
+    }
+  }
+
+  template <class Code, int kPitch>
+  LLMK_DEVICE static void dequant_codes(const unsigned char* k_stage, const unsigned char* v_stage, T* k_tile,
+                                        T* v_tile, int tid) {
+    const auto* k_scale = reinterpret_cast<const float*>(k_stage + kScaleOffset);
+    const auto* v_scale = reinterpret_cast<const float*>(v_stage + kScaleOffset);
+#pragma unroll 1
+    for (int c = tid; c < kChunks; c += kThreads) {
+      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
+      T* k_dst = k_tile + row * kPitch + col;
+      T* v_dst = v_tile + row * kPitch + col;
+      dequant_chunk16<T, Code>(k_stage + row * kStagePitch + col, k_scale[row], k_dst, k_dst + 8);
+      dequant_chunk16<T, Code>(v_stage + row * kStagePitch + col, v_scale[row], v_dst, v_dst + 8);
+    }
+  }
+};
+
 /// Reorders the 4-byte dim pairs of every 16-dim chunk of the Q tile's rows in place, from (0,1) (2,3) ...
 /// (14,15) to (0,1) (4,5) (8,9) (12,13) (2,3) (6,7) (10,11) (14,15): then the k slots 2t, 2t + 1, 2t + 8,
 /// 2t + 9 of Q's mma fragment (ldmatrix) hold dims 4t..4t + 3, which a thread reads of a key row of codes in

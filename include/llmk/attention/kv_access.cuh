@@ -90,8 +90,8 @@ concept SharedOffsetKv = requires(const Kv& kv, int i) {
 
 /// A paged cache: rows through the page table (a bad page index zero-fills after the checked-build trap).
 /// For a quantized cache (Code != T) the kernels take the quantized path: code_rows gives the codes and their
-/// scales; prefill dequantizes the tile into shared memory as T (QuantizedTile), decode in registers
-/// (code_tiles.cuh).
+/// scales; prefill dequantizes the tile into shared memory as T (QuantizedTile), decode in registers (both
+/// in code_tiles.cuh).
 template <class T, class Code = T>
 struct PagedKvRows {
   static constexpr bool kQuantized = !std::is_same_v<T, Code>;
@@ -137,63 +137,5 @@ template <class Kv>
 struct IsQuantizedKv : std::false_type {};
 template <class T, class Code>
 struct IsQuantizedKv<PagedKvRows<T, Code>> : std::bool_constant<PagedKvRows<T, Code>::kQuantized> {};
-
-/// The quantized path of the attention kernels, in two steps per K/V tile:
-///   stage_codes    cp.async copies of the tile's 8-bit K and V codes into a staging area (the ring's second
-///                  slot, unused by this path), issued before the previous tile computes;
-///   dequant_codes  after the copies landed, float(code) * scale rounded to T into the first ring slot, which
-///                  the mma path then reads as usual.
-/// Rows past key_end (and rows whose page is invalid) become zeros. kRows x kDim codes, kThreads threads, the
-/// staging rows padded to kDim + 16 bytes.
-template <class T, int kRows, int kDim, int kThreads>
-struct QuantizedTile {
-  static constexpr int kStagePitch = kDim + 16;  // bytes
-  static constexpr int kChunksPerRow = kDim / 16, kChunks = kRows * kChunksPerRow;
-
-  template <class Kv>
-  LLMK_DEVICE static void stage_codes(const Kv& kv, int b, int head, int key0, int key_end,
-                                      unsigned char* k_stage, unsigned char* v_stage, int tid) {
-    using Code = typename Kv::Stored;
-#pragma unroll 2
-    for (int c = tid; c < kChunks; c += kThreads) {
-      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
-      const Code *kr = nullptr, *vr = nullptr;
-      float ks, vs;
-      if (key0 + row < key_end) kv.code_rows(b, head, key0 + row, kr, vr, ks, vs);
-      const bool valid = kr != nullptr;
-      arch::cp_async_cg16_zfill(k_stage + row * kStagePitch + col, valid ? kr + col : kv.any_k(),
-                                valid ? 16 : 0);
-      arch::cp_async_cg16_zfill(v_stage + row * kStagePitch + col, valid ? vr + col : kv.any_v(),
-                                valid ? 16 : 0);
-    }
-  }
-
-  template <class Kv, int kPitch>
-  LLMK_DEVICE static void dequant_codes(const Kv& kv, int b, int head, int key0, int key_end,
-                                        const unsigned char* k_stage, const unsigned char* v_stage, T* k_tile,
-                                        T* v_tile, int tid) {
-    using Code = typename Kv::Stored;
-#pragma unroll 1
-    for (int c = tid; c < kChunks; c += kThreads) {
-      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
-      const Code *kr, *vr;
-      float ks = 0.0f, vs = 0.0f;
-      if (key0 + row < key_end) kv.code_rows(b, head, key0 + row, kr, vr, ks, vs);
-      const Vector16<Code> kc = load16(reinterpret_cast<const Code*>(k_stage + row * kStagePitch + col));
-      const Vector16<Code> vc = load16(reinterpret_cast<const Code*>(v_stage + row * kStagePitch + col));
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        Vector16<T> ko, vo;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          ko.elements[e] = T(static_cast<float>(kc.elements[8 * h + e]) * ks);
-          vo.elements[e] = T(static_cast<float>(vc.elements[8 * h + e]) * vs);
-        }
-        store16(k_tile + row * kPitch + col + 8 * h, ko);
-        store16(v_tile + row * kPitch + col + 8 * h, vo);
-      }
-    }
-  }
-};
 
 }  // namespace llmk::attention::detail

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "llmk/attention/args.cuh"
+#include "llmk/attention/code_tiles.cuh"
 #include "llmk/attention/kv_access.cuh"
 #include "llmk/attention/mask.cuh"
 #include "llmk/attention/online_softmax.cuh"
@@ -302,8 +303,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       using Tile = detail::QuantizedTile<T, Bc, D, Cfg::kThreads>;
       arch::cp_async_wait_all();
       __syncthreads();  // this tile's codes (and Q) landed; the buffers are free (previous tile computed)
-      Tile::template dequant_codes<Kv, P>(kv, b, kv_head, tile * Bc, kv_end, k_stage, v_stage, k_ring, v_ring,
-                                          tid);
+      Tile::template dequant_codes<typename Kv::Stored, P>(k_stage, v_stage, k_ring, v_ring, tid);
       __syncthreads();  // the staging area is free again
       if (tile + 1 < tile_end)
         Tile::stage_codes(kv, b, kv_head, (tile + 1) * Bc, kv_end, k_stage, v_stage, tid);

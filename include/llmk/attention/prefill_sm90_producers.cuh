@@ -147,22 +147,6 @@ LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars
                               (is_k ? pages.k_scales : pages.v_scales) + s, valid ? 4 : 0);
     }
   };
-  // 16 codes at `src` times `scale`, as T, into the 32 bytes at dst0 (first 8) and dst1.
-  auto convert_chunk = [](const unsigned char* src, float scale, unsigned char* dst0, unsigned char* dst1) {
-    const Vector16<std::uint32_t> c = load16(reinterpret_cast<const std::uint32_t*>(src));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      Vector16<std::uint32_t> out;
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        float f[4];
-        codes_to_float4<Code>(c.elements[2 * h + w], f);
-        out.elements[2 * w] = MmaFor<T>::pack(f[0] * scale, f[1] * scale);
-        out.elements[2 * w + 1] = MmaFor<T>::pack(f[2] * scale, f[3] * scale);
-      }
-      store16(reinterpret_cast<std::uint32_t*>(h == 0 ? dst0 : dst1), out);
-    }
-  };
   // Piece n (landed) -> T rows of its ring slot `tile_smem`. When 128 threads cover whole rows of chunks in
   // steps of 8 rows under the 128-byte swizzle (head dims 64, 128, 256), a thread keeps one chunk column
   // and its rows' swizzle term: the addresses are computed once per piece (the general form spent about 40
@@ -178,15 +162,15 @@ LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars
       unsigned char* dst1 = tile_smem + swizzled_offset<Cfg>(Bc, row0 + r, chunk * 32 + 16);
 #pragma unroll 1                                  // 40 registers
       for (int i = 0; i < kRows / kRowStep; ++i)  // the swizzle term of a row repeats every 8 rows
-        convert_chunk(codes + (r + i * kRowStep) * D + chunk * 16, scales[r + i * kRowStep],
-                      dst + i * kRowStep * 128, dst1 + i * kRowStep * 128);
+        dequant_chunk16<T, Code>(codes + (r + i * kRowStep) * D + chunk * 16, scales[r + i * kRowStep],
+                                 dst + i * kRowStep * 128, dst1 + i * kRowStep * 128);
     } else {
 #pragma unroll 1
       for (int idx = ptid; idx < kRows * kChunks; idx += 128) {
         const int row = idx / kChunks, chunk = idx % kChunks;
-        convert_chunk(codes + row * D + chunk * 16, scales[row],
-                      tile_smem + swizzled_offset<Cfg>(Bc, row0 + row, chunk * 32),
-                      tile_smem + swizzled_offset<Cfg>(Bc, row0 + row, chunk * 32 + 16));
+        dequant_chunk16<T, Code>(codes + row * D + chunk * 16, scales[row],
+                                 tile_smem + swizzled_offset<Cfg>(Bc, row0 + row, chunk * 32),
+                                 tile_smem + swizzled_offset<Cfg>(Bc, row0 + row, chunk * 32 + 16));
       }
     }
   };
