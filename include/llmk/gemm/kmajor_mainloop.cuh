@@ -253,6 +253,19 @@ LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split,
 
 }  // namespace detail
 
+/// Block-relative row of this thread's accumulators [mi][.][e] with e / 2 == h (h = 1: the row 8 below), and
+/// column of [.][ni][e] with e % 2 == odd (the mma.sync m16n8 D layout over the block's warps).
+template <class Tile>
+LLMK_DEVICE int acc_row(int mi, int h) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  return (warp / Tile::WarpsN) * Tile::WM + mi * 16 + lane / 4 + h * 8;
+}
+template <class Tile>
+LLMK_DEVICE int acc_col(int ni, int odd) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  return (warp % Tile::WarpsN) * Tile::WN + ni * 8 + 2 * (lane % 4) + odd;
+}
+
 /// Shared memory the staged epilogue needs for an Out tile (rows padded by 16 bytes).
 template <class Tile, class Out>
 inline constexpr int kStagedEpilogueBytes = Tile::BM*(Tile::BN* static_cast<int>(sizeof(Out)) + 16);
@@ -268,16 +281,13 @@ LLMK_DEVICE void store_tile_staged(unsigned char* smem, Out* d, std::int64_t ldd
   constexpr int kPitch = Tile::BN + kVec;  // elements
   static_assert(Tile::BN % kVec == 0, "BN must hold whole 16-byte chunks of the output type");
   Out* tile = reinterpret_cast<Out*>(smem);
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int mi = 0; mi < Tile::kMmaM; ++mi)
 #pragma unroll
     for (int ni = 0; ni < Tile::kMmaN; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = warp_m * Tile::WM + mi * 16 + g + (e / 2) * 8;
-        const int c = warp_n * Tile::WN + ni * 8 + 2 * t + (e % 2);
+        const int r = acc_row<Tile>(mi, e / 2), c = acc_col<Tile>(ni, e % 2);
         const int row = block_m + r, col = block_n + c;
         tile[r * kPitch + c] = (row < m && col < n) ? value(row, col, mi, ni, e) : Out(0);
       }

@@ -94,19 +94,49 @@ using Fp8BlockGemmArgs = QuantGemmArgs<float8_e4m3, Fp8BlockScales>;
 
 namespace detail {
 
+// The dequantization of output (row, col) in a row half (the activation's scale and zero point) and a column
+// half (the weight's scale, its column sum, the bias), so that an epilogue loads each row's and each column's
+// factors once rather than once per output.
+struct DequantRow {
+  float sa;
+  std::int64_t z;  // 0 without zero points
+};
+struct DequantCol {
+  float sw, bias;       // bias 0 when there is none (not added)
+  std::int32_t colsum;  // 0 without zero points
+};
+
+LLMK_DEVICE DequantRow dequant_row(const DequantScales& s, int row) {
+  const int i = s.a_per_token ? row : 0;
+  return {s.a_scales[i], s.a_zero_points != nullptr ? std::int64_t{s.a_zero_points[i]} : std::int64_t{0}};
+}
+
+LLMK_DEVICE DequantCol dequant_col(const DequantScales& s, int col) {
+  return {s.w_scales[s.w_per_channel ? col : 0], s.bias != nullptr ? s.bias[col] : 0.0f,
+          s.w_column_sums != nullptr ? s.w_column_sums[col] : 0};
+}
+
 // s_a[i] * s_w[j] * v + bias[j] in fp32 (v already zero-point corrected).
-LLMK_DEVICE float dequantize(const DequantScales& s, int row, int col, float v) {
-  const float sa = s.a_scales[s.a_per_token ? row : 0], sw = s.w_scales[s.w_per_channel ? col : 0];
-  float out = v * (sa * sw);
-  if (s.bias != nullptr) out += s.bias[col];
+LLMK_DEVICE float dequantize(const DequantScales& s, const DequantRow& r, const DequantCol& c, float v) {
+  float out = v * (r.sa * c.sw);
+  if (s.bias != nullptr) out += c.bias;
   return out;
 }
 
 // acc - z_a[i] * colsum_w[j] as float; the product can pass 2^31, so it is formed in 64 bits.
+LLMK_DEVICE float zero_point_corrected(const DequantScales& s, const DequantRow& r, const DequantCol& c,
+                                       std::int32_t acc) {
+  if (s.a_zero_points == nullptr) return static_cast<float>(acc);
+  return static_cast<float>(static_cast<std::int64_t>(acc) - r.z * c.colsum);
+}
+
+LLMK_DEVICE float dequantize(const DequantScales& s, int row, int col, float v) {
+  return dequantize(s, dequant_row(s, row), dequant_col(s, col), v);
+}
+
 LLMK_DEVICE float zero_point_corrected(const DequantScales& s, int row, int col, std::int32_t acc) {
   if (s.a_zero_points == nullptr) return static_cast<float>(acc);
-  const std::int64_t z = s.a_zero_points[s.a_per_token ? row : 0];
-  return static_cast<float>(static_cast<std::int64_t>(acc) - z * s.w_column_sums[col]);
+  return zero_point_corrected(s, dequant_row(s, row), dequant_col(s, col), acc);
 }
 
 template <class In, class Out, class Scales>

@@ -69,10 +69,6 @@ LLMK_DEVICE void zero(Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = Acc(0);
 }
 
-}  // namespace detail
-
-namespace detail {
-
 // The operands of this block: all of K, or under split-K the k-tiles of split blockIdx.z
 // (kmajor_split_window).
 template <class Tile, bool kSplitK, class In, class Acc>
@@ -82,6 +78,30 @@ LLMK_DEVICE KMajorOperands kmajor_split_operands(const QuantGemmKernelArgs<In>& 
   if (kSplitK) return kmajor_split_window<Tile, In>(op, split.k_tiles_per_split);
   return op;
 }
+
+/// The dequantization factors of this thread's accumulator rows and columns, each loaded once (the epilogue
+/// used to load them per output: up to 5 loads per element). Rows / columns outside [M, N] get zeros.
+template <class Tile>
+struct AccFactors {
+  DequantRow row[Tile::kMmaM][2];
+  DequantCol col[Tile::kMmaN][2];
+  LLMK_DEVICE AccFactors(const DequantScales& s, int block_m, int block_n, int m, int n) {
+#pragma unroll
+    for (int mi = 0; mi < Tile::kMmaM; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = block_m + acc_row<Tile>(mi, h);
+        row[mi][h] = r < m ? dequant_row(s, r) : DequantRow{};
+      }
+#pragma unroll
+    for (int ni = 0; ni < Tile::kMmaN; ++ni)
+#pragma unroll
+      for (int o = 0; o < 2; ++o) {
+        const int c = block_n + acc_col<Tile>(ni, o);
+        col[ni][o] = c < n ? dequant_col(s, c) : DequantCol{};
+      }
+  }
+};
 
 }  // namespace detail
 
@@ -106,13 +126,23 @@ __global__ void __launch_bounds__(Tile::kThreads)
     else
       return Out(detail::dequantize(p.scales, row, col, detail::zero_point_corrected(p.scales, row, col, v)));
   };
-  if constexpr (kSplitK)
+  if constexpr (kSplitK) {
     detail::kmajor_split_k_finish<Tile>(split, acc, static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
                                         value);
-  else
+  } else if constexpr (std::is_same_v<Out, std::int32_t>) {
+    store_tile_staged<Tile>(dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
+                            [&](int, int, int mi, int ni, int e) -> Out { return acc[mi][ni][e]; });
+  } else {
+    const detail::AccFactors<Tile> f(p.scales, block_m, block_n, p.m, p.n);
     store_tile_staged<Tile>(
         dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
-        [&](int row, int col, int mi, int ni, int e) -> Out { return value(row, col, acc[mi][ni][e]); });
+        [&](int, int, int mi, int ni, int e) -> Out {
+          const detail::DequantRow& r = f.row[mi][e / 2];
+          const detail::DequantCol& c = f.col[ni][e % 2];
+          return Out(detail::dequantize(p.scales, r, c,
+                                        detail::zero_point_corrected(p.scales, r, c, acc[mi][ni][e])));
+        });
+  }
 }
 
 /// FP8 kernel (e4m3 x e4m3, fp32 accumulate), blocks as w8a8_kernel. Compiled to a trap for architectures
@@ -128,13 +158,17 @@ __global__ void __launch_bounds__(Tile::kThreads)
     kmajor_mainloop<Tile, 1, arch::MMA_16x8x32_F32E4M3E4M3F32>(
         detail::kmajor_split_operands<Tile, kSplitK>(p, split), block_m, block_n, dynamic_smem(), acc);
     auto value = [&](int row, int col, float v) { return Out(detail::dequantize(p.scales, row, col, v)); };
-    if constexpr (kSplitK)
+    if constexpr (kSplitK) {
       detail::kmajor_split_k_finish<Tile>(split, acc, static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m,
                                           p.n, value);
-    else
+    } else {
+      const detail::AccFactors<Tile> f(p.scales, block_m, block_n, p.m, p.n);
       store_tile_staged<Tile>(
           dynamic_smem(), static_cast<Out*>(p.d), p.ldd, block_m, block_n, p.m, p.n,
-          [&](int row, int col, int mi, int ni, int e) -> Out { return value(row, col, acc[mi][ni][e]); });
+          [&](int, int, int mi, int ni, int e) -> Out {
+            return Out(detail::dequantize(p.scales, f.row[mi][e / 2], f.col[ni][e % 2], acc[mi][ni][e]));
+          });
+    }
   } else {
 #if LLMK_DEVICE_PASS
     __trap();
