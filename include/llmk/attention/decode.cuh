@@ -292,57 +292,78 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
           });
     });
   } else {
-    // whole: every key of the tile is before key_end (the hot loop's copies), no bounds test.
-    auto load_kv = [&](int tile, int slot, bool whole) {
-      const int key0 = key_begin + tile * Bc;
-      if constexpr (detail::StridedKv<Kv>) {  // dense cache: stepped addresses (prefill.cuh)
-        T* k_dst = k_ring + slot * Bc * P;
-        T* v_dst = v_ring + slot * Bc * P;
-        const T* k_src = kv.k_row(b, kv_head, key0);
-        const T* v_src = kv.v_row(b, kv_head, key0);
-        if (whole) {
-          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(k_dst, k_src, kv.k_key_stride(), Bc,
-                                                                         kv.any_k(), tid);
-          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(v_dst, v_src, kv.v_key_stride(), Bc,
-                                                                         kv.any_v(), tid);
-        } else {
-          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(k_dst, k_src, kv.k_key_stride(),
-                                                                   key_end - key0, kv.any_k(), tid);
-          detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(v_dst, v_src, kv.v_key_stride(),
-                                                                   key_end - key0, kv.any_v(), tid);
-        }
-      } else if constexpr (detail::SharedOffsetKv<Kv>) {  // paged: one page lookup per row for K and V
-        (void)whole;
-        detail::load_kv_rows_async<Bc, D, P, Cfg::kThreads>(
-            k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.any_k(), kv.any_v(),
-            [&](int r) -> std::int64_t {
-              return key0 + r < key_end ? kv.row_offset(b, kv_head, key0 + r) : std::int64_t{-1};
-            },
-            tid);
-      } else {
-        (void)whole;
-        auto k_row = [&](int r) -> const T* {
-          return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
-        };
-        auto v_row = [&](int r) -> const T* {
-          return key0 + r < key_end ? kv.v_row(b, kv_head, key0 + r) : nullptr;
-        };
-        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
-        detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
-      }
-    };
+    if constexpr (detail::SharedOffsetKv<Kv>) {
+      // Paged: each tile's page lookups go out a step before its copies (PagedRowsAhead), so the copies of
+      // tile i + S - 1 never wait for a table load.
+      detail::PagedRowsAhead<Bc, D, P, Cfg::kThreads> ahead;
+      const int* table = kv.pages.table_row(b);
+      auto fetch = [&](int tile) { ahead.fetch(kv.pages, table, key_begin + tile * Bc, key_end, tid); };
+      auto issue = [&](int slot) {
+        ahead.issue(k_ring + slot * Bc * P, v_ring + slot * Bc * P, kv.pages, kv_head, tid);
+      };
 #pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (s < tiles) load_kv(s, s, false);
-      arch::cp_async_commit();
+      for (int s = 0; s < S - 1; ++s) {
+        if (s < tiles) {
+          fetch(s);
+          issue(s);
+        }
+        arch::cp_async_commit();
+      }
+      if (S - 1 < tiles) fetch(S - 1);
+      for_each_tile([&](bool general, int i) {
+        arch::cp_async_wait<S - 2>();
+        __syncthreads();
+        if (i + S - 1 < tiles) issue((i + S - 1) % S);
+        arch::cp_async_commit();
+        if (i + S < tiles) fetch(i + S);
+        attend_tile(general, k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
+      });
+    } else {
+      // Dense and batched K/V (paged: PagedRowsAhead above). whole: every key of the tile is before key_end
+      // (the hot loop's copies), no bounds test.
+      auto load_kv = [&](int tile, int slot, bool whole) {
+        const int key0 = key_begin + tile * Bc;
+        if constexpr (detail::StridedKv<Kv>) {  // dense cache: stepped addresses (prefill.cuh)
+          T* k_dst = k_ring + slot * Bc * P;
+          T* v_dst = v_ring + slot * Bc * P;
+          const T* k_src = kv.k_row(b, kv_head, key0);
+          const T* v_src = kv.v_row(b, kv_head, key0);
+          if (whole) {
+            detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(k_dst, k_src, kv.k_key_stride(),
+                                                                           Bc, kv.any_k(), tid);
+            detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads, true>(v_dst, v_src, kv.v_key_stride(),
+                                                                           Bc, kv.any_v(), tid);
+          } else {
+            detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(k_dst, k_src, kv.k_key_stride(),
+                                                                     key_end - key0, kv.any_k(), tid);
+            detail::load_strided_rows_async<Bc, D, P, Cfg::kThreads>(v_dst, v_src, kv.v_key_stride(),
+                                                                     key_end - key0, kv.any_v(), tid);
+          }
+        } else {
+          (void)whole;
+          auto k_row = [&](int r) -> const T* {
+            return key0 + r < key_end ? kv.k_row(b, kv_head, key0 + r) : nullptr;
+          };
+          auto v_row = [&](int r) -> const T* {
+            return key0 + r < key_end ? kv.v_row(b, kv_head, key0 + r) : nullptr;
+          };
+          detail::load_rows_async<Bc, D, P, Cfg::kThreads>(k_ring + slot * Bc * P, k_row, kv.any_k(), tid);
+          detail::load_rows_async<Bc, D, P, Cfg::kThreads>(v_ring + slot * Bc * P, v_row, kv.any_v(), tid);
+        }
+      };
+#pragma unroll
+      for (int s = 0; s < S - 1; ++s) {
+        if (s < tiles) load_kv(s, s, false);
+        arch::cp_async_commit();
+      }
+      for_each_tile([&](bool general, int i) {
+        arch::cp_async_wait<S - 2>();
+        __syncthreads();
+        if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S, !general);
+        arch::cp_async_commit();
+        attend_tile(general, k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
+      });
     }
-    for_each_tile([&](bool general, int i) {
-      arch::cp_async_wait<S - 2>();
-      __syncthreads();
-      if (i + S - 1 < tiles) load_kv(i + S - 1, (i + S - 1) % S, !general);
-      arch::cp_async_commit();
-      attend_tile(general, k_ring + (i % S) * Bc * P, v_ring + (i % S) * Bc * P, key_begin + i * Bc);
-    });
   }
   softmax.reduce_sums();
 

@@ -63,6 +63,62 @@ LLMK_DEVICE void load_kv_rows_async(T* k_tile, T* v_tile, const T* k_base, const
   }
 }
 
+/// load_kv_rows_async over a paged cache with its page lookups a tile ahead: fetch() issues the block-table
+/// loads of a tile's rows (the rows and threads of load_kv_rows_async), issue() (called a pipeline step
+/// later, for the same tile) checks them, forms the row offsets and issues the copies. A table load's latency
+/// then overlaps a tile's compute instead of holding back the copies that need it (paged decode: one global
+/// load round trip per tile before its copies could start).
+template <int kRows, int kDim, int kPitch, int kThreads>
+struct PagedRowsAhead {
+  static constexpr int kChunks = kDim / 8;  // 16-byte chunks of a row
+  static constexpr int kPerRow = kChunks % 4 == 0 ? 4 : (kChunks % 2 == 0 ? 2 : 1);
+  static constexpr int kRowsPerPass = kThreads / kPerRow;
+  static constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kThreads % kPerRow == 0 && kPasses <= 32, "whole row groups");
+  int page[kPasses], slot[kPasses];  // raw table entries (checked in issue) and slots
+  unsigned in_seq = 0;               // bit i: pass i's row is a key of the sequence
+
+  /// `table`: the sequence's row of the page table (PagedKv::table_row, looked up once per block).
+  template <class Pages>
+  LLMK_DEVICE void fetch(const Pages& pages, const int* table, int key0, int key_end, int tid) {
+    in_seq = 0;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = tid / kPerRow + i * kRowsPerPass;
+      page[i] = slot[i] = 0;
+      if (kRows % kRowsPerPass != 0 && row >= kRows) break;
+      if (key0 + row < key_end) {
+        int logical;
+        pages.split_key(key0 + row, logical, slot[i]);
+        page[i] = table[logical];
+        in_seq |= 1u << i;
+      }
+    }
+  }
+
+  template <class T, class Pages>
+  LLMK_DEVICE void issue(T* k_tile, T* v_tile, const Pages& pages, int head, int tid) const {
+    const int part = tid % kPerRow;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = tid / kPerRow + i * kRowsPerPass;
+      if (kRows % kRowsPerPass != 0 && row >= kRows) break;
+      const int p = (in_seq >> i) & 1u ? pages.checked_page(page[i]) : -1;
+      const bool valid = p >= 0;
+      const std::int64_t off = valid ? pages.row_offset_at(p, slot[i], head) : 0;
+      const T* k_src = pages.k_pages + off + part * 8;
+      const T* v_src = pages.v_pages + off + part * 8;
+      T* k_dst = k_tile + row * kPitch + part * 8;
+      T* v_dst = v_tile + row * kPitch + part * 8;
+#pragma unroll
+      for (int c = 0; c < kChunks / kPerRow; ++c) {
+        arch::cp_async_cg16_zfill(k_dst + c * kPerRow * 8, k_src + c * kPerRow * 8, valid ? 16 : 0);
+        arch::cp_async_cg16_zfill(v_dst + c * kPerRow * 8, v_src + c * kPerRow * 8, valid ? 16 : 0);
+      }
+    }
+  }
+};
+
 /// Scores into the base-2 domain of the online softmax, with the optional soft-cap:
 ///   x = log2(e) * (softcap > 0 ? softcap * tanh(scale * s / softcap) : scale * s)
 /// split into a per-score part (operator(): s, or tanh(s * scale / softcap)) and a positive factor

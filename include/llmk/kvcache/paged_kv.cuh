@@ -98,12 +98,17 @@ struct PagedKv {
     const int pages = page_indptr[b + 1] - page_indptr[b];
     return pages == 0 ? 0 : (pages - 1) * page_size + last_page_len[b];
   }
-  /// Physical page of logical page `logical` of sequence b, or -1 (after a trap in checked builds) when the
-  /// table names a page outside the pool.
-  LLMK_DEVICE int physical_page(int b, int logical) const {
-    const int p = block_table != nullptr
-                      ? block_table[static_cast<std::int64_t>(b) * max_blocks_per_seq + logical]
-                      : page_indices[page_indptr[b] + logical];
+  /// The table's entry for logical page `logical` of sequence b, unchecked (checked_page() checks it; kernels
+  /// that look pages up a tile ahead load it early and check it when they use it).
+  LLMK_DEVICE int table_entry(int b, int logical) const { return table_row(b)[logical]; }
+  /// Sequence b's row of the table (block table or CSR): its entries are table_row(b)[logical].
+  LLMK_DEVICE const int* table_row(int b) const {
+    return block_table != nullptr ? block_table + static_cast<std::int64_t>(b) * max_blocks_per_seq
+                                  : page_indices + page_indptr[b];
+  }
+  /// A table entry as a physical page: -1 (after a trap in checked builds) when it names a page outside the
+  /// pool.
+  LLMK_DEVICE int checked_page(int p) const {
     if (p < 0 || p >= num_pages) {
 #if defined(LLMK_SIM) || (LLMK_DEVICE_PASS && !defined(NDEBUG))
       __trap();
@@ -111,6 +116,11 @@ struct PagedKv {
       return -1;
     }
     return p;
+  }
+  /// Physical page of logical page `logical` of sequence b, or -1 (after a trap in checked builds) when the
+  /// table names a page outside the pool.
+  LLMK_DEVICE int physical_page(int b, int logical) const {
+    return checked_page(table_entry(b, logical));
   }
   /// Index into k_scales / v_scales of the row at (physical page, slot, head) for a quantized cache.
   LLMK_HOST_DEVICE std::int64_t scale_index(std::int64_t page, int slot, int head) const {
@@ -135,9 +145,14 @@ struct PagedKv {
   }
   /// Physical page (-1: a bad page) and slot of token `key` of sequence b.
   LLMK_DEVICE void locate(int b, int key, int& page, int& slot) const {
-    const int logical = page_shift >= 0 ? key >> page_shift : key / page_size;
-    slot = page_shift >= 0 ? key & (page_size - 1) : key - logical * page_size;
+    int logical;
+    split_key(key, logical, slot);
     page = physical_page(b, logical);
+  }
+  /// Logical page and slot of token `key` (no memory access).
+  LLMK_DEVICE void split_key(int key, int& logical, int& slot) const {
+    logical = page_shift >= 0 ? key >> page_shift : key / page_size;
+    slot = page_shift >= 0 ? key & (page_size - 1) : key - logical * page_size;
   }
   /// Offset (elements) of the row at (physical page, slot, head).
   LLMK_DEVICE std::int64_t row_offset_at(int page, int slot, int head) const {
