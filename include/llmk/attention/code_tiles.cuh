@@ -53,19 +53,17 @@ struct CodeStage {
   LLMK_DEVICE float* v_scale() const { return k_scale() + kRows; }
 };
 
-/// Issues the cp.async copies of keys key0.. of (sequence b, KV head `head`) into `stage`: kThreads / kRows
-/// threads per row, one page lookup per thread, each copying its share of the row's 16-byte chunks, and
-/// the row's K scale (first thread) or V scale (second). Rows at or past key_end and rows of a bad page are
-/// zero-filled, codes and scales (so they dequantize to +0).
+/// Issues the cp.async copies of this thread's row of `stage` (row tid / (kThreads / kRows)), token at
+/// (physical page `page`, `slot`) of KV head `head` (page -1: a key past the end or a bad page): kThreads /
+/// kRows threads per row, each copying its share of the row's 16-byte chunks, and the row's K scale (first
+/// thread) or V scale (second). A row with page -1 is zero-filled, codes and scales (it dequantizes to +0).
 template <int kRows, int kDim, int kThreads, class T, class Code>
-LLMK_DEVICE void stage_code_tile(const kvcache::PagedKv<T, Code>& pages, int b, int head, int key0,
-                                 int key_end, const CodeStage<kRows, kDim>& stage, int tid) {
+LLMK_DEVICE void stage_code_row(const kvcache::PagedKv<T, Code>& pages, int head, int page, int slot,
+                                const CodeStage<kRows, kDim>& stage, int tid) {
   constexpr int kPerRow = kThreads / kRows, kChunksPerRow = kDim / 16;
   static_assert(kThreads % kRows == 0 && kPerRow >= 2, "two or more threads per row (K and V scales)");
   constexpr int kPitch = CodeStage<kRows, kDim>::kPitch;
   const int row = tid / kPerRow, part = tid % kPerRow;
-  int page = -1, slot = 0;
-  if (key0 + row < key_end) pages.locate(b, key0 + row, page, slot);
   const bool valid = page >= 0;
   const std::int64_t off = valid ? pages.row_offset_at(page, slot, head) : 0;
   const auto* k_src = reinterpret_cast<const unsigned char*>(pages.k_pages) + off;
@@ -85,6 +83,34 @@ LLMK_DEVICE void stage_code_tile(const kvcache::PagedKv<T, Code>& pages, int b, 
                             (part == 0 ? pages.k_scales : pages.v_scales) + s, valid ? 4 : 0);
   }
 }
+
+/// The page lookups of decode's code ring, a tile ahead of the copies: fetch() loads the raw table entry of
+/// this thread's row (one lookup per thread and tile), issue() (a pipeline step later) checks it and stages
+/// the row (stage_code_row), so the copies never wait for the table load.
+template <int kRows, int kDim, int kThreads>
+struct CodeRowsAhead {
+  int page = 0, slot = 0;
+  bool in_seq = false;
+
+  /// `table`: the sequence's row of the page table (PagedKv::table_row).
+  template <class Pages>
+  LLMK_DEVICE void fetch(const Pages& pages, const int* table, int key0, int key_end, int tid) {
+    const int key = key0 + tid / (kThreads / kRows);
+    in_seq = key < key_end;
+    page = slot = 0;
+    if (in_seq) {
+      int logical;
+      pages.split_key(key, logical, slot);
+      page = table[logical];
+    }
+  }
+  template <class T, class Code>
+  LLMK_DEVICE void issue(const kvcache::PagedKv<T, Code>& pages, int head,
+                         const CodeStage<kRows, kDim>& stage, int tid) const {
+    stage_code_row<kRows, kDim, kThreads>(pages, head, in_seq ? pages.checked_page(page) : -1, slot, stage,
+                                          tid);
+  }
+};
 
 /// prmt selector that puts codes lo and hi (byte indices of a) into the two 16-bit halves of the result:
 /// as the low byte of each half under a fill byte taken from b (high = false), or as the high byte over a

@@ -259,24 +259,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
     constexpr int CS = detail::kDecodeCodeStages<Cfg>, CP = Stage::kPitch;
     unsigned char* code_ring = raw + sizeof(T) * kRows * P;
     auto stage = [&](int slot) { return Stage{code_ring + slot * Stage::kBytes}; };
-    auto load_codes = [&](int tile, int slot) {
-      detail::stage_code_tile<Bc, D, Cfg::kThreads>(kv.pages, b, kv_head, key_begin + tile * Bc, key_end,
-                                                    stage(slot), tid);
-    };
+    // Page lookups a tile ahead of the copies (CodeRowsAhead).
+    detail::CodeRowsAhead<Bc, D, Cfg::kThreads> ahead;
+    const int* table = kv.pages.table_row(b);
+    auto fetch = [&](int tile) { ahead.fetch(kv.pages, table, key_begin + tile * Bc, key_end, tid); };
+    auto issue = [&](int slot) { ahead.issue(kv.pages, kv_head, stage(slot), tid); };
     arch::cp_async_commit();  // Q alone: interleaved once it lands, before the first tile's scores
 #pragma unroll
     for (int s = 0; s < CS - 1; ++s) {
-      if (s < tiles) load_codes(s, s);
+      if (s < tiles) {
+        fetch(s);
+        issue(s);
+      }
       arch::cp_async_commit();
     }
+    if (CS - 1 < tiles) fetch(CS - 1);
     arch::cp_async_wait<CS - 1>();
     __syncthreads();
     detail::interleave_q_chunks<kRows, D, P, Cfg::kThreads>(q_tile, tid);  // the loop's barrier orders it
     for_each_tile([&](bool general, int i) {
       arch::cp_async_wait<CS - 2>();
       __syncthreads();  // tile i landed for every thread; slot (i - 1) % CS is free (tile i - 1 computed)
-      if (i + CS - 1 < tiles) load_codes(i + CS - 1, (i + CS - 1) % CS);
+      if (i + CS - 1 < tiles) issue((i + CS - 1) % CS);
       arch::cp_async_commit();
+      if (i + CS < tiles) fetch(i + CS);
       const Stage st = stage(i % CS);
       attend(
           general, key_begin + i * Bc,
