@@ -68,6 +68,7 @@
 #include "llmk/kvcache/paged_kv.cuh"
 #include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
+#include "support/page_pool.hpp"
 
 namespace {
 
@@ -184,33 +185,14 @@ void BM_PagedDecode(benchmark::State& state) {
   for (int b = 0; b <= s.batch; ++b) indptr[b] = b * pages_per_seq;
   for (int b = 0; b < s.batch; ++b) last_page_len[b] = s.kv_len - (pages_per_seq - 1) * page_size;
 
-  const kv::PageStrides strides = kv::make_nhd_strides(page_size, s.kv_heads, s.d);
-  const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
   llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count());
-  llmk::DeviceBuffer<Code> k_pool(pool_count), v_pool(pool_count);
   fill_normal(q, 1);
-  fill_normal(k_pool, 2);
-  fill_normal(v_pool, 3);
-  llmk::DeviceBuffer<int> d_tables(ids), d_lens(seq_lens), d_indptr(indptr), d_last(last_page_len);
-
-  kv::PagedKv<T, Code> pages;
-  pages.k_pages = k_pool.data();
-  pages.v_pages = v_pool.data();
   // Quantized caches: int8 with per-token-head scales (the scale row is read with every K/V row), fp8 with
-  // one per-tensor scale.
-  const bool per_row_scales = std::is_same_v<Code, std::int8_t>;
-  llmk::DeviceBuffer<float> k_scales(per_row_scales ? total_pages * page_size * s.kv_heads : 1),
-      v_scales(k_scales.size());
-  if constexpr (kQuantized) {
-    fill_normal(k_scales, 4);
-    fill_normal(v_scales, 5);
-    pages.scale_mode = per_row_scales ? kv::KvScale::kPerTokenHead : kv::KvScale::kPerTensor;
-    pages.k_scales = k_scales.data();
-    pages.v_scales = v_scales.data();
-  }
-  pages.strides = strides;
-  pages.page_size = page_size;
-  pages.num_pages = static_cast<int>(total_pages);
+  // one per-tensor scale (PagePool).
+  const llmk::bench::PagePool<T, Code> pool(total_pages, page_size, s.kv_heads, s.d);
+  const bool per_row_scales = pool.kPerRowScales;
+  llmk::DeviceBuffer<int> d_tables(ids), d_lens(seq_lens), d_indptr(indptr), d_last(last_page_len);
+  kv::PagedKv<T, Code> pages = pool.view();
   if (csr) {
     pages.page_indptr = d_indptr.data();
     pages.page_indices = d_tables.data();

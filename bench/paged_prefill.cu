@@ -35,6 +35,7 @@
 #include "llmk/kvcache/paged_kv.cuh"
 #include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
+#include "support/page_pool.hpp"
 
 namespace {
 
@@ -118,31 +119,11 @@ void BM_PagedPrefill(benchmark::State& state) {
   std::shuffle(ids.begin(), ids.end(), std::mt19937(42));
   const std::vector<int> seq_lens(s.batch, s.kv_len);
 
-  const kv::PageStrides strides = kv::make_nhd_strides(s.page_size, s.kv_heads, s.d);
-  const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
   llmk::DeviceBuffer<T> q(s.q_count()), o(s.q_count());
-  llmk::DeviceBuffer<Code> k_pool(pool_count), v_pool(pool_count);
   fill_normal(q, 1);
-  fill_normal(k_pool, 2);
-  fill_normal(v_pool, 3);
+  const llmk::bench::PagePool<T, Code> pool(total_pages, s.page_size, s.kv_heads, s.d);
   llmk::DeviceBuffer<int> d_table(ids), d_lens(seq_lens);
-
-  kv::PagedKv<T, Code> pages;
-  pages.k_pages = k_pool.data();
-  pages.v_pages = v_pool.data();
-  const bool per_row_scales = std::is_same_v<Code, std::int8_t>;
-  llmk::DeviceBuffer<float> k_scales(per_row_scales ? total_pages * s.page_size * s.kv_heads : 1),
-      v_scales(k_scales.size());
-  if constexpr (kQuantized) {
-    fill_normal(k_scales, 4);
-    fill_normal(v_scales, 5);
-    pages.scale_mode = per_row_scales ? kv::KvScale::kPerTokenHead : kv::KvScale::kPerTensor;
-    pages.k_scales = k_scales.data();
-    pages.v_scales = v_scales.data();
-  }
-  pages.strides = strides;
-  pages.page_size = s.page_size;
-  pages.num_pages = static_cast<int>(total_pages);
+  kv::PagedKv<T, Code> pages = pool.view();
   pages.block_table = d_table.data();
   pages.max_blocks_per_seq = pages_per_seq;
   pages.seq_lens = d_lens.data();
@@ -155,7 +136,7 @@ void BM_PagedPrefill(benchmark::State& state) {
   const double rows = static_cast<double>(s.batch) * s.kv_len * s.kv_heads;
   llmk::bench::set_throughput(state, s.flops(),
                               2.0 * s.q_count() * sizeof(T) + 2.0 * s.kv_count() * sizeof(Code) +
-                                  (kQuantized && per_row_scales ? 2.0 * rows * sizeof(float) : 0.0));
+                                  (kQuantized && pool.kPerRowScales ? 2.0 * rows * sizeof(float) : 0.0));
   state.counters["page_size"] = s.page_size;
 }
 

@@ -341,30 +341,56 @@ TEST_CASE("append_kv then read back; paged decode == dense decode bit for bit, b
 // Hopper kernel, whose producer gathers a page row with 4 threads, each every 4th 16-byte chunk) at page size
 // 3 (the rows of a 128-key tile on many pages, a short last page): paged == dense bit for bit, output and
 // LSE.
+namespace {
+
+// The head-dim-128 chunk of the two tests below: sequences of 150 and 37 keys in pages of 3, a 7-token chunk
+// at the end of each (their last 7 tokens), fp16; `paged` writes o_paged and lse_paged.
+struct ChunkD128 {
+  Setup s;
+  Cache<f16> c;
+  std::vector<int> cu_q = {0, 7, 14};
+  std::vector<f16> q;
+  llmk::DeviceBuffer<f16> d_q, o_dense, o_paged;
+  llmk::DeviceBuffer<int> d_cu_q, d_cu_k;
+  llmk::DeviceBuffer<float> lse_dense, lse_paged;
+  attn::PrefillArgs<f16> paged;
+
+  explicit ChunkD128(std::mt19937& rng) {
+    s.lens = {150, 37};
+    s.page_size = 3;
+    s.dim = 128;
+    make_cache<f16>(c, s, rng);
+    q = llmk::test::random_tensor<f16>(14LL * s.heads * s.dim, 1.0f, rng);
+    d_q = llmk::DeviceBuffer<f16>(q);
+    o_dense = llmk::DeviceBuffer<f16>(q.size());
+    o_paged = llmk::DeviceBuffer<f16>(q.size());
+    d_cu_q = llmk::DeviceBuffer<int>(cu_q);
+    d_cu_k = llmk::DeviceBuffer<int>(c.kv_begin);
+    lse_dense = llmk::DeviceBuffer<float>(14 * s.heads);
+    lse_paged = llmk::DeviceBuffer<float>(14 * s.heads);
+    paged = chunk_args<f16>(s, d_q.data(), o_paged.data(), d_cu_q.data(), cu_q.data());
+    paged.lse = lse_paged.data();
+  }
+  // The same chunk over dense K/V (k, v: device [total, kv_heads, dim]) into o_dense / lse_dense.
+  attn::PrefillArgs<f16> dense(const f16* k, const f16* v) {
+    attn::PrefillArgs<f16> a = with_dense_kv(paged, s, k, v, d_cu_k.data(), c.kv_begin.data());
+    a.o = o_dense.data();
+    a.lse = lse_dense.data();
+    return a;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("paged (chunked) prefill, head dim 128: == dense prefill bit for bit") {
   std::mt19937 rng(614);
-  Setup s;
-  s.lens = {150, 37};
-  s.page_size = 3;
-  s.dim = 128;
-  Cache<f16> c;
-  make_cache<f16>(c, s, rng);
-  const std::vector<int> cu_q = {0, 7, 14};  // the last 7 tokens of each sequence
-  const std::vector<f16> q = llmk::test::random_tensor<f16>(14LL * s.heads * s.dim, 1.0f, rng);
-  llmk::DeviceBuffer<f16> d_q(q), d_k(c.k), d_v(c.v), o_dense(q.size()), o_paged(q.size());
-  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
-  llmk::DeviceBuffer<float> lse_dense(14 * s.heads), lse_paged(14 * s.heads);
-  attn::PrefillArgs<f16> paged = chunk_args<f16>(s, d_q.data(), o_paged.data(), d_cu_q.data(), cu_q.data());
-  paged.lse = lse_paged.data();
-  attn::PrefillArgs<f16> dense =
-      with_dense_kv(paged, s, d_k.data(), d_v.data(), d_cu_k.data(), c.kv_begin.data());
-  dense.o = o_dense.data();
-  dense.lse = lse_dense.data();
-  REQUIRE(attn::prefill(dense, nullptr).ok());
-  const llmk::Status st = attn::prefill_paged(paged, c.view(false), nullptr);
+  ChunkD128 x(rng);
+  llmk::DeviceBuffer<f16> d_k(x.c.k), d_v(x.c.v);
+  REQUIRE(attn::prefill(x.dense(d_k.data(), d_v.data()), nullptr).ok());
+  const llmk::Status st = attn::prefill_paged(x.paged, x.c.view(false), nullptr);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
-  CHECK(lse_dense.to_host() == lse_paged.to_host());
+  CHECK(same_bits(x.o_dense.to_host(), x.o_paged.to_host()));
+  CHECK(x.lse_dense.to_host() == x.lse_paged.to_host());
 }
 
 TEST_CASE("paged decode: HND and NHD; bf16; GQA 4 and MQA; head dim 128") {
@@ -835,36 +861,20 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
 // and e4m3 per head, page size 3: == the dense prefill over T(code * scale) bit for bit, output and LSE.
 TEST_CASE("quantized paged prefill, head dim 128: == dense prefill over the dequantized values bit for bit") {
   std::mt19937 rng(615);
-  Setup s;
-  s.lens = {150, 37};
-  s.page_size = 3;
-  s.dim = 128;
-  Cache<f16> c;
-  make_cache<f16>(c, s, rng);
-  const std::vector<int> cu_q = {0, 7, 14};  // the last 7 tokens of each sequence
-  const std::vector<f16> q = llmk::test::random_tensor<f16>(14LL * s.heads * s.dim, 1.0f, rng);
-  llmk::DeviceBuffer<f16> d_q(q), o_dense(q.size()), o_paged(q.size());
-  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(c.kv_begin);
-  llmk::DeviceBuffer<float> lse_dense(14 * s.heads), lse_paged(14 * s.heads);
-  attn::PrefillArgs<f16> paged = chunk_args<f16>(s, d_q.data(), o_paged.data(), d_cu_q.data(), cu_q.data());
-  paged.lse = lse_paged.data();
+  ChunkD128 x(rng);
   auto check = [&](auto code, kv::KvScale mode) {
     using Code = decltype(code);
     CAPTURE(sizeof(Code));
     QuantCache<f16, Code> qc;
     double rel = 0.0;
-    make_quant_cache(qc, c, mode, &rel);
+    make_quant_cache(qc, x.c, mode, &rel);
     llmk::DeviceBuffer<f16> d_kd(qc.k_deq), d_vd(qc.v_deq);
-    attn::PrefillArgs<f16> dense =
-        with_dense_kv(paged, s, d_kd.data(), d_vd.data(), d_cu_k.data(), c.kv_begin.data());
-    dense.o = o_dense.data();
-    dense.lse = lse_dense.data();
-    REQUIRE(attn::prefill(dense, nullptr).ok());
-    o_paged.poison();
-    const llmk::Status st = attn::prefill_paged(paged, qc.view(c, false), nullptr);
+    REQUIRE(attn::prefill(x.dense(d_kd.data(), d_vd.data()), nullptr).ok());
+    x.o_paged.poison();
+    const llmk::Status st = attn::prefill_paged(x.paged, qc.view(x.c, false), nullptr);
     REQUIRE_MESSAGE(st.ok(), st.message());
-    CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
-    CHECK(lse_dense.to_host() == lse_paged.to_host());
+    CHECK(same_bits(x.o_dense.to_host(), x.o_paged.to_host()));
+    CHECK(x.lse_dense.to_host() == x.lse_paged.to_host());
   };
   check(std::int8_t{}, kv::KvScale::kPerTokenHead);
   check(llmk::float8_e4m3{}, kv::KvScale::kPerHead);
