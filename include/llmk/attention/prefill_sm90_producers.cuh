@@ -183,9 +183,10 @@ LLMK_DEVICE void sm90_dequant_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars
   sm90::RingPosition<S> pos;
 #pragma unroll 1
   for (int n = 0; n < total; ++n) {
-    arch::cp_async_wait<kSlots - 2>();  // this thread's copies of piece n landed
-    sm90::warpgroup_sync();  // everyone's have, and piece n - 1 is converted: its slot takes piece n + kSlots
-                             // - 1
+    // This thread's copies of piece n landed; after the barrier everyone's have, and piece n - 1 is
+    // converted, so its slot takes piece n + kSlots - 1.
+    arch::cp_async_wait<kSlots - 2>();
+    sm90::warpgroup_sync();
     if (n + kSlots - 1 < total) stage(n + kSlots - 1);
     arch::cp_async_commit();
     const int q = n % (2 * kPieces);
