@@ -108,9 +108,9 @@ def _wo_staged(a):  # gemm/weight_only.cuh weight_only_staged_quant: N % 16 == 0
     return "true" if a["M"] <= 128 and a["N"] % 16 == 0 else "false"
 
 
-def _wo_tile(m):  # WeightOnlyConfig<BM,BN,BK,WarpsM,WarpsN,WarpsK,Stages>
-    if m <= 16:
-        return (16, 128, 128, 1, 2, 2, 4)
+def _wo_tile(m, bits):  # WeightOnlyConfig<BM,BN,BK,WarpsM,WarpsN,WarpsK,Stages>
+    if m <= 16:  # WeightOnlySmallM<bits>
+        return (16, 128, 256, 1, 2, 2, 3) if bits == 4 else (16, 128, 128, 1, 2, 2, 4)
     if m <= 128:
         return (32, 128, 128, 1, 2, 2, 4)
     return (128, 128, 64, 2, 4, 1, 3)
@@ -118,17 +118,18 @@ def _wo_tile(m):  # WeightOnlyConfig<BM,BN,BK,WarpsM,WarpsN,WarpsK,Stages>
 
 def _wo_blocks_per_sm(m, bits):
     """gemm/weight_only.cuh detail::wo_blocks_per_sm on an H100: resident blocks by registers and shared memory
-    (the staged ring of docs/gemm.md's tile table: small 55 / 84 KiB, medium 69 / 76 KiB, + 1 KiB a block)."""
+    (sizeof the staged SharedStorage, docs/gemm.md's tile table: small 79,120 / 86,032 bytes, medium 70,672 /
+    77,584, + 1 KiB a block)."""
     if m > 128:
         return 1
     regs = 3 if m <= 16 else 2
-    kib = (55 if bits == 4 else 84) if m <= 16 else (69 if bits == 4 else 76)
-    return max(1, min(regs, 233472 // ((kib + 1) * 1024)))
+    smem = (79120 if bits == 4 else 86032) if m <= 16 else (70672 if bits == 4 else 77584)
+    return max(1, min(regs, 233472 // (smem + 1024)))
 
 
 def wo_splits(m, n, k, bits, sms=132):
     """gemm/weight_only.cuh detail::wo_plan_tiles with split_k = 0: the split count of a weight-only launch."""
-    t = _wo_tile(m)
+    t = _wo_tile(m, bits)
     tiles = math.ceil(m / t[0]) * math.ceil(n / t[1])
     k_tiles = math.ceil(k / t[2])
     want = max(1, (_wo_blocks_per_sm(m, bits) * sms) // tiles)
@@ -141,7 +142,7 @@ def wo_splits(m, n, k, bits, sms=132):
 
 def _wo_blocks(bits):
     def f(a, targs):
-        t = _wo_tile(a["M"])
+        t = _wo_tile(a["M"], bits)
         return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0]) * wo_splits(a["M"], a["N"], a["K"], bits)
     return f
 
@@ -188,7 +189,7 @@ def _wo_kernel(bits, kernel="auto"):
         if kernel == "hopper" or (kernel == "auto" and _wo_hopper(a)):
             return (rf"^gemm::weight_only_sm90_kernel<half,{bits},gemm::WeightOnlySm90Config<"
                     rf"{wo_sm90_token_tile(a['M'], a['N'])},6>")
-        return rf"^gemm::weight_only_gemm_kernel<half,{bits},gemm::WeightOnlyConfig<{_csv(_wo_tile(a['M']))}>,{_wo_staged(a)}>"
+        return rf"^gemm::weight_only_gemm_kernel<half,{bits},gemm::WeightOnlyConfig<{_csv(_wo_tile(a['M'], bits))}>,{_wo_staged(a)}>"
     return f
 
 

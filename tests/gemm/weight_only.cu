@@ -223,9 +223,10 @@ TEST_CASE("weight_only W8A16 fp16, W4A16 and W8A16 bf16") {
 TEST_CASE("weight_only scales through the cp.async ring (G % 64 == 0) and from global memory (other G, N)") {
   // With G % 64 == 0, N % 8 == 0 (N % 16 == 0 with zero points) and 16-byte aligned scales / zeros, the
   // small- and medium-M tiles stage each slice's scales and zero points with A and W (no global load in the
-  // main loop): G = 64 puts two groups in a 128-wide slice, G = 192 straddles slices, G = K is per-channel. G
-  // = 16 and 48 (a warp's run of 4 k16 steps crosses groups) and N = 72 with zero points take the global
-  // path.
+  // main loop): G = 64 puts two groups in a 128-wide slice (and in each warp's 8-step run of the 4-bit small
+  // tile's 256-wide slices), G = 192 straddles slices (and, at K = 576, leaves the 4-bit small tile a last
+  // run whose second half is past K), G = K is per-channel. G = 16 and 48 (a warp's run of 4 k16 steps
+  // crosses groups) and N = 72 with zero points take the global path.
   std::mt19937 rng(707);
   for (int m : {5, 40}) {
     check_gemm<llmk::half>({m, 64, 384, 64, 4, true, false, true}, rng);
@@ -253,8 +254,9 @@ TEST_CASE("weight_only larger decode and prefill shapes") {
 }
 
 TEST_CASE("weight_only split-K: every split count and tile, staged and global scales, act-order") {
-  // K = 1024 is 8 slices of the small / medium tiles (BK = 128, M <= 128) and 16 of the large one (BK = 64);
-  // split_k s cuts them into at most s runs (3 -> 3 x 3 slices, 5 -> 4 x 2, 16 -> 8 x 1 for BK = 128).
+  // K = 1024 is 4 slices of the 4-bit small tile (BK = 256, M <= 16), 8 of the 8-bit small and the medium
+  // tiles (BK = 128, M <= 128) and 16 of the large one (BK = 64); split_k s cuts them into at most s runs
+  // (3 -> 3 x 3 slices, 5 -> 4 x 2, 16 -> 8 x 1 for BK = 128; 3 -> 2 x 2, 16 -> 4 x 1 for BK = 256).
   std::mt19937 rng(1717);
   for (int s : {2, 3, 16}) check_gemm<llmk::half>({1, 136, 1024, 128, 4, true, false, true, 0, s}, rng);
   check_gemm<llmk::half>({40, 72, 1024, 64, 8, true, false, false, 2, 5}, rng);      // N = 72 + zeros: global

@@ -144,10 +144,11 @@ inline Status check_head_dim(int head_dim, int compiled) {
 template <class F, std::size_t... I>
 Status dispatch_head_dim(int head_dim, const char* instantiate, F&& f, std::index_sequence<I...>) {
   Status result;
-  const bool listed = ((head_dim == kRuntimeHeadDims[I]
-                            ? (result = f(std::integral_constant<int, kRuntimeHeadDims[I]>{}), true)
-                            : false) ||
-                       ...);
+  const bool listed =
+      ((head_dim == kRuntimeHeadDims[I]
+            ? (static_cast<void>(result = f(std::integral_constant<int, kRuntimeHeadDims[I]>{})), true)
+            : false) ||
+       ...);
   if (listed) return result;
   return Status::invalid_argument(
       "head_dim", str_cat(head_dim,

@@ -117,9 +117,18 @@ struct WeightOnlyConfig {
   };
 };
 
-/// Decode (M <= 16): 16 x 128 tile, 2 warps over N (64 columns each), 2 over each 128-wide K slice (8 KiB of
-/// 4-bit weights a stage), 4 stages, 128 threads; split-K fills the SMs.
-using WeightOnlySmallM = WeightOnlyConfig<16, 128, 128, 1, 2, 2, 4>;
+/// Decode (M <= 16), 4-bit codes: 16 x 128 tile, 2 warps over N (64 columns each), 2 over each 256-wide K
+/// slice (16 KiB of weights a stage), 3 stages (79 KiB), 128 threads; split-K fills the SMs. A warp's run is
+/// 8 k16 steps (64 mmas), so what a slice costs whatever its size (the copies' addresses, a group's
+/// constants, the barrier, the loop) is paid once per 64 mmas: 11.6 instructions per mma on sm_90a
+/// against 14.3 with 128-wide slices (4 steps a run).
+using WeightOnlySmallM4 = WeightOnlyConfig<16, 128, 256, 1, 2, 2, 3>;
+/// Decode (M <= 16), 8-bit codes: 16 x 128 x 128, 4 stages (a 256-wide slice of 8-bit codes is 32 KiB of
+/// weights: 2 stages under the 96 KiB cap).
+using WeightOnlySmallM8 = WeightOnlyConfig<16, 128, 128, 1, 2, 2, 4>;
+/// The decode tile of a code width.
+template <int kBits>
+using WeightOnlySmallM = std::conditional_t<kBits == 4, WeightOnlySmallM4, WeightOnlySmallM8>;
 /// 16 < M <= 128: 32 x 128 x 128, the same warps (two m16 tiles each), 4 stages (3 for 8-bit codes).
 using WeightOnlyMediumM = WeightOnlyConfig<32, 128, 128, 1, 2, 2, 4>;
 /// M > 128: 128 x 128 x 64, 2 x 4 warps (64 x 32 each), 3 stages.
@@ -271,8 +280,9 @@ struct WoLoader {
 
 /// The kernel: one block per BM x BN tile of D and split of K (blockIdx.x over N tiles, y over M tiles, z
 /// over splits). kStagedQuant (G % 64 == 0): scales and zero points arrive through the cp.async ring with
-/// each slice (no global load in the main loop) and a warp's run of k16 steps is in one group; otherwise each
-/// lane loads them from global memory when its group changes, at any step.
+/// each slice (no global load in the main loop) and a warp's run of k16 steps changes group at most once, at
+/// its middle (runs of 8 steps; runs of 4 lie in one group); otherwise each lane loads them from global
+/// memory when its group changes, at any step.
 // Minimum blocks per SM 2 for the 128-thread tiles (no register cap below 255); 1 for the 256-thread large
 // tile, whose 64 x 32 warp tiles need more than the 128 registers two blocks would leave (sm_80 spilled at
 // 128).
@@ -283,6 +293,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
   using Mma = typename arch::MmaF32For<T>::Atom;
   constexpr int kTileK = 256 / kBits, kTilesK = Cfg::BK / kTileK, kStepsPerTile = kTileK / 16;
   constexpr int kS = Cfg::kStepsPerWarp, kStages = Smem::kStages;
+  static_assert(!kStagedQuant || kS == 4 || kS == 8,
+                "staged scales handle runs of 4 k16 steps (one group) or 8 (at most one group change)");
   struct alignas(16) Words {
     std::uint32_t w[4];
   };
@@ -331,25 +343,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
     if (k_first < p.k) {  // uniform over the warp
       const std::uint16_t* a_tile = smem.ring.a[read_stage];
       const std::uint8_t* w_tile = smem.ring.w[read_stage];
-      // The group of the run's first step. Staged (G % 64 == 0) the whole run is in that group; otherwise
-      // `boundary` is the step of the run where the next group starts.
+      // The group of the run's first step; `boundary` is the step of the run where the next group starts.
+      // Staged (G % 64 == 0, runs starting at multiples of 64) a run of 4 steps is in one group and a run of
+      // 8 changes group at most once, at step 4.
       const auto [first_group, rem] = p.group.divmod(static_cast<std::uint32_t>(k_first));
       int group = static_cast<int>(first_group);
       int boundary = (static_cast<int>(p.group.divisor) - static_cast<int>(rem)) / 16;
+      // Staged: the constants of `group` from its row in this stage's qs / qz. Any stage holding the group
+      // holds the same values, so the constants survive stage changes. Without zero points qz holds zeros
+      // (nothing was copied): adding the default zero point keeps one branch-free path.
+      const auto load_staged_quant = [&](int slot) {
+#pragma unroll
+        for (int ni = 0; ni < Cfg::kMmaN; ++ni) {
+          const int c = slot * Cfg::BN + warp_n * Cfg::WN + ni * 8 + g;
+          T sv;
+          sv.bits = smem.ring.qs[read_stage][c];
+          quant[ni] = detail::wo_column_quant<T, kBits>(sv, smem.ring.qz[read_stage][c] + zero_bias);
+        }
+      };
       if (group != current_group) {
         current_group = group;
         if constexpr (kStagedQuant) {
-          // The group's row in this stage's qs / qz. Any stage holding the group holds the same values, so
-          // the constants survive stage changes. Without zero points qz holds zeros (nothing was copied):
-          // adding the default zero point keeps one branch-free path.
-          const int slot = group - static_cast<int>(p.group.divide(static_cast<std::uint32_t>(kt * Cfg::BK)));
-#pragma unroll
-          for (int ni = 0; ni < Cfg::kMmaN; ++ni) {
-            const int c = slot * Cfg::BN + warp_n * Cfg::WN + ni * 8 + g;
-            T sv;
-            sv.bits = smem.ring.qs[read_stage][c];
-            quant[ni] = detail::wo_column_quant<T, kBits>(sv, smem.ring.qz[read_stage][c] + zero_bias);
-          }
+          load_staged_quant(group -
+                            static_cast<int>(p.group.divide(static_cast<std::uint32_t>(kt * Cfg::BK))));
         } else {
 #pragma unroll
           for (int ni = 0; ni < Cfg::kMmaN; ++ni)
@@ -374,7 +390,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kThreads >= 256 ? 1 : 2)
             }
           }
         }
-        // Staged, G % 64 == 0 and K % G == 0 make K a multiple of 64: a run is wholly inside K (or skipped).
+        if constexpr (kStagedQuant && kS == 8) {
+          if (ss == 4) {  // uniform over the warp
+            // G % 64 == 0 and K % G == 0 make K a multiple of 64: a run is inside K, or its first half is.
+            if (k_first + 64 >= p.k) break;
+            if (boundary == 4) {
+              ++group;
+              current_group = group;
+              load_staged_quant(group -
+                                static_cast<int>(p.group.divide(static_cast<std::uint32_t>(kt * Cfg::BK))));
+            }
+          }
+        }
         const int step = warp_k * kS + ss;
         // B words: one 16-byte load per lane per packed tile (4 steps of 4-bit, 2 of 8-bit).
         if (ss % kStepsPerTile == 0) {
@@ -524,7 +551,8 @@ __global__ void __launch_bounds__(kPermuteThreads)
 
 /// How a call runs: the tile (by M), the split count and the workspace it needs.
 struct WoPlan {
-  int tile = 0;  // 0: WeightOnlySmallM, 1: MediumM, 2: LargeM, 3: the Hopper kernel (weight_only_sm90.cuh)
+  int tile =
+      0;  // 0: WeightOnlySmallM<bits>, 1: MediumM, 2: LargeM, 3: the Hopper kernel (weight_only_sm90.cuh)
   int token_tile = 128;  // tile 3: the tokens of a block tile (WeightOnlySm90Config's BT)
   int splits = 1, k_tiles_per_split = 1, m_tiles = 1, n_tiles = 1;
   std::size_t perm_bytes = 0, arrival_bytes = 0, partial_bytes = 0;
@@ -612,9 +640,12 @@ WoPlan wo_plan(const WeightOnlyArgs<T>& x, int sms) {
     plan.m_tiles = ceil_div(x.m, plan.token_tile);
     plan.n_tiles = ceil_div(x.n, WeightOnlySm90Config<>::kBN);
     wo_sm90_plan_splits(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
-  } else if (plan.tile == 0)
-    wo_plan_tiles<WeightOnlySmallM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
-  else if (plan.tile == 1)
+  } else if (plan.tile == 0) {
+    if (x.bits == 4)
+      wo_plan_tiles<WeightOnlySmallM<4>>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
+    else
+      wo_plan_tiles<WeightOnlySmallM<8>>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
+  } else if (plan.tile == 1)
     wo_plan_tiles<WeightOnlyMediumM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
   else
     wo_plan_tiles<WeightOnlyLargeM>(plan, x.m, x.n, x.k, x.bits, x.split_k, sms);
@@ -636,9 +667,9 @@ Status launch_weight_only(const WeightOnlyKernelParams<T>& p, const WoPlan& plan
 
 /// Whether the scales and zero points can travel through the cp.async ring (16-byte chunks of a group row):
 /// N % 8 == 0 (N % 16 == 0 with zero points), 16-byte aligned scales / zeros, and G % 64 == 0 (a warp's run
-/// of 4 k16 steps then lies in one group). Every layer of the common models qualifies (N = 4096, 11008,
-/// 14336, ..., G = 64, 128 or per-channel with K % 64 == 0); other shapes load them from global memory when a
-/// lane's group changes.
+/// of 4 k16 steps then lies in one group, a run of 8 in at most two, split at its middle). Every layer of the
+/// common models qualifies (N = 4096, 11008, 14336, ..., G = 64, 128 or per-channel with K % 64 == 0); other
+/// shapes load them from global memory when a lane's group changes.
 template <class T>
 bool weight_only_staged_quant(const WeightOnlyKernelParams<T>& p) {
   return wo_quant_rows_copyable(p.group.divisor, p.n, p.scales, p.zeros);
@@ -648,8 +679,8 @@ template <class T, int kBits>
 Status dispatch_weight_only(const WeightOnlyKernelParams<T>& p, const WoPlan& plan, cudaStream_t stream) {
   const bool staged = weight_only_staged_quant(p);
   if (plan.tile == 0)
-    return staged ? launch_weight_only<T, kBits, WeightOnlySmallM, true>(p, plan, stream)
-                  : launch_weight_only<T, kBits, WeightOnlySmallM>(p, plan, stream);
+    return staged ? launch_weight_only<T, kBits, WeightOnlySmallM<kBits>, true>(p, plan, stream)
+                  : launch_weight_only<T, kBits, WeightOnlySmallM<kBits>>(p, plan, stream);
   if (plan.tile == 1)
     return staged ? launch_weight_only<T, kBits, WeightOnlyMediumM, true>(p, plan, stream)
                   : launch_weight_only<T, kBits, WeightOnlyMediumM>(p, plan, stream);
