@@ -3,7 +3,9 @@
 // Hopper kernel on sm_90 and in the simulator (LLMK_SIM_ARCH defaults to 900).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -553,6 +555,56 @@ TEST_CASE("prefill: a NaN or Inf in the next sequence's keys and values stays ou
     for (int t = 0; t < len0; ++t)
       for (int d = 0; d < dim; ++d) bad += !std::isfinite(o[t * dim + d].to_float());
     CHECK(bad == 0);
+  }
+}
+
+TEST_CASE(
+    "prefill block order: every (row tile, sequence, KV head) once; causal heaviest first in sections") {
+  // The Hopper kernel takes its (row tile, sequence, KV head) from PrefillBlockOrder::block(blockIdx.x): a
+  // block missed or taken twice would leave poisoned output rows, but only a launch with more K/V than a
+  // section holds has more than one section, so the sections are checked here on the mapping itself.
+  struct Shape {
+    int row_tiles, batch, kv_heads;
+    bool causal;
+    std::int64_t kv_bytes;  // per (sequence, KV head) pair
+    int want_section;
+  };
+  const std::int64_t budget = attn::kPrefillSectionBytes;
+  for (const Shape& c :
+       {Shape{5, 3, 1, false, 1, 1}, Shape{1, 2, 4, true, 1, 8}, Shape{7, 1, 1, true, budget, 1},
+        Shape{4, 7, 1, true, budget / 3, 3}, Shape{3, 5, 2, true, budget / 4, 4},
+        Shape{6, 2, 3, true, 2 * budget, 1}, Shape{2, 4, 3, true, 64, 12}}) {
+    CAPTURE(c.row_tiles);
+    CAPTURE(c.batch);
+    CAPTURE(c.kv_heads);
+    const auto o =
+        attn::detail::make_prefill_block_order(c.row_tiles, c.batch, c.kv_heads, c.causal, c.kv_bytes);
+    CHECK(o.section_pairs == c.want_section);
+    REQUIRE(o.blocks() == static_cast<std::int64_t>(c.row_tiles) * c.batch * c.kv_heads);
+    std::vector<int> seen(static_cast<std::size_t>(o.blocks()), 0);
+    for (std::int64_t i = 0; i < o.blocks(); ++i) {
+      const attn::detail::PrefillBlock blk = o.block(static_cast<unsigned>(i));
+      REQUIRE(blk.row_tile >= 0);
+      REQUIRE(blk.row_tile < c.row_tiles);
+      REQUIRE(blk.batch >= 0);
+      REQUIRE(blk.batch < c.batch);
+      REQUIRE(blk.kv_head >= 0);
+      REQUIRE(blk.kv_head < c.kv_heads);
+      ++seen[static_cast<std::size_t>((blk.batch * c.kv_heads + blk.kv_head) * c.row_tiles + blk.row_tile)];
+      if (!c.causal) {  // the natural order: row tiles fastest, then KV heads, then sequences
+        CHECK(blk.row_tile == i % c.row_tiles);
+        CHECK(blk.kv_head == (i / c.row_tiles) % c.kv_heads);
+        CHECK(blk.batch == i / (static_cast<std::int64_t>(c.row_tiles) * c.kv_heads));
+      } else {  // sections of pairs in order; within one, row tiles descending, its pairs fastest
+        const int pairs = c.batch * c.kv_heads, pair = blk.batch * c.kv_heads + blk.kv_head;
+        const int section = pair / o.section_pairs, first = section * o.section_pairs;
+        const int here = std::min(o.section_pairs, pairs - first);
+        const std::int64_t offset = i - static_cast<std::int64_t>(first) * c.row_tiles;
+        CHECK(blk.row_tile == c.row_tiles - 1 - offset / here);
+        CHECK(pair == first + offset % here);
+      }
+    }
+    CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(seen.size()));
   }
 }
 

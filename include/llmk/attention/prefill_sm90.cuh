@@ -59,6 +59,7 @@
 #include "llmk/arch/sm90/warpgroup_turns.cuh"
 #include "llmk/arch/sm90/wgmma.cuh"
 #include "llmk/attention/args.cuh"
+#include "llmk/attention/block_order.cuh"
 #include "llmk/attention/mask.cuh"
 #include "llmk/attention/online_softmax.cuh"
 #include "llmk/attention/prefill_mma.cuh"
@@ -88,6 +89,7 @@ struct Sm90PrefillParams {
   detail::ScoreTransform transform;
   int rows_per_block = 0;  // packed rows a block owns (<= 128): whole GQA groups, or part of one above 128
   Kv kv;
+  detail::PrefillBlockOrder order;  // which (row tile, sequence, KV head) a block takes (block_order.cuh)
 };
 
 namespace detail {
@@ -144,14 +146,15 @@ __global__ void __launch_bounds__(384, 1)
                                      std::uint32_t[1][Cfg::kBc / 16][4]>;
     const PrefillArgs<T>& args = p.args;
 
-    const int b = static_cast<int>(blockIdx.z);
+    const detail::PrefillBlock blk = p.order.block(blockIdx.x);
+    const int b = blk.batch;
     detail::SequenceSpan seq = detail::sequence_span(args, b);
     constexpr bool kPaged = !detail::StridedKv<Kv>;
     seq.kv_len = p.kv.length(b);
-    const int kv_head = static_cast<int>(blockIdx.y);
+    const int kv_head = blk.kv_head;
     const int group = args.num_heads / args.num_kv_heads;
     const int rows_total = seq.q_len * group;
-    const int row0 = static_cast<int>(blockIdx.x) * p.rows_per_block;
+    const int row0 = blk.row_tile * p.rows_per_block;
     if (row0 >= rows_total) return;  // the grid is sized for the longest sequence
     const int rows_here = min(p.rows_per_block, rows_total - row0);
 
@@ -649,14 +652,11 @@ constexpr std::size_t sm90_prefill_smem_bytes() {
 }
 
 template <class T, class Cfg, class Kv>
-Status launch_sm90_prefill_kernel(const Sm90PrefillParams<T, Kv>& prm, int max_q_len, cudaStream_t stream) {
-  const PrefillArgs<T>& args = prm.args;
-  const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
-  if (rows == 0) return {};
-  const dim3 grid(static_cast<unsigned>(ceil_div<long long>(rows, prm.rows_per_block)),
-                  static_cast<unsigned>(args.num_kv_heads), static_cast<unsigned>(args.batch));
-  return launch(prefill_sm90_kernel<T, Cfg, Kv>, grid, dim3(Cfg::kThreads),
-                sm90_prefill_smem_bytes<Cfg, Kv>(), stream, prm);
+Status launch_sm90_prefill_kernel(Sm90PrefillParams<T, Kv>& prm, int max_q_len, cudaStream_t stream) {
+  if (max_q_len == 0) return {};
+  LLMK_RETURN_IF_ERROR(prefill_block_order(prm.args, max_q_len, prm.rows_per_block, &prm.order));
+  return launch(prefill_sm90_kernel<T, Cfg, Kv>, dim3(static_cast<unsigned>(prm.order.blocks())),
+                dim3(Cfg::kThreads), sm90_prefill_smem_bytes<Cfg, Kv>(), stream, prm);
 }
 
 /// Dense K/V (validated PrefillArgs<T> or PrefillFp8Args<T>).
