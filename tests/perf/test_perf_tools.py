@@ -26,7 +26,7 @@ PLOT = ROOT / "scripts/plot_results.py"
 SDPA = ROOT / "bench/anchors/torch_sdpa.py"
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model import hardware, names, report, results, sass, shapes, work  # noqa: E402
+from model import block_order, hardware, names, report, results, sass, shapes, work  # noqa: E402
 
 
 def run(*args, timeout=60):
@@ -266,6 +266,21 @@ class TestModel(unittest.TestCase):
         self.assertEqual(mism, [])
         copy = next(e for e in res.entries if e.parsed.base == "BM_DeviceCopy" and e.collapsed)
         self.assertEqual(copy.collapsed, "median of 3 repetitions")
+
+
+class TestBlockOrderModel(unittest.TestCase):
+    def test_order_is_a_permutation_of_row_tiles_heaviest_first(self):
+        # 5 row tiles x 7 pairs, sections of 3 pairs (the last one 1): each row tile once per pair.
+        order = block_order.llmk_order(5, 7, 1, block_order.SECTION_BYTES // 3)
+        self.assertEqual(sorted(order), sorted(list(range(5)) * 7))
+        self.assertEqual(order[:3], [4, 4, 4])  # the first section's heaviest tiles first
+        self.assertEqual(order[-1], 0)
+
+    def test_heaviest_first_never_longer_on_the_benchmark_shapes(self):
+        for heads, kv_heads, d, batch, seq in [(16, 16, 128, 4, 4096), (8, 8, 256, 1, 16384), (32, 8, 128, 32, 512)]:
+            natural, ordered = block_order.causal_grid(batch, seq, heads, kv_heads, d)
+            self.assertGreaterEqual(natural, 1.0)
+            self.assertLessEqual(ordered, natural)
 
 
 class TestPlots(SampleCopy):
