@@ -11,6 +11,8 @@
 //     FLOP/s   FLOPs = 4 * batch * heads * kv_len * d (q K^T and P V); decode is memory-bound, bytes/s is
 //              the number that matters.
 //     splits   the split count plan_decode chose.
+// BM_DecodeSplits: BM_Decode at a fixed split count (argument `splits`; GQA 32/8, d128): the sweep that
+//   tunes choose_decode_splits on a GPU.
 //     kv_copies  how many copies of the KV cache the iterations rotate through (see below).
 //   L2: a KV cache smaller than the L2 would be served from it after the first iteration (50 MiB on H100),
 //   so the benchmark allocates enough copies of the cache to cover 4x the L2 and each iteration reads the
@@ -41,8 +43,9 @@ using llmk::half;
 
 using llmk::bench::BM_DeviceCopy;  // the bandwidth reference (bench/support/bench_data.hpp)
 
+// Decode with `splits` splits (0: the heuristic's choice).
 template <class T>
-void BM_Decode(benchmark::State& state) {
+void run_decode(benchmark::State& state, int splits) {
   const int batch = static_cast<int>(state.range(0)), kv_len = static_cast<int>(state.range(1)),
             heads = static_cast<int>(state.range(2)), kv_heads = static_cast<int>(state.range(3)),
             d = static_cast<int>(state.range(4));
@@ -75,7 +78,7 @@ void BM_Decode(benchmark::State& state) {
   a.options.softmax_scale = attn::default_scale(d);
 
   attn::DecodePlan plan;
-  const llmk::Status planned = attn::plan_decode(a, &plan, 0);
+  const llmk::Status planned = attn::plan_decode(a, &plan, splits);
   if (!llmk::bench::skip_unless_ok(state, planned)) return;
   llmk::DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
 
@@ -92,6 +95,19 @@ void BM_Decode(benchmark::State& state) {
   llmk::bench::set_throughput(state, flops, bytes);
   state.counters["splits"] = plan.num_splits;
   state.counters["kv_copies"] = static_cast<double>(copies);
+}
+
+template <class T>
+void BM_Decode(benchmark::State& state) {
+  run_decode<T>(state, 0);
+}
+
+// The split sweep: the heuristic's shapes at fixed split counts (argument 6, `splits`), so that one GPU run
+// shows which count each shape wants (choose_decode_splits aims at about 2 blocks an SM; FlashAttention-2's
+// heuristic at whole waves of one block an SM).
+template <class T>
+void BM_DecodeSplits(benchmark::State& state) {
+  run_decode<T>(state, static_cast<int>(state.range(5)));
 }
 
 #if defined(LLMK_CUDA)
@@ -112,6 +128,13 @@ void gqa_args(benchmark::internal::Benchmark* b) {
 void mha_args(benchmark::internal::Benchmark* b) {
   add_decode(b, 32, 32);
 }
+// GQA 32/8, d128, batch 1 / 8 / 32 at 8k and 32k keys, 1 to 64 splits (48 runs).
+void split_args(benchmark::internal::Benchmark* b) {
+  for (int batch : {1, 8, 32})
+    for (int kv_len : {8192, 32768})
+      for (int splits : {1, 2, 4, 5, 6, 8, 16, 33})
+        b->Args({batch, kv_len, 32, 8, 128, batch == 1 ? 2 * splits : splits});
+}
 #define LLMK_COPY_MIB ->Arg(1024)
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
 #else
@@ -124,6 +147,9 @@ void gqa_args(benchmark::internal::Benchmark* b) {
 void mha_args(benchmark::internal::Benchmark* b) {
   b->Args({2, 256, 2, 2, 64});
 }
+void split_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 1024, 4, 1, 64, 3});
+}
 #define LLMK_COPY_MIB ->Arg(1)
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
 #endif
@@ -132,6 +158,9 @@ void mha_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_Decode, half)->Apply(gqa_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
 BENCHMARK_TEMPLATE(BM_Decode, half)->Apply(mha_args) LLMK_ARG_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_DecodeSplits, half)
+    ->Apply(split_args)
+    ->ArgNames({"batch", "kv_len", "heads", "kv_heads", "d", "splits"}) LLMK_BENCH_UNIT;
 BENCHMARK(BM_DeviceCopy) LLMK_COPY_MIB->ArgNames({"MiB"}) LLMK_BENCH_UNIT;
 
 }  // namespace

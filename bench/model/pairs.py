@@ -22,6 +22,8 @@ PAIRS: list[tuple[str, str, tuple[str, ...] | None, str]] = [
     (r"^BM_PrefillFp8<(?P<T>[^,>]+)>$", "SDPA_Prefill<{T}>", None,
      "PyTorch SDPA fp16, FLASH backend (PyTorch has no fp8 attention)"),
     (r"^BM_Decode<(?P<T>[^,>]+)>$", "SDPA_Decode<{T}>", None, "PyTorch SDPA, FLASH backend, q_len 1"),
+    (r"^BM_DecodeSplits<(?P<T>[^,>]+)>$", "SDPA_Decode<{T}>", DECODE_SHAPE,
+     "PyTorch SDPA, FLASH backend, q_len 1 (llmk at a fixed split count)"),
     (r"^BM_W4A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
     (r"^BM_W4A16PerChannel$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),
     (r"^BM_W8A16$", "BM_CublasHgemm", None, "cuBLAS fp16 GEMM"),

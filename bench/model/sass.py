@@ -354,6 +354,8 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
                       lambda a, t: math.ceil(a["seq"] / _prefill_br(a["d"])) * a["heads"] * a["batch"]),
     "BM_Decode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},.*BatchedKv<",
                   None),
+    "BM_DecodeSplits": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"
+                                     r".*BatchedKv<", None),
     "BM_DenseDecode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"
                                     r".*BatchedKv<", None),
     "BM_PagedDecode": (lambda a, t: rf"^attention::decode_kernel<{_t(t)},attention::DecodeConfig<{a['d']},"

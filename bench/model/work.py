@@ -262,6 +262,8 @@ _F = [
     Family("SDPA_Prefill", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "anchor",
            "bench/anchors/torch_sdpa.py (BM_Prefill's formulas)"),
     Family("BM_Decode", DEC, decode, "mma_f16", "llmk", "bench/attention_decode.cu"),
+    Family("BM_DecodeSplits", DEC + ("splits",), decode, "mma_f16", "llmk",
+           "bench/attention_decode.cu (BM_Decode at a fixed split count)"),
     Family("SDPA_Decode", DEC, decode, "mma_f16", "anchor", "bench/anchors/torch_sdpa.py (BM_Decode's formulas)"),
     Family("BM_DenseDecode", DEC, decode, "mma_f16", "llmk", "bench/paged_attention.cu"),
     Family("BM_PagedDecode", DEC + ("page_size", "csr"), paged_decode, "mma_f16", "llmk", "bench/paged_attention.cu"),
