@@ -514,13 +514,13 @@ TEST_CASE("decode: batch-invariant splits give a request the same bits in any ba
     // Another SM count (the simulator reports 132 unless LLMK_SIM_SM_COUNT says otherwise): the heuristic's
     // split count follows it, the batch-invariant plan does not.
     BatchOut few_sms;
-    int heuristic_1 = 0;
+    [[maybe_unused]] int heuristic_1 = 0;
     {
       const SmCount one_sm("1");
       few_sms = decode_batch({&a}, shape, invariant);
       heuristic_1 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
     }
-    const int heuristic_132 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
+    [[maybe_unused]] const int heuristic_132 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
 #if defined(LLMK_SIM)  // LLMK_SIM_SM_COUNT moves the simulator only: on a GPU both plans see its SMs
     CHECK(heuristic_1 != heuristic_132);
 #endif

@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
     softmax.update_scores(s, transform.exp_scale(), f);
     f[0][0] *= o_factor;
     f[0][1] *= o_factor;
-    softmax.rescale(o, f);
+    softmax.rescale_if_changed(o, f);
     pv(s);
   };
   auto attend_tile = [&](bool general, const T* k_tile, const T* v_tile, int tile_key0) {

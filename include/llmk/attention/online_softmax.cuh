@@ -148,6 +148,8 @@ struct FragmentSoftmax {
     for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r) update_row<0>(s[mi], r, c, m[kM0 + mi][r], l[kM0 + mi][r], f[mi][r]);
+    // Unconditional: rescale_rows_if_changed here spilled 36 bytes in the mma.sync prefill's d64 tile
+    // (sm_90a).
     rescale_rows<kM0>(o, f);
   }
 
@@ -200,6 +202,23 @@ struct FragmentSoftmax {
   template <int kD8>
   LLMK_DEVICE static void rescale(float (&o)[kMmaM][kD8][4], const float (&f)[kMmaM][2]) {
     rescale_rows<0>(o, f);
+  }
+
+  /// rescale(), skipped when no row of the warp changed its max (every f == 1: o * 1 == o, bit for bit). The
+  /// branch is warp-uniform (a vote); once the running maxima settle most tiles skip the kD8 * 8 multiplies
+  /// (64 a thread at d128).
+  template <int kD8>
+  LLMK_DEVICE static void rescale_if_changed(float (&o)[kMmaM][kD8][4], const float (&f)[kMmaM][2]) {
+    rescale_rows_if_changed<0>(o, f);
+  }
+
+  /// rescale_if_changed() of the kM 16-row tiles from tile kM0 on.
+  template <int kM0, int kM, int kD8>
+  LLMK_DEVICE static void rescale_rows_if_changed(float (&o)[kMmaM][kD8][4], const float (&f)[kM][2]) {
+    bool changed = false;
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi) changed = changed || f[mi][0] != 1.0f || f[mi][1] != 1.0f;
+    if (__any_sync(0xffffffffu, changed)) rescale_rows<kM0>(o, f);
   }
 
   /// rescale() of the kM 16-row tiles from tile kM0 on.

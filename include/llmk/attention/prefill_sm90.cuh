@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(384, 1)
       sm90::wgmma_wait<0>();  // P V landed: o and pa are free
       sm90::wgmma_fence_registers(o_acc);
       release(bars.v, vpos);
-      FragmentSoftmax<1>::rescale(o, f);
+      FragmentSoftmax<1>::rescale_if_changed(o, f);
       pack();
     };
     auto is_general = [&](int tile) { return !(tile >= fast_begin && tile < fast_end); };
