@@ -559,10 +559,10 @@ struct WoPlan {
   std::size_t workspace_bytes() const { return perm_bytes + arrival_bytes + partial_bytes; }
 };
 
-// Blocks of a tile one SM holds at once: by registers (65536 an SM; ptxas gives the 128-thread small tile
-// 119-138 registers: 3 blocks, the medium one 164-180: 2, the 256-thread large one more than 128: 1) and by
+// Blocks of a tile one SM holds at once: by registers (65536 an SM; ptxas gives the 128-thread small tiles
+// 119-154 registers: 3 blocks, the medium one 164-180: 2, the 256-thread large one more than 128: 1) and by
 // shared memory (the staged ring, the larger one, plus the 1 KiB an SM reserves per block): an sm_89 (100
-// KiB an SM) holds one small-tile block of 4-bit codes, an H100 three.
+// KiB an SM) holds one small-tile block, an H100 two of 4-bit codes (77 KiB each) and two of 8-bit (84).
 template <class Cfg>
 int wo_blocks_per_sm(int bits) {
   const int by_registers = Cfg::kThreads >= 256 ? 1 : (Cfg::BM <= 16 ? 3 : 2);
