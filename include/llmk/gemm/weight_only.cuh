@@ -118,10 +118,11 @@ struct WeightOnlyConfig {
 };
 
 /// Decode (M <= 16), 4-bit codes: 16 x 128 tile, 2 warps over N (64 columns each), 2 over each 256-wide K
-/// slice (16 KiB of weights a stage), 3 stages (79 KiB), 128 threads; split-K fills the SMs. A warp's run is
+/// slice (16 KiB of weights a stage), 3 stages (77 KiB), 128 threads; split-K fills the SMs. A warp's run is
 /// 8 k16 steps (64 mmas), so what a slice costs whatever its size (the copies' addresses, a group's
-/// constants, the barrier, the loop) is paid once per 64 mmas: 11.6 instructions per mma on sm_90a
-/// against 14.3 with 128-wide slices (4 steps a run).
+/// constants, the barrier, the loop) is paid once per 64 mmas: 11.6 instructions per mma executed at G =
+/// 128 on sm_90a (12.8 counted, with the mid-run group change G = 64 takes) against 14.3 with 128-wide
+/// slices (4 steps a run).
 using WeightOnlySmallM4 = WeightOnlyConfig<16, 128, 256, 1, 2, 2, 3>;
 /// Decode (M <= 16), 8-bit codes: 16 x 128 x 128, 4 stages (a 256-wide slice of 8-bit codes is 32 KiB of
 /// weights: 2 stages under the 96 KiB cap).
@@ -551,8 +552,8 @@ __global__ void __launch_bounds__(kPermuteThreads)
 
 /// How a call runs: the tile (by M), the split count and the workspace it needs.
 struct WoPlan {
-  int tile =
-      0;  // 0: WeightOnlySmallM<bits>, 1: MediumM, 2: LargeM, 3: the Hopper kernel (weight_only_sm90.cuh)
+  // 0: WeightOnlySmallM<bits>, 1: MediumM, 2: LargeM, 3: the Hopper kernel (weight_only_sm90.cuh)
+  int tile = 0;
   int token_tile = 128;  // tile 3: the tokens of a block tile (WeightOnlySm90Config's BT)
   int splits = 1, k_tiles_per_split = 1, m_tiles = 1, n_tiles = 1;
   std::size_t perm_bytes = 0, arrival_bytes = 0, partial_bytes = 0;
