@@ -1208,6 +1208,24 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("longest_length_host: the longest sequence of either table form, from the host lengths") {
+  // The Hopper paged prefill sizes its block order's L2 sections by it (attention/block_order.cuh).
+  kv::PagedKv<f16, f16> table;
+  table.page_size = 4;
+  const int lens[3] = {5, 0, 17};
+  table.seq_lens_host = lens;
+  CHECK(kv::longest_length_host(table, 3) == 17);
+  CHECK(kv::longest_length_host(table, 2) == 5);
+  kv::PagedKv<f16, f16> csr;
+  csr.page_size = 4;
+  const int indptr[4] = {0, 2, 2, 5}, last[3] = {3, 4, 1};  // 7, 0 and 9 tokens
+  csr.page_indptr_host = indptr;
+  csr.last_page_len_host = last;
+  CHECK(kv::longest_length_host(csr, 3) == 9);
+  CHECK(kv::longest_length_host(csr, 1) == 7);
+  CHECK(kv::longest_length_host(kv::PagedKv<f16, f16>{}, 2) == 0);
+}
+
 TEST_CASE("page tables checked on the host: every error names the sequence and the entry") {
   // 3 sequences of 20, 0 and 9 tokens in pages of 8 in a pool of 10: 3 + 0 + 2 pages.
   const int page_size = 8, num_pages = 10;

@@ -74,7 +74,7 @@ inline PrefillBlockOrder make_prefill_block_order(std::int64_t row_tiles, int ba
 }
 
 /// The longest K/V history of a launch where the host knows it (kv_len, or the host copy of cu_seqlens_k),
-/// else max_q_len (paged caches keep their lengths on the device): it sizes the sections.
+/// else max_q_len: it sizes the sections.
 template <class T>
 std::int64_t longest_kv_hint(const PrefillArgs<T>& a, int max_q_len) {
   std::int64_t longest = a.kv_len > 0 ? a.kv_len : max_q_len;
@@ -85,19 +85,20 @@ std::int64_t longest_kv_hint(const PrefillArgs<T>& a, int max_q_len) {
 }
 
 /// The block order of a prefill launch with `rows_per_block` packed rows a block, or an error when the grid
-/// would pass 2^31 - 1 blocks (a 1-D grid).
+/// would pass 2^31 - 1 blocks (a 1-D grid). longest_kv: the longest K/V history when the caller knows it
+/// (a paged cache's host lengths); 0: longest_kv_hint.
 template <class T>
 Status prefill_block_order(const PrefillArgs<T>& args, int max_q_len, int rows_per_block,
-                           PrefillBlockOrder* order) {
+                           PrefillBlockOrder* order, std::int64_t longest_kv = 0) {
   const long long rows = static_cast<long long>(max_q_len) * (args.num_heads / args.num_kv_heads);
   const long long row_tiles = (rows + rows_per_block - 1) / rows_per_block;
   if (row_tiles * args.batch * args.num_kv_heads > 0x7fffffffLL)
     return Status::invalid_argument(
         "q_len", str_cat("row tiles x batch x num_kv_heads must be < 2^31 (one block each), got ", row_tiles,
                          " x ", args.batch, " x ", args.num_kv_heads));
-  *order = make_prefill_block_order(
-      row_tiles, args.batch, args.num_kv_heads, args.options.causal,
-      longest_kv_hint(args, max_q_len) * args.head_dim * 2 * static_cast<std::int64_t>(sizeof(T)));
+  *order = make_prefill_block_order(row_tiles, args.batch, args.num_kv_heads, args.options.causal,
+                                    (longest_kv > 0 ? longest_kv : longest_kv_hint(args, max_q_len)) *
+                                        args.head_dim * 2 * static_cast<std::int64_t>(sizeof(T)));
   return {};
 }
 

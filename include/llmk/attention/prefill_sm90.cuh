@@ -652,9 +652,10 @@ constexpr std::size_t sm90_prefill_smem_bytes() {
 }
 
 template <class T, class Cfg, class Kv>
-Status launch_sm90_prefill_kernel(Sm90PrefillParams<T, Kv>& prm, int max_q_len, cudaStream_t stream) {
+Status launch_sm90_prefill_kernel(Sm90PrefillParams<T, Kv>& prm, int max_q_len, cudaStream_t stream,
+                                  std::int64_t longest_kv = 0) {
   if (max_q_len == 0) return {};
-  LLMK_RETURN_IF_ERROR(prefill_block_order(prm.args, max_q_len, prm.rows_per_block, &prm.order));
+  LLMK_RETURN_IF_ERROR(prefill_block_order(prm.args, max_q_len, prm.rows_per_block, &prm.order, longest_kv));
   return launch(prefill_sm90_kernel<T, Cfg, Kv>, dim3(static_cast<unsigned>(prm.order.blocks())),
                 dim3(Cfg::kThreads), sm90_prefill_smem_bytes<Cfg, Kv>(), stream, prm);
 }
@@ -685,7 +686,9 @@ Status launch_prefill_sm90_paged(const Args& args, int max_q_len, const kvcache:
   if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
   Sm90PrefillParams<T, PagedKvRows<T, Code>> prm;
   LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, PagedKvRows<T, Code>{view}, &prm)));
-  return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream);
+  // The block order's sections hold the pairs whose histories fit in L2: the pages' lengths, not the chunk's.
+  return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream,
+                                            kvcache::longest_length_host(view, args.batch));
 }
 
 }  // namespace detail
