@@ -43,8 +43,9 @@ struct PrefillBlockOrder {
   int row_tiles = 1, kv_heads = 1, pairs = 1, section_pairs = 1;
   bool heaviest_first = false;
 
-  /// `linear` < blocks() < 2^31 (the launchers check it), so 32-bit unsigned arithmetic throughout: a 64-bit
-  /// division cost the 255-register mma.sync kernels their last registers (an 8-byte spill on sm_80).
+  /// `linear` < blocks() < 2^31 (prefill_block_order checks it), so 32-bit unsigned arithmetic throughout: a
+  /// 64-bit division is a long called sequence (tried in the mma.sync kernel, whose 255-register variant it
+  /// pushed to an 8-byte spill on sm_80; that kernel kept its 3-D grid).
   LLMK_HOST_DEVICE PrefillBlock block(unsigned linear) const {
     const unsigned section_blocks = static_cast<unsigned>(row_tiles) * static_cast<unsigned>(section_pairs);
     const unsigned section = linear / section_blocks;
