@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "llmk/config.cuh"
 #include "llmk/core/launch.cuh"
@@ -38,6 +40,62 @@ inline long long spin_cycles() {
 }
 #endif
 
+/// One-pass timing, the GPU command's mode: with LLMK_BENCH_ONE_PASS_S=<seconds> set, time_iterations takes
+/// all of a benchmark's samples inside one iteration of Google Benchmark's loop (until `seconds` of measured
+/// time, at least kOnePassMinSamples and at most kOnePassMaxSamples calls) and reports their mean, with the
+/// count as the `samples` counter. Run the binary with a tiny --benchmark_min_time (scripts/gpu_validate.sh
+/// passes 1e-9) so that the framework stops after that one iteration. Why: Google Benchmark's iteration-count
+/// search calls a benchmark function 3 to 5 times, each call building its data again (weight copies of up
+/// to ~180 MiB filled from the host), which made the quant GEMM binary alone outlast a 9-minute GPU call;
+/// one pass builds the data once. Unset or 0: the framework's own search, as any Google Benchmark.
+inline double one_pass_seconds() {
+  static const double seconds = [] {
+    const char* e = std::getenv("LLMK_BENCH_ONE_PASS_S");
+    return e != nullptr ? std::atof(e) : 0.0;
+  }();
+  return seconds;
+}
+inline constexpr long long kOnePassMinSamples = 5;
+inline constexpr long long kOnePassMaxSamples = 200;  // 200 samples of a 10 us kernel: ~10 ms of wall time
+
+/// Times `work` (a callable returning Status) per iteration, in either mode (above). `sample(work)` returns
+/// the seconds of one call or nullopt with the Status' message in `error`.
+template <class Sample>
+void run_samples(benchmark::State& state, Sample&& sample) {
+  std::string error;
+  if (const double target = one_pass_seconds(); target > 0.0) {
+    for (auto _ : state) {
+      double total = 0.0;
+      long long n = 0;
+      bool failed = false;
+      while (n < kOnePassMinSamples || (total < target && n < kOnePassMaxSamples)) {
+        const std::optional<double> t = sample(error);
+        if (!t) {
+          failed = true;
+          break;
+        }
+        total += *t;
+        ++n;
+      }
+      if (failed) {
+        state.SkipWithError(error.c_str());
+        break;
+      }
+      state.SetIterationTime(total / static_cast<double>(n));
+      state.counters["samples"] = static_cast<double>(n);
+    }
+    return;
+  }
+  for (auto _ : state) {
+    const std::optional<double> t = sample(error);
+    if (!t) {
+      state.SkipWithError(error.c_str());
+      break;
+    }
+    state.SetIterationTime(*t);
+  }
+}
+
 template <class Work>
 void time_iterations(benchmark::State& state, Work&& work) {
 #if defined(LLMK_CUDA)
@@ -51,33 +109,33 @@ void time_iterations(benchmark::State& state, Work&& work) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  for (auto _ : state) {
+  run_samples(state, [&](std::string& error) -> std::optional<double> {
     (void)launch(gpu_spin, dim3(1), dim3(1), 0, nullptr, spin_cycles());
     cudaEventRecord(start);
     Status s = work();
     cudaEventRecord(stop);
     cudaEventSynchronize(stop);
     if (!s.ok()) {
-      state.SkipWithError(s.message().c_str());
-      break;
+      error = s.message();
+      return std::nullopt;
     }
     float ms = 0.0f;
     cudaEventElapsedTime(&ms, start, stop);
-    state.SetIterationTime(ms / 1e3);
-  }
+    return ms / 1e3;
+  });
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
 #else
-  for (auto _ : state) {
+  run_samples(state, [&](std::string& error) -> std::optional<double> {
     auto t0 = std::chrono::steady_clock::now();
     Status s = work();
     auto t1 = std::chrono::steady_clock::now();
     if (!s.ok()) {
-      state.SkipWithError(s.message().c_str());
-      break;
+      error = s.message();
+      return std::nullopt;
     }
-    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
-  }
+    return std::chrono::duration<double>(t1 - t0).count();
+  });
 #endif
 }
 

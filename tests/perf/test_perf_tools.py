@@ -26,7 +26,7 @@ PLOT = ROOT / "scripts/plot_results.py"
 SDPA = ROOT / "bench/anchors/torch_sdpa.py"
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model import block_order, hardware, names, report, results, sass, shapes, work  # noqa: E402
+from model import block_order, hardware, names, report, results, run_time, sass, shapes, work  # noqa: E402
 
 
 def run(*args, timeout=60):
@@ -281,6 +281,33 @@ class TestBlockOrderModel(unittest.TestCase):
             natural, ordered = block_order.causal_grid(batch, seq, heads, kv_heads, d)
             self.assertGreaterEqual(natural, 1.0)
             self.assertLessEqual(ordered, natural)
+
+
+class TestRunTimeModel(unittest.TestCase):
+    RUN = ROOT / "bench/results/2026-11-25-h100-80gb-hbm3-2bcc0c2"  # a real run, framework timing, min time 0.05
+
+    def test_search_model_reproduces_the_recorded_iteration_counts(self):
+        res = results.load(self.RUN)
+        quant = [e for e in res.entries if e.file == "bench/bench_quant_gemm_cuda.json"]
+        self.assertGreater(len(quant), 200)
+        off = [e.name for e in quant if abs(run_time.framework_search(e.time_s)[-1] - e.iterations) > 0.3 * e.iterations]
+        self.assertLessEqual(len(off), len(quant) // 50, off)
+        # the fitted setup reproduces the binary's 220 s limit within 10%
+        wall = sum(run_time.framework_wall(e.time_s) for e in quant)
+        self.assertAlmostEqual(wall / 220.0, 1.0, delta=0.1)
+
+    def test_one_pass_builds_the_data_once(self):
+        for t in (2e-6, 30e-6, 1e-3, 20e-3):
+            self.assertEqual(len(run_time.framework_search(t, 0.05)) > 1, t < 0.05)
+            self.assertLess(run_time.one_pass_wall(t), run_time.framework_wall(t) + 1e-12)
+            n = run_time.one_pass_samples(t)
+            self.assertTrue(run_time.MIN_SAMPLES <= n <= run_time.MAX_SAMPLES)
+        self.assertEqual(run_time.one_pass_samples(1.0), run_time.MIN_SAMPLES)
+        self.assertEqual(run_time.one_pass_samples(1e-6), run_time.MAX_SAMPLES)
+        # the model's sample bounds are the timer's
+        timer = (ROOT / "bench/support/gpu_timer.hpp").read_text()
+        for name, value in (("kOnePassMinSamples", run_time.MIN_SAMPLES), ("kOnePassMaxSamples", run_time.MAX_SAMPLES)):
+            self.assertRegex(timer, rf"{name} = {value};")
 
 
 class TestPlots(SampleCopy):
