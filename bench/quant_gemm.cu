@@ -115,6 +115,9 @@ std::int8_t random_int8(std::mt19937& rng) {
 std::uint8_t random_byte(std::mt19937& rng) {
   return static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(rng));
 }
+std::uint8_t random_code4(std::mt19937& rng) {  // a 4-bit zero point
+  return static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 15)(rng));
+}
 llmk::float8_e4m3 normal_fp8(std::mt19937& rng) {
   return llmk::float8_e4m3(std::normal_distribution<float>(0.0f, 1.0f)(rng));
 }
@@ -341,10 +344,7 @@ void run_weight_only(benchmark::State& state, int bits, int group, bool zero_poi
   fill_random(a, 1, normal_half);
   fill_random(w, 2, random_byte);
   fill_random(scales, 3, weight_scale);
-  const int max_code = (1 << bits) - 1;
-  fill_random(zeros, 4, [max_code](std::mt19937& rng) {
-    return static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, max_code)(rng));
-  });
+  fill_random(zeros, 4, bits == 4 ? random_code4 : random_byte);  // function pointers: pools drawn once
 
   gemm::WeightOnlyArgs<half> x;
   x.a = a.data();

@@ -1208,22 +1208,46 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("longest_length_host: the longest sequence of either table form, from the host lengths") {
-  // The Hopper paged prefill sizes its block order's L2 sections by it (attention/block_order.cuh).
-  kv::PagedKv<f16, f16> table;
-  table.page_size = 4;
+TEST_CASE("validate_paged_kv's max_len: the longest sequence of either table form, from the host lengths") {
+  // The Hopper paged prefill sizes its block order's L2 sections by it (attention/block_order.cuh). Only
+  // the host lengths are read: the device pointers below are never dereferenced.
+  alignas(16) static f16 pool[16];
+  static const int device_table[1] = {0};
+  auto base = [] {
+    kv::PagedKv<f16, f16> p;
+    p.k_pages = pool;
+    p.v_pages = pool;
+    p.page_size = 4;
+    p.num_pages = 8;
+    p.strides.head = 16;
+    p.strides.slot = 16;
+    p.strides.page = 64;
+    return p;
+  };
+  int max_len = -1;
+  kv::PagedKv<f16, f16> table = base();
   const int lens[3] = {5, 0, 17};
+  table.block_table = device_table;
+  table.seq_lens = lens;
   table.seq_lens_host = lens;
-  CHECK(kv::longest_length_host(table, 3) == 17);
-  CHECK(kv::longest_length_host(table, 2) == 5);
-  kv::PagedKv<f16, f16> csr;
-  csr.page_size = 4;
+  table.max_blocks_per_seq = 5;
+  REQUIRE(kv::validate_paged_kv(table, 3, 1, 16, &max_len).ok());
+  CHECK(max_len == 17);
+  REQUIRE(kv::validate_paged_kv(table, 2, 1, 16, &max_len).ok());
+  CHECK(max_len == 5);
+  kv::PagedKv<f16, f16> csr = base();
   const int indptr[4] = {0, 2, 2, 5}, last[3] = {3, 4, 1};  // 7, 0 and 9 tokens
+  csr.page_indptr = indptr;
+  csr.page_indices = device_table;
+  csr.last_page_len = last;
   csr.page_indptr_host = indptr;
   csr.last_page_len_host = last;
-  CHECK(kv::longest_length_host(csr, 3) == 9);
-  CHECK(kv::longest_length_host(csr, 1) == 7);
-  CHECK(kv::longest_length_host(kv::PagedKv<f16, f16>{}, 2) == 0);
+  REQUIRE(kv::validate_paged_kv(csr, 3, 1, 16, &max_len).ok());
+  CHECK(max_len == 9);
+  REQUIRE(kv::validate_paged_kv(csr, 1, 1, 16, &max_len).ok());
+  CHECK(max_len == 7);
+  REQUIRE(kv::validate_paged_kv(csr, 0, 1, 16, &max_len).ok());
+  CHECK(max_len == 0);
 }
 
 TEST_CASE("page tables checked on the host: every error names the sequence and the entry") {

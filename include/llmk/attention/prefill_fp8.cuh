@@ -105,13 +105,13 @@ Status prefill_fp8(const PrefillFp8Args<T>& args, cudaStream_t stream) {
 template <class T, class Cfg>
 Status prefill_paged_fp8_with_config(const PrefillFp8Args<T>& args,
                                      const kvcache::PagedKv<T, float8_e4m3>& pages, cudaStream_t stream) {
-  int max_q_len = 0;
+  int max_q_len = 0, max_kv_len = 0;
   LLMK_RETURN_IF_ERROR((detail::validate_prefill_fp8_launch<T, Cfg>(args, false, &max_q_len)));
   kvcache::PagedKv<T, float8_e4m3> view = pages;
   LLMK_RETURN_IF_ERROR(
-      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, nullptr));
+      kvcache::validate_paged_kv(view, args.batch, args.num_kv_heads, args.head_dim, &max_kv_len));
   LLMK_RETURN_IF_ERROR((detail::sm90_prefill_refusal<T, Cfg>(args, "prefill_paged_fp8")));
-  return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, view, stream);
+  return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, max_kv_len, view, stream);
 }
 
 /// prefill_paged_fp8_with_config with DefaultSm90Fp8PrefillConfig for the runtime head dims

@@ -679,16 +679,16 @@ Status launch_prefill_sm90(const Args& args, int max_q_len, cudaStream_t stream)
 }
 
 /// A paged cache, fp16/bf16 or int8/fp8 codes (validated arguments and view; fp8 arguments with an fp8
-/// configuration read e4m3 codes without dequantizing).
+/// configuration read e4m3 codes without dequantizing). max_kv_len: the longest history in the pages
+/// (validate_paged_kv's max_len).
 template <class T, class Cfg, class Code, class Args>
-Status launch_prefill_sm90_paged(const Args& args, int max_q_len, const kvcache::PagedKv<T, Code>& view,
-                                 cudaStream_t stream) {
+Status launch_prefill_sm90_paged(const Args& args, int max_q_len, int max_kv_len,
+                                 const kvcache::PagedKv<T, Code>& view, cudaStream_t stream) {
   if (static_cast<long long>(max_q_len) * args.num_heads == 0) return {};
   Sm90PrefillParams<T, PagedKvRows<T, Code>> prm;
   LLMK_RETURN_IF_ERROR((sm90_prefill_params<T, Cfg>(args, PagedKvRows<T, Code>{view}, &prm)));
   // The block order's sections hold the pairs whose histories fit in L2: the pages' lengths, not the chunk's.
-  return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream,
-                                            kvcache::longest_length_host(view, args.batch));
+  return launch_sm90_prefill_kernel<T, Cfg>(prm, max_q_len, stream, max_kv_len);
 }
 
 }  // namespace detail
@@ -716,11 +716,11 @@ Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream)
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_sm90_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                       cudaStream_t stream) {
-  int max_q_len = 0;
+  int max_q_len = 0, max_kv_len = 0;
   kvcache::PagedKv<T, Code> view = pages;
-  LLMK_RETURN_IF_ERROR((detail::validate_prefill_paged_launch<T, Cfg>(args, &view, &max_q_len)));
+  LLMK_RETURN_IF_ERROR((detail::validate_prefill_paged_launch<T, Cfg>(args, &view, &max_q_len, &max_kv_len)));
   LLMK_RETURN_IF_ERROR((detail::sm90_prefill_refusal<T, Cfg>(args, "prefill_paged_sm90_with_config")));
-  return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, view, stream);
+  return detail::launch_prefill_sm90_paged<T, Cfg>(args, max_q_len, max_kv_len, view, stream);
 }
 
 }  // namespace llmk::attention

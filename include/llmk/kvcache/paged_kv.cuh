@@ -296,26 +296,9 @@ inline Status check_block_table_host(const int* block_table, int max_blocks_per_
   return {};
 }
 
-/// The longest sequence of a view, from the host copies of its lengths (seq_lens_host, or page_indptr_host
-/// and last_page_len_host); 0 where the view has none. For launch planning after validate_paged_kv.
-template <class T, class Code>
-long long longest_length_host(const PagedKv<T, Code>& p, int batch) {
-  long long longest = 0;
-  for (int b = 0; b < batch; ++b) {
-    long long len = 0;
-    if (p.seq_lens_host != nullptr) {
-      len = p.seq_lens_host[b];
-    } else if (p.page_indptr_host != nullptr && p.last_page_len_host != nullptr) {
-      const long long pages = static_cast<long long>(p.page_indptr_host[b + 1]) - p.page_indptr_host[b];
-      len = pages <= 0 ? 0 : (pages - 1) * p.page_size + p.last_page_len_host[b];
-    }
-    longest = len > longest ? len : longest;
-  }
-  return longest;
-}
-
 /// Validates a paged view for `batch` sequences with `kv_heads` heads of `head_dim` and sets its page_shift;
-/// *max_len (optional) receives the longest sequence. Uses the host copies of the table lengths, and checks
+/// *max_len (optional) receives the longest sequence (the launchers size grids and the Hopper prefill's L2
+/// sections by it). Uses the host copies of the table lengths, and checks
 /// the page ids too when a host copy of them is given (page_indices_host / block_table_host).
 template <class T, class Code>
 Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_dim, int* max_len) {
