@@ -30,6 +30,12 @@
 //                    sm_90a).
 //   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's), split-K
 //                    over a workspace at small M (gemm_f16_workspace_bytes); skipped without sm_90a.
+//   BM_Sm90KSweepF16<BN>, BM_Sm90KSweepI8<BN>  the Hopper GEMM with its tile width forced (CUDA build,
+//                    sm_90a): gemm_f16_sm90 (fp16, fp16 out) or w8a8_gemm_sm90 (int8, fp16 out, per-token x
+//                    per-channel scales),
+//                    128 x BN tiles, unsplit, at M = N = 4096 and K from 256 to 8192 (the kernels BM_Sm90Hgemm
+//                    and BM_W8A8 already build: no new instantiation). Fits time = rounds x (F + k-tiles x
+//                    slope): `python3 -m bench.model.gemm_rounds <results folder>` (docs/gemm.md).
 //   BM_FP8Blockwise  fp8_gemm_blockwise<half> (CUDA build): e4m3 with DeepSeek-V3 block-wise scales (1 x 128
 //                    activations, 128 x 128 weights), Hopper only; anchor BM_CublasLtFp8.
 //   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
@@ -265,6 +271,43 @@ void BM_Sm90Hgemm(benchmark::State& state) {
     gemm::GemmF16Args<half, half> gc = g;
     gc.b = w.data() + c * s.nk();
     return gemm::gemm_f16_sm90(gc, nullptr);
+  });
+}
+
+// The Hopper GEMM's K sweep (docs/gemm.md, "Measured and predicted"). The 2026-11-25 H100 run fitted the
+// large-M Hopper GEMMs as rounds x (F + k-tiles x 0.425 us) with an unexplained fixed cost F of 4.4-7.5 us a
+// round, from shapes that varied M, N and the tile together. Here only K moves (M = N = 4096: the same
+// rounds at every K), so one run separates F from the slope per tile width, and the two widths tell an
+// L2-bound slope (in proportion to the operand bytes of a k-tile: 1.5x from BN = 128 to 256) from a
+// tensor-bound one (in proportion to its FLOPs: 2x).
+template <int BN>
+void BM_Sm90KSweepF16(benchmark::State& state) {
+  const Shape s(state);
+  const std::size_t copies = copies_for(2 * s.nk());
+  llmk::DeviceBuffer<half> a(s.mk()), w(copies * s.nk()), d(s.mn());
+  fill_random(a, 7, normal_half);
+  fill_random(w, 8, normal_half);
+  gemm::GemmF16Args<half, half> g{a.data(), s.k, w.data(), s.k, nullptr, s.n, d.data(), s.n, s.m, s.n, s.k};
+  g.split_k = 1;
+  const double bytes = 2.0 * static_cast<double>(s.mk()) + 2.0 * static_cast<double>(s.nk()) + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    gemm::GemmF16Args<half, half> gc = g;
+    gc.b = w.data() + c * s.nk();
+    return gemm::gemm_f16_sm90<gemm::Sm90GemmConfig<half, BN>>(gc, nullptr);
+  });
+}
+template <int BN>
+void BM_Sm90KSweepI8(benchmark::State& state) {
+  const Shape s(state);
+  const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
+  const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
+  ScaledOperands<std::int8_t> x(s, copies, random_int8);
+  x.args.split_k = 1;
+  const double bytes = static_cast<double>(s.mk()) + 4.0 * s.m + weight_bytes + 2.0 * s.mn();
+  run_timed(state, s, bytes, copies, [&](std::size_t c) {
+    gemm::QuantGemmArgs<std::int8_t> step = x.args;
+    x.on_copy(step, s, c);
+    return gemm::w8a8_gemm_sm90<half, gemm::Sm90GemmConfig<std::int8_t, BN>>(step, nullptr);
   });
 }
 
@@ -574,6 +617,10 @@ void weight_only_crossover_args(benchmark::internal::Benchmark* b) {
        {std::pair{4096, 4096}, std::pair{11008, 4096}, std::pair{4096, 11008}, std::pair{28672, 4096}})
     for (int m : {1, 4, 16, 32, 64, 128, 256}) b->Args({m, n, k});
 }
+// BM_Sm90KSweepF16 / I8: one output of 512 (BN = 256) or 1024 (BN = 128) tiles, K from 256 to 8192.
+void k_sweep_args(benchmark::internal::Benchmark* b) {
+  for (int k : {256, 1024, 2048, 4096, 8192}) b->Args({4096, 4096, k});
+}
 // The 8-bit GEMMs' Hopper kernel where the dispatch takes the mma.sync tiles (M <= 64; a subset of
 // shape_args, so that the cuBLASLt anchors cover every row).
 void hopper_small_m_args(benchmark::internal::Benchmark* b) {
@@ -611,6 +658,12 @@ LLMK_QUANT_BENCH(BM_Sm90Hgemm, shape_args);
 LLMK_QUANT_BENCH(BM_W8A8Hopper, hopper_small_m_args);
 LLMK_QUANT_BENCH(BM_FP8Hopper, hopper_small_m_args);
 LLMK_QUANT_BENCH(BM_FP8Blockwise, shape_args);
+#define LLMK_K_SWEEP(fn, bn) \
+  BENCHMARK_TEMPLATE(fn, bn)->Apply(k_sweep_args)->ArgNames({"M", "N", "K"}) LLMK_BENCH_UNIT
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 128);
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 256);
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 128);
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 256);
 #endif
 #if defined(LLMK_QUANT_GEMM_CUBLAS)
 LLMK_QUANT_BENCH(BM_CublasHgemm, weight_only_grid_args);

@@ -378,6 +378,11 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_W4A16Hopper": (_wo_kernel(4, "hopper"), _wo_any_blocks(4, "hopper")),
     "BM_W4A16MmaSync": (_wo_kernel(4, "mma"), _wo_any_blocks(4, "mma")),
     "BM_GemmF16": (_sm90_f16("float"), _sm90_f16_blocks),
+    # the K sweep: BN is the template argument, never split
+    "BM_Sm90KSweepF16": (lambda a, t: _SM90_GEMM_BN.format("half", t[0]) + r"gemm::LinearEpilogue<half",
+                         lambda a, t: min(math.ceil(a["M"] / 128) * math.ceil(a["N"] / int(t[0])), 132)),
+    "BM_Sm90KSweepI8": (lambda a, t: _SM90_GEMM_BN.format("signed char", t[0]) + r"gemm::QuantEpilogue<half,",
+                        lambda a, t: min(math.ceil(a["M"] / 128) * math.ceil(a["N"] / int(t[0])), 132)),
     "BM_TileGemmF16": (lambda a, t: (r"^gemm::tile_gemm_split_kernel<" if tile_gemm_splits(a) > 1
                                      else r"^gemm::tile_gemm_kernel<")
                        + rf"half,float,gemm::KMajorTile<{_csv(_tile_gemm_tile(a))}>",

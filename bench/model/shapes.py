@@ -77,6 +77,7 @@ WO_GRID = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (1
 # bench/quant_gemm.cu weight_only_crossover_args: BM_W4A16Hopper / BM_W4A16MmaSync (a subset of WO_GRID)
 WO_CROSSOVER = [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (28672, 4096))
                 for m in (1, 4, 16, 32, 64, 128, 256)]
+K_SWEEP_SHAPES = [(4096, 4096, k) for k in (256, 1024, 2048, 4096, 8192)]  # bench/quant_gemm.cu k_sweep_args
 TILE_SHAPES = [(4096, 4096, 4096), (1024, 4096, 4096), (16, 4096, 4096), (4096, 11008, 4096)]
 
 
@@ -91,6 +92,9 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
         out += _mnk(fam, [s for s in GEMM_SHAPES if s[0] <= 64])
     for fam in ("BM_FP8", "BM_MixedInt8", "BM_Sm90Hgemm", "BM_FP8Blockwise"):
         out += _mnk(fam, GEMM_SHAPES)
+    for fam in ("BM_Sm90KSweepF16", "BM_Sm90KSweepI8"):
+        for bn in (128, 256):
+            out += _mnk(f"{fam}<{bn}>", K_SWEEP_SHAPES)
     if anchors:
         out += _mnk("BM_CublasHgemm", WO_GRID)
         for fam in ("BM_CublasLtInt8", "BM_CublasLtFp8"):

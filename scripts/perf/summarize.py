@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model import hardware, pairs, report, results, sass  # noqa: E402
+from model import gemm_rounds, hardware, pairs, report, results, sass  # noqa: E402
 from model.units import fmt_pct, fmt_rate, fmt_ratio, fmt_time, table  # noqa: E402
 
 HEADERS = ["kernel", "shape", "llmk time", "anchor", "anchor time", "ratio", "% of roofline", "% copy",
@@ -125,6 +125,12 @@ def problem_lines(rep: report.Report, res: results.Results) -> list[str]:
     return out
 
 
+def round_lines(res: results.Results, rep: report.Report) -> list[str]:
+    """The K sweep's fit (bench/model/gemm_rounds.py); nothing when the folder has no sweep."""
+    peaks = {"wgmma_f16": rep.gpu.tc_f16_dense, "wgmma_i8": rep.gpu.tc_i8_dense}
+    return gemm_rounds.lines(gemm_rounds.fits_of(res.entries, peaks))
+
+
 def markdown(folder: Path, rep: report.Report, res: results.Results) -> str:
     def md_table(headers, rows):
         esc = [[c.replace("|", "\\|").replace("<", "&lt;") for c in row] for row in rows]
@@ -142,6 +148,9 @@ def markdown(folder: Path, rep: report.Report, res: results.Results) -> str:
     if anchors:
         out += ["## Anchors and host runs", ""] + md_table(FULL_HEADERS, anchors) + [""]
     out += ["## Pairing", ""] + md_table(["llmk", "anchor", "what"], [list(p) for p in pairs.pairing_table()]) + [""]
+    rounds = round_lines(res, rep)
+    if rounds:
+        out += ["## Hopper GEMM per round (K sweep)", "", "```"] + rounds + ["```", ""]
     out += ["## Skipped, errored, unreadable", "", "```"] + problem_lines(rep, res) + ["```", ""]
     return "\n".join(out)
 
@@ -171,7 +180,7 @@ def main(argv=None) -> int:
             bad_static = True
     rep = report.build(res, gpu, gpu_note, static_rows, static_note)
 
-    head = header_lines(args.folder, rep, res) + pairing_lines() + problem_lines(rep, res)
+    head = header_lines(args.folder, rep, res) + pairing_lines() + round_lines(res, rep) + problem_lines(rep, res)
     full_table = table_lines(rep, True)
     try:
         (args.folder / "summary.txt").write_text("\n".join(head + [""] + full_table) + "\n")

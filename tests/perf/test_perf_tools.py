@@ -26,7 +26,7 @@ PLOT = ROOT / "scripts/plot_results.py"
 SDPA = ROOT / "bench/anchors/torch_sdpa.py"
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model import block_order, hardware, names, report, results, run_time, sass, shapes, work  # noqa: E402
+from model import block_order, gemm_rounds, hardware, names, report, results, run_time, sass, shapes, work  # noqa: E402
 
 
 def run(*args, timeout=60):
@@ -68,6 +68,8 @@ class TestSummarize(SampleCopy):
         before = "\n".join(lines[:i])
         self.assertIn("skipped / errored", before)
         self.assertIn("wrote ", before)
+        self.assertIn("== Hopper GEMM per round", before)  # the sample's K sweep (gemm_rounds.py)
+        self.assertIn("## Hopper GEMM per round (K sweep)", (self.folder / "summary.md").read_text())
         # one row per collapsed entry: BM_DeviceCopy's 3 repetitions + 4 aggregates are not printed as 7 rows
         full = self.summarize("--full")
         _j, rows = self.table(full)
@@ -308,6 +310,30 @@ class TestRunTimeModel(unittest.TestCase):
         timer = (ROOT / "bench/support/gpu_timer.hpp").read_text()
         for name, value in (("kOnePassMinSamples", run_time.MIN_SAMPLES), ("kOnePassMaxSamples", run_time.MAX_SAMPLES)):
             self.assertRegex(timer, rf"{name} = {value};")
+
+
+class TestGemmRoundsModel(unittest.TestCase):
+    def test_fit_recovers_the_fixed_cost_and_the_slope(self):
+        # the sample's sweep was made from F and slope per (kernel, BN): the fit must give them back
+        res = results.load(SAMPLE)
+        gpu, _ = hardware.pick_gpu(res.meta["gpu"])
+        fits = {(f.family, f.bn): f for f in gemm_rounds.fits_of(
+            res.entries, {"wgmma_f16": gpu.tc_f16_dense, "wgmma_i8": gpu.tc_i8_dense})}
+        self.assertEqual(len(fits), 4)
+        for key, (f_us, slope, rounds) in {("BM_Sm90KSweepF16", 128): (4.0, 0.40, 8),
+                                           ("BM_Sm90KSweepF16", 256): (5.0, 0.60, 4),
+                                           ("BM_Sm90KSweepI8", 256): (7.0, 0.80, 4)}.items():
+            self.assertAlmostEqual(fits[key].f_us, f_us, places=3)
+            self.assertAlmostEqual(fits[key].slope_us, slope, places=4)
+            self.assertEqual(fits[key].rounds, rounds)
+        # 132 SMs x (128 + 128) x 128 bytes per 0.4 us
+        self.assertAlmostEqual(fits[("BM_Sm90KSweepF16", 128)].l2_tbps, 132 * 256 * 128 / 0.4e-6 / 1e12, places=6)
+        text = "\n".join(gemm_rounds.lines(list(fits.values())))
+        self.assertIn("BM_Sm90KSweepF16: slope 256 / 128 = 1.50: L2-bound", text)
+        self.assertIn("BM_Sm90KSweepI8: slope 256 / 128 = 2.00: tensor-bound", text)
+
+    def test_one_k_is_not_a_fit(self):
+        self.assertIsNone(gemm_rounds.fit([(4096, 4096, 1024, 1e-4)] * 3, "BM_Sm90KSweepF16", 128))
 
 
 class TestPlots(SampleCopy):
