@@ -30,12 +30,14 @@
 //                    sm_90a).
 //   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's), split-K
 //                    over a workspace at small M (gemm_f16_workspace_bytes); skipped without sm_90a.
-//   BM_Sm90KSweepF16<BN>, BM_Sm90KSweepI8<BN>  the Hopper GEMM with its tile width forced (CUDA build,
-//                    sm_90a): gemm_f16_sm90 (fp16, fp16 out) or w8a8_gemm_sm90 (int8, fp16 out, per-token x
-//                    per-channel scales),
-//                    128 x BN tiles, unsplit, at M = N = 4096 and K from 256 to 8192 (the kernels BM_Sm90Hgemm
-//                    and BM_W8A8 already build: no new instantiation). Fits time = rounds x (F + k-tiles x
-//                    slope): `python3 -m bench.model.gemm_rounds <results folder>` (docs/gemm.md).
+//   BM_Sm90KSweepF16<BN, Cm>, BM_Sm90KSweepI8<BN, Cm>  the Hopper GEMM with its tile width forced (CUDA
+//                    build, sm_90a): gemm_f16_sm90 (fp16, fp16 out) or w8a8_gemm_sm90 (int8, fp16 out,
+//                    per-token x per-channel scales), Cm = 2: in clusters of 2 blocks with B multicast
+//                    (Sm90ClusterGemmConfig),
+//                    128 x BN tiles, unsplit, at M = N = 4096 and K from 256 to 8192 (Cm = 1: the kernels
+//                    BM_Sm90Hgemm and BM_W8A8 already build; Cm = 2: four cluster kernels of their own). Fits
+//                    time = rounds x (F + k-tiles x slope) per (kernel, BN, Cm): `python3 -m
+//                    bench.model.gemm_rounds <results folder>` (docs/gemm.md).
 //   BM_FP8Blockwise  fp8_gemm_blockwise<half> (CUDA build): e4m3 with DeepSeek-V3 block-wise scales (1 x 128
 //                    activations, 128 x 128 weights), Hopper only; anchor BM_CublasLtFp8.
 //   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
@@ -280,7 +282,13 @@ void BM_Sm90Hgemm(benchmark::State& state) {
 // rounds at every K), so one run separates F from the slope per tile width, and the two widths tell an
 // L2-bound slope (in proportion to the operand bytes of a k-tile: 1.5x from BN = 128 to 256) from a
 // tensor-bound one (in proportion to its FLOPs: 2x).
-template <int BN>
+// Cm = 2: Sm90ClusterGemmConfig (clusters of 2 blocks along M, B multicast): the slope it saves is the L2
+// term.
+template <class In, int BN, int Cm>
+using SweepConfig = std::conditional_t<Cm == 1, gemm::Sm90GemmConfig<In, BN>,
+                                       gemm::Sm90ClusterGemmConfig<gemm::Sm90GemmConfig<In, BN>>>;
+
+template <int BN, int Cm>
 void BM_Sm90KSweepF16(benchmark::State& state) {
   const Shape s(state);
   const std::size_t copies = copies_for(2 * s.nk());
@@ -293,10 +301,10 @@ void BM_Sm90KSweepF16(benchmark::State& state) {
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     gemm::GemmF16Args<half, half> gc = g;
     gc.b = w.data() + c * s.nk();
-    return gemm::gemm_f16_sm90<gemm::Sm90GemmConfig<half, BN>>(gc, nullptr);
+    return gemm::gemm_f16_sm90<SweepConfig<half, BN, Cm>>(gc, nullptr);
   });
 }
-template <int BN>
+template <int BN, int Cm>
 void BM_Sm90KSweepI8(benchmark::State& state) {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
@@ -307,7 +315,7 @@ void BM_Sm90KSweepI8(benchmark::State& state) {
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     gemm::QuantGemmArgs<std::int8_t> step = x.args;
     x.on_copy(step, s, c);
-    return gemm::w8a8_gemm_sm90<half, gemm::Sm90GemmConfig<std::int8_t, BN>>(step, nullptr);
+    return gemm::w8a8_gemm_sm90<half, SweepConfig<std::int8_t, BN, Cm>>(step, nullptr);
   });
 }
 
@@ -658,12 +666,16 @@ LLMK_QUANT_BENCH(BM_Sm90Hgemm, shape_args);
 LLMK_QUANT_BENCH(BM_W8A8Hopper, hopper_small_m_args);
 LLMK_QUANT_BENCH(BM_FP8Hopper, hopper_small_m_args);
 LLMK_QUANT_BENCH(BM_FP8Blockwise, shape_args);
-#define LLMK_K_SWEEP(fn, bn) \
-  BENCHMARK_TEMPLATE(fn, bn)->Apply(k_sweep_args)->ArgNames({"M", "N", "K"}) LLMK_BENCH_UNIT
-LLMK_K_SWEEP(BM_Sm90KSweepF16, 128);
-LLMK_K_SWEEP(BM_Sm90KSweepF16, 256);
-LLMK_K_SWEEP(BM_Sm90KSweepI8, 128);
-LLMK_K_SWEEP(BM_Sm90KSweepI8, 256);
+#define LLMK_K_SWEEP(fn, bn, cm) \
+  BENCHMARK_TEMPLATE(fn, bn, cm)->Apply(k_sweep_args)->ArgNames({"M", "N", "K"}) LLMK_BENCH_UNIT
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 128, 1);
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 256, 1);
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 128, 1);
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 256, 1);
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 128, 2);
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 256, 2);
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 128, 2);
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 256, 2);
 #endif
 #if defined(LLMK_QUANT_GEMM_CUBLAS)
 LLMK_QUANT_BENCH(BM_CublasHgemm, weight_only_grid_args);

@@ -1,4 +1,4 @@
-"""The Hopper GEMM's time per round of tiles, fitted from the K sweep (BM_Sm90KSweepF16 / BM_Sm90KSweepI8).
+"""The Hopper GEMM's time per round of tiles, fitted from the K sweep (BM_Sm90KSweepF16 / I8<BN, Cm>).
 
 The persistent Hopper GEMM (include/llmk/gemm/hopper_gemm.cuh) runs min(tiles, SMs) blocks, each taking tiles
 round-robin, so at M = N = 4096 every K has the same rounds = ceil(tiles / SMs), and
@@ -12,6 +12,8 @@ alone. What the two numbers mean:
     its tensor time (2 x 128 x BN x BK / (peak / SMs)): L2-bound, the slope grows 1.5x from BN = 128 to 256
     (the bytes); tensor-bound, 2x (the FLOPs). `l2_TBps` is the operand bandwidth the slope implies.
   - F: what a round costs besides its k-tiles (the epilogue, the pipeline's drain and refill, the launch).
+  - Cm = 2 (clusters of 2 blocks along M, B multicast: Sm90ClusterGemmConfig): each block fetches (128 + BN / 2)
+    x 128 bytes a k-tile; if L2 bounds the slope, it falls in proportion (0.75x at BN = 128, 0.67x at 256).
 
     python3 -m bench.model.gemm_rounds bench/results/<folder>
 """
@@ -31,6 +33,7 @@ SMS = 132
 class Fit:
     family: str
     bn: int
+    cm: int  # blocks per cluster (1: none)
     points: int
     rounds: int
     f_us: float  # fixed cost per round
@@ -50,40 +53,41 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def fit(points: list[tuple[int, int, int, float]], family: str, bn: int, peak_flops: float = 0.0,
-        sms: int = SMS) -> Fit | None:
+        sms: int = SMS, cm: int = 1) -> Fit | None:
     """points: (M, N, K, seconds) of one family and width at one (M, N). None with fewer than 2 distinct K."""
     if len({p[2] for p in points}) < 2 or len({(p[0], p[1]) for p in points}) != 1:
         return None
     _name, elem, _kind = FAMILIES[family]
     bk = 128 // elem
     m, n = points[0][0], points[0][1]
-    tiles = math.ceil(m / 128) * math.ceil(n / bn)
-    rounds = math.ceil(tiles / sms)
-    active = min(tiles, sms)
+    units = math.ceil(math.ceil(m / 128) / cm) * math.ceil(n / bn)  # tiles, or pairs of tiles in clusters
+    rounds = math.ceil(units / (sms // cm))
+    active = min(units, sms // cm) * cm
     xs = [float(math.ceil(k / bk)) for _m, _n, k, _t in points]
     ys = [t / rounds for *_rest, t in points]
     a, b = fit_line(xs, ys)
     worst = max(abs(rounds * (a + b * x) - t) / t for x, (*_r, t) in zip(xs, points))
-    byts = (128 + bn) * 128.0
+    byts = (128 + bn / cm) * 128.0  # A's rows and this block's share of B's, 128 bytes each
     tensor = 2.0 * 128 * bn * bk / (peak_flops / sms) if peak_flops > 0 else 0.0
-    return Fit(family, bn, len(points), rounds, a * 1e6, b * 1e6, active * byts / b / 1e12 if b > 0 else 0.0,
+    return Fit(family, bn, cm, len(points), rounds, a * 1e6, b * 1e6, active * byts / b / 1e12 if b > 0 else 0.0,
                tensor * 1e6, worst)
 
 
 def fits_of(entries, peaks: dict[str, float] | None = None) -> list[Fit]:
     """Fits per (family, BN, M, N) of a results folder's entries (bench.model.results.Entry)."""
-    groups: dict[tuple[str, int, int, int], list] = {}
+    groups: dict[tuple[str, int, int, int, int], list] = {}
     for e in entries:
         base = e.parsed.base
         if base not in FAMILIES or e.time_s is None or not e.parsed.targs:
             continue
         a = e.parsed.args()
         bn = int(re.sub(r"\D", "", e.parsed.targs[0]) or 0)
-        groups.setdefault((base, bn, a["M"], a["N"]), []).append((a["M"], a["N"], a["K"], e.time_s))
+        cm = int(re.sub(r"\D", "", e.parsed.targs[1]) or 1) if len(e.parsed.targs) > 1 else 1
+        groups.setdefault((base, bn, cm, a["M"], a["N"]), []).append((a["M"], a["N"], a["K"], e.time_s))
     out = []
-    for (base, bn, _m, _n), pts in sorted(groups.items()):
+    for (base, bn, cm, _m, _n), pts in sorted(groups.items()):
         peak = (peaks or {}).get(FAMILIES[base][2], 0.0)
-        f = fit(pts, base, bn, peak)
+        f = fit(pts, base, bn, peak, cm=cm)
         if f is not None:
             out.append(f)
     return out
@@ -93,18 +97,25 @@ def lines(fits: list[Fit]) -> list[str]:
     if not fits:
         return []
     out = ["== Hopper GEMM per round (K sweep, bench/model/gemm_rounds.py): time = rounds x (F + k-tiles x slope)",
-           f"   {'kernel':<18} {'BN':>4} {'rounds':>6} {'F us':>7} {'slope us':>9} {'tensor us':>9} "
+           f"   {'kernel':<18} {'BN':>4} {'Cm':>3} {'rounds':>6} {'F us':>7} {'slope us':>9} {'tensor us':>9} "
            f"{'L2 TB/s':>8} {'fit err':>7}"]
     for f in fits:
-        out.append(f"   {f.family:<18} {f.bn:>4} {f.rounds:>6} {f.f_us:>7.2f} {f.slope_us:>9.3f} "
+        out.append(f"   {f.family:<18} {f.bn:>4} {f.cm:>3} {f.rounds:>6} {f.f_us:>7.2f} {f.slope_us:>9.3f} "
                    f"{f.tensor_us:>9.3f} {f.l2_tbps:>8.2f} {100 * f.worst_residual:>6.1f}%")
-    by = {(f.family, f.bn): f for f in fits}
+    by = {(f.family, f.bn, f.cm): f for f in fits}
     for fam in FAMILIES:
-        lo, hi = by.get((fam, 128)), by.get((fam, 256))
-        if lo and hi and lo.slope_us > 0:
-            r = hi.slope_us / lo.slope_us
-            verdict = "L2-bound (bytes: 1.5x)" if r < 1.75 else "tensor-bound (FLOPs: 2x)"
-            out.append(f"   {fam}: slope 256 / 128 = {r:.2f}: {verdict}")
+        for cm in (1, 2):
+            lo, hi = by.get((fam, 128, cm)), by.get((fam, 256, cm))
+            if lo and hi and lo.slope_us > 0:
+                r, byts = hi.slope_us / lo.slope_us, (128 + 256 / cm) / (128 + 128 / cm)
+                verdict = f"L2-bound (bytes: {byts:.2f}x)" if r < (byts + 2) / 2 else "tensor-bound (FLOPs: 2x)"
+                out.append(f"   {fam} Cm {cm}: slope 256 / 128 = {r:.2f}: {verdict}")
+        for bn in (128, 256):
+            one, two = by.get((fam, bn, 1)), by.get((fam, bn, 2))
+            if one and two and one.slope_us > 0:
+                bytes_ratio = (128 + bn / 2) / (128 + bn)
+                out.append(f"   {fam} BN {bn}: multicast slope / plain = {two.slope_us / one.slope_us:.2f} "
+                           f"(L2 bytes {bytes_ratio:.2f}x), F {two.f_us:.2f} vs {one.f_us:.2f} us")
     return out
 
 

@@ -248,6 +248,20 @@ _SM90_GEMM = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},128,4,false,false
 _SM90_GEMM_BN = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},{},4,false,false>,"
 
 
+def _sweep_kernel(elem: str, t) -> str:
+    """BM_Sm90KSweep*<BN, Cm>'s kernel: Sm90GemmConfig<elem, BN>, in Sm90ClusterGemmConfig when Cm = 2."""
+    cfg = rf"gemm::Sm90GemmConfig<{elem},{t[0]},4,false,false>"
+    if len(t) > 1 and t[1].strip() == "2":
+        return rf"^gemm::gemm_sm90_kernel<gemm::Sm90ClusterGemmConfig<{cfg}\s*>,"
+    return rf"^gemm::gemm_sm90_kernel<{cfg},"
+
+
+def _sweep_blocks(a, t) -> int:
+    cm = int(t[1]) if len(t) > 1 else 1
+    pairs = math.ceil(math.ceil(a["M"] / 128) / cm) * math.ceil(a["N"] / int(t[0]))
+    return min(pairs, 132 // cm) * cm
+
+
 def sm90_tile_n(m: int, n: int, sms: int = 132) -> int:
     """The Hopper tile width the dispatch picks: gemm::sm90_detail::choose_tile_n, line for line."""
     best, best_cost = 128, 0.0
@@ -378,11 +392,9 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     "BM_W4A16Hopper": (_wo_kernel(4, "hopper"), _wo_any_blocks(4, "hopper")),
     "BM_W4A16MmaSync": (_wo_kernel(4, "mma"), _wo_any_blocks(4, "mma")),
     "BM_GemmF16": (_sm90_f16("float"), _sm90_f16_blocks),
-    # the K sweep: BN is the template argument, never split
-    "BM_Sm90KSweepF16": (lambda a, t: _SM90_GEMM_BN.format("half", t[0]) + r"gemm::LinearEpilogue<half",
-                         lambda a, t: min(math.ceil(a["M"] / 128) * math.ceil(a["N"] / int(t[0])), 132)),
-    "BM_Sm90KSweepI8": (lambda a, t: _SM90_GEMM_BN.format("signed char", t[0]) + r"gemm::QuantEpilogue<half,",
-                        lambda a, t: min(math.ceil(a["M"] / 128) * math.ceil(a["N"] / int(t[0])), 132)),
+    # the K sweep: BN and the cluster size are the template arguments, never split
+    "BM_Sm90KSweepF16": (lambda a, t: _sweep_kernel("half", t) + r"gemm::LinearEpilogue<half", _sweep_blocks),
+    "BM_Sm90KSweepI8": (lambda a, t: _sweep_kernel("signed char", t) + r"gemm::QuantEpilogue<half,", _sweep_blocks),
     "BM_TileGemmF16": (lambda a, t: (r"^gemm::tile_gemm_split_kernel<" if tile_gemm_splits(a) > 1
                                      else r"^gemm::tile_gemm_kernel<")
                        + rf"half,float,gemm::KMajorTile<{_csv(_tile_gemm_tile(a))}>",

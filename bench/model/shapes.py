@@ -92,9 +92,10 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
         out += _mnk(fam, [s for s in GEMM_SHAPES if s[0] <= 64])
     for fam in ("BM_FP8", "BM_MixedInt8", "BM_Sm90Hgemm", "BM_FP8Blockwise"):
         out += _mnk(fam, GEMM_SHAPES)
-    for fam in ("BM_Sm90KSweepF16", "BM_Sm90KSweepI8"):
-        for bn in (128, 256):
-            out += _mnk(f"{fam}<{bn}>", K_SWEEP_SHAPES)
+    for cm in (1, 2):
+        for fam in ("BM_Sm90KSweepF16", "BM_Sm90KSweepI8"):
+            for bn in (128, 256):
+                out += _mnk(f"{fam}<{bn}, {cm}>", K_SWEEP_SHAPES)
     if anchors:
         out += _mnk("BM_CublasHgemm", WO_GRID)
         for fam in ("BM_CublasLtInt8", "BM_CublasLtFp8"):

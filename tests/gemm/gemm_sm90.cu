@@ -363,6 +363,18 @@ TEST_CASE("sm90 128 x 256 tiles: exact W8A8 int32, fp16 with fp32 out (8 staging
   check_f16<f16, gemm::Sm90GemmConfig<f16, 256>>(Shape{s.m, s.n, s.k / 2 + 8}, 1.5f, 0.5f, 914);
 }
 
+TEST_CASE("sm90 clusters of 2 along M: each block multicasts half of B to both (exact int8, fp16 out)") {
+  if (!sm90_here()) return;
+  // With 2 simulated SMs one cluster walks every pair of tiles. M = 300: 3 tile rows, so the second pair's
+  // second tile lies past M (its block still loads and multicasts its half of B); N and K tails.
+  std::mt19937 rng(921);
+  using I8 = gemm::Sm90ClusterGemmConfig<gemm::Sm90GemmConfig<std::int8_t>>;
+  static_assert(I8::kClusterM == 2 && !I8::kCanSplitK && gemm::Sm90GemmConfig<std::int8_t>::kClusterM == 1);
+  check_raw_int32<I8>(Shape{llmk::test::fast() ? 260 : 300, 136, llmk::test::fast() ? 160 : 272}, 3, rng);
+  check_f16<f16, gemm::Sm90ClusterGemmConfig<gemm::Sm90GemmConfig<f16, 256>>, f16>(Shape{130, 300, 200}, 1.5f,
+                                                                                   0.5f, 922);
+}
+
 TEST_CASE("sm90 fp16 / bf16 GEMM with 16-bit C and D: TMA-store and plain epilogues, the launcher's tile") {
   if (!sm90_here()) return;
   const std::vector<Shape> sh = shapes();

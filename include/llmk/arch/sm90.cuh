@@ -3,6 +3,7 @@
 #pragma once
 
 #include "llmk/arch/sm90/bulk_copy.cuh"
+#include "llmk/arch/sm90/cluster.cuh"
 #include "llmk/arch/sm90/mbarrier.cuh"
 #include "llmk/arch/sm90/stmatrix.cuh"
 #include "llmk/arch/sm90/tma.cuh"

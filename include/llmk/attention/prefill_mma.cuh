@@ -486,8 +486,8 @@ Status validate_prefill_launch(const PrefillArgs<T>& args, int* max_q_len) {
 /// The same for a paged cache: the arguments without dense K/V, then the view (validated and completed in
 /// place: page shift, head count); *max_kv_len (optional): the longest history in the pages.
 template <class T, class Cfg, class Code>
-Status validate_prefill_paged_launch(const PrefillArgs<T>& args, kvcache::PagedKv<T, Code>* view, int* max_q_len,
-                                     int* max_kv_len = nullptr) {
+Status validate_prefill_paged_launch(const PrefillArgs<T>& args, kvcache::PagedKv<T, Code>* view,
+                                     int* max_q_len, int* max_kv_len = nullptr) {
   LLMK_RETURN_IF_ERROR(check_head_dim(args.head_dim, Cfg::kHeadDim));
   LLMK_RETURN_IF_ERROR(validate_prefill(args, max_q_len, /*dense_kv=*/false));
   return kvcache::validate_paged_kv(*view, args.batch, args.num_kv_heads, args.head_dim, max_kv_len);

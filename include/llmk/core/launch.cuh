@@ -111,6 +111,66 @@ Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem
 #endif
 }
 
+/// llmk::launch with the grid's blocks in thread-block clusters of `cluster` blocks (sm_90; each dimension of
+/// the grid a multiple of the cluster's, at most 8 blocks a cluster). The blocks of a cluster run at once and
+/// may wait on and signal each other (llmk/arch/sm90/cluster.cuh); the simulator runs them together.
+///
+///   llmk::Status s = llmk::launch_cluster(kernel, dim3(2 * n), dim3(384), dim3(2, 1, 1), smem, stream, p);
+template <class... Params, class... Args>
+Status launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, std::size_t smem_bytes,
+                      cudaStream_t stream, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "llmk::launch_cluster: argument count differs from the kernel's");
+  LLMK_RETURN_IF_ERROR(detail::check_launch_config(kernel == nullptr, grid, block, smem_bytes));
+  if (cluster.x == 0 || cluster.y == 0 || cluster.z == 0 || grid.x % cluster.x != 0 ||
+      grid.y % cluster.y != 0 || grid.z % cluster.z != 0)
+    return Status::invalid_argument("cluster", "must be positive and divide the grid in each dimension");
+  if (static_cast<unsigned long long>(cluster.x) * cluster.y * cluster.z > 8)
+    return Status::invalid_argument("cluster", "at most 8 blocks (the portable cluster size)");
+#if defined(LLMK_SIM)
+  (void)stream;
+  const std::string name = detail::kernel_symbol_name(reinterpret_cast<const void*>(kernel));
+  sim::LaunchResult r = sim::launch_kernel_cluster(kernel, grid, block, cluster, smem_bytes, name.c_str(),
+                                                   std::forward<Args>(args)...);
+  if (!r.ok()) return Status(Status::Code::kSimulatorError, r.error);
+  return {};
+#elif defined(LLMK_CUDA)
+  if (smem_bytes > 48 * 1024) {
+    cudaError_t e =
+        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    if (e != cudaSuccess)
+      return Status::cuda_error("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", cudaGetErrorString(e));
+  }
+  std::tuple<std::decay_t<Params>...> packed(std::forward<Args>(args)...);
+  void* arg_ptrs[sizeof...(Params) + 1] = {};
+  std::apply(
+      [&arg_ptrs](auto&... p) {
+        int i = 0;
+        ((arg_ptrs[i++] = static_cast<void*>(&p)), ...);
+      },
+      packed);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster.x;
+  attr[0].val.clusterDim.y = cluster.y;
+  attr[0].val.clusterDim.z = cluster.z;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(kernel), arg_ptrs);
+  if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernelExC (cluster)", cudaGetErrorString(e));
+  return {};
+#else
+  static_assert(sizeof(kernel) == 0, "llmk::launch_cluster needs nvcc or the simulator backend (-DLLMK_SIM)");
+  return {};
+#endif
+}
+
 /// Compute capability of the current device as 100 * major + 10 * minor (900 on Hopper; 0 when none). The
 /// simulator reports 900 (it emulates every atom); LLMK_SIM_ARCH=800 / 890 makes it report an older device
 /// (tests of the dispatch and of refusals).

@@ -43,6 +43,7 @@
 #include <utility>
 
 #include "llmk/arch/sm90/bulk_copy.cuh"
+#include "llmk/arch/sm90/cluster.cuh"
 #include "llmk/arch/sm90/pipeline.cuh"
 #include "llmk/arch/sm90/stmatrix.cuh"
 #include "llmk/arch/sm90/tma.cuh"
@@ -130,8 +131,29 @@ struct Sm90GemmConfig {
   static constexpr int kKSteps = 4;                               // wgmmas per k-tile (32 bytes of K each)
   static constexpr int kThreads = 384;
   static constexpr int kConsumerWarps = 8;
+  static constexpr int kClusterM = 1;  // blocks per cluster along M (Sm90ClusterGemmConfig: 2)
   static constexpr unsigned kABytes = kBM * 128, kBBytes = static_cast<unsigned>(kBN) * 128;
   static_assert(Stages * (kABytes + kBBytes) <= 192 * 1024, "the ring must leave room for the staging tiles");
+};
+
+/// Base (an Sm90GemmConfig) in clusters of 2 blocks along M: the two blocks of a cluster take the tiles at
+/// rows m0 and m0 + 128 of the same columns, and each TMA-loads one half of their shared BN x BK slice of B
+/// and multicasts it into both blocks' ring slots. Each block then pulls (128 + BN / 2) x BK operand bytes
+/// from L2 per k-tile instead of (128 + BN) x BK: the L2 -> SM traffic the 2026-11-25 H100 run pointed at
+/// (docs/gemm.md, "Measured and predicted"). A slot is refilled only when the consumers of both blocks have
+/// released it (each consumer warp arrives on its own and its peer's "empty" barrier), and a block's producer
+/// waits for the last releases of both blocks before it exits. Opt-in (not chosen by the dispatch until a GPU
+/// run measures it); no split-K.
+///
+///   using Cfg = llmk::gemm::Sm90ClusterGemmConfig<llmk::gemm::Sm90GemmConfig<llmk::half, 256>>;
+///   llmk::Status s = llmk::gemm::gemm_f16_sm90<Cfg>(g, stream);
+template <class Base>
+struct Sm90ClusterGemmConfig : Base {
+  static constexpr int kClusterM = 2;
+  static constexpr bool kCanSplitK = false;
+  static_assert(Base::kBN % 16 == 0 && Base::kBN / 2 % 8 == 0, "each block loads half of B's rows");
+  static_assert(!std::is_same_v<typename Base::Elem, float8_e4m3>,
+                "fp8 in clusters: not tested yet (fp16, bf16 and int8 are)");
 };
 
 /// The epilogue of a Hopper GEMM maps an accumulator to the output element: value(row, col, acc), called
@@ -406,22 +428,56 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
     static_assert(!kSplitK || !kBlockScaled, "split-K: not with block-wise scales");
     int splits = 1, kps = k_tiles;  // the unsplit kernel: a unit is a tile with all of K
     if constexpr (kSplitK) splits = p.splits, kps = p.split.k_tiles_per_split;
-    const int units = tiles * splits;
-    if (threadIdx.x == 0) s.ring.init(Cfg::kConsumerWarps);
-    __syncthreads();
+    // Clusters of 2 along M (Sm90ClusterGemmConfig): a unit is a pair of vertically adjacent tiles, one per
+    // block of the cluster (rank r takes the pair's tile r), and the clusters walk the units.
+    constexpr int kCm = Cfg::kClusterM;
+    static_assert(kCm == 1 || (kCm == 2 && !kSplitK && !kBlockScaled), "clusters: unsplit, not block-scaled");
+    const int pairs_m = ceil_div(tiles_m, kCm);
+    const int units = (kCm == 1 ? tiles : pairs_m * tiles_n) * splits;
+    const unsigned rank = kCm == 1 ? 0u : sm90::cluster_ctarank();
+    const int first_unit = static_cast<int>(blockIdx.x) / kCm, unit_step = static_cast<int>(gridDim.x) / kCm;
+    // A unit's tile origin: (m0, n0) of this block's tile.
+    auto tile_origin = [&](int tile) {
+      if constexpr (kCm == 1)
+        return std::pair<int, int>{(tile % tiles_m) * Cfg::kBM, (tile / tiles_m) * Cfg::kBN};
+      else
+        return std::pair<int, int>{((tile % pairs_m) * kCm + static_cast<int>(rank)) * Cfg::kBM,
+                                   (tile / pairs_m) * Cfg::kBN};
+    };
+    if (threadIdx.x == 0) s.ring.init(Cfg::kConsumerWarps * kCm);
+    if constexpr (kCm == 1)
+      __syncthreads();
+    else
+      sm90::cluster_sync();  // both blocks' barriers exist before either block signals the other's
+    // Frees ring slot c: in a cluster, in both blocks (each block's producer refills its slot for both).
+    auto release = [&](const sm90::RingPosition<Cfg::kStages>& c) {
+      if constexpr (kCm == 1) {
+        s.ring.consumer_release(c);
+      } else {
+        s.ring.consumer_release_to(c, rank);
+        s.ring.consumer_release_to(c, rank ^ 1u);
+      }
+    };
     const int wg = static_cast<int>(threadIdx.x / 128);
     if (wg == 0) {  // producer
       sm90::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         constexpr unsigned kTx = Cfg::kABytes + Cfg::kBBytes + (kBlockScaled ? kAScaleBox * 4 + 4 * 4 : 0);
         sm90::RingPosition<Cfg::kStages> q;
-        for (int unit = static_cast<int>(blockIdx.x); unit < units; unit += static_cast<int>(gridDim.x)) {
+        for (int unit = first_unit; unit < units; unit += unit_step) {
           const int tile = unit / splits, kt0 = (unit % splits) * kps, kt1 = min(kt0 + kps, k_tiles);
-          const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
+          const std::pair<int, int> origin = tile_origin(tile);
+          const int m0 = origin.first, n0 = origin.second;
           for (int kt = kt0; kt < kt1; ++kt) {
             s.ring.producer_acquire(q, kTx);
             sm90::tma_load(s.a[q.stage], p.a, s.ring.full_bar(q), {kt * Cfg::kBK, m0});
-            sm90::tma_load(s.b[q.stage], p.b, s.ring.full_bar(q), {kt * Cfg::kBK, n0});
+            if constexpr (kCm == 1) {
+              sm90::tma_load(s.b[q.stage], p.b, s.ring.full_bar(q), {kt * Cfg::kBK, n0});
+            } else {  // this block's half of B's rows, into both blocks' slots
+              constexpr int kHalf = Cfg::kBN / 2;
+              sm90::tma_load_multicast(s.b[q.stage] + rank * (kHalf * 128u), p.b, s.ring.full_bar(q),
+                                       {kt * Cfg::kBK, n0 + static_cast<int>(rank) * kHalf}, 0x3);
+            }
             if constexpr (kBlockScaled) {
               // m0 is a multiple of 128: the s_a box starts (kt * ld_a_scales) % 4 floats early.
               sm90::tma_load(s.a_scales[q.stage], p.a_scales, s.ring.full_bar(q),
@@ -429,6 +485,14 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
               sm90::tma_load(s.w_scales[q.stage], p.w_scales, s.ring.full_bar(q),
                              {((n0 / 128) * p.k_blocks + kt) & ~3});
             }
+            q.advance();
+          }
+        }
+        if constexpr (kCm > 1) {
+          // The consumers of both blocks arrive on this block's "empty" barriers: wait for the last of those
+          // arrivals (every slot released once more) before this block may exit.
+          for (int st = 0; st < Cfg::kStages; ++st) {
+            s.ring.producer_wait(q);
             q.advance();
           }
         }
@@ -451,9 +515,10 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
                   "block-wise scales: one 128-column weight block per tile");
     using PartAtom = typename Cfg::Wgmma::template Atom<kPartN>;
     Acc part[kPartN / 2] = {};
-    for (int unit = static_cast<int>(blockIdx.x); unit < units; unit += static_cast<int>(gridDim.x)) {
+    for (int unit = first_unit; unit < units; unit += unit_step) {
       const int tile = unit / splits, kt0 = (unit % splits) * kps, kt1 = min(kt0 + kps, k_tiles);
-      const int m0 = (tile % tiles_m) * Cfg::kBM, n0 = (tile / tiles_m) * Cfg::kBN;
+      const std::pair<int, int> origin = tile_origin(tile);
+      const int m0 = origin.first, n0 = origin.second;
       Acc acc[Cfg::kBN / 2] = {};
       for (int kt = kt0; kt < kt1; ++kt) {
         s.ring.consumer_wait(c);
@@ -478,7 +543,7 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
                             sm90::advance_smem_desc(db, 128u * kPartN * sl + 32u * ks), ks > 0);
             sm90::wgmma_commit();
             sm90::wgmma_wait<0>();
-            if (sl == kSlices - 1 && lane == 0) s.ring.consumer_release(c);
+            if (sl == kSlices - 1 && lane == 0) release(c);
             if constexpr (kBlockScaled) {
 #pragma unroll
               for (int i = 0; i < kPartN / 2; ++i) acc[i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
@@ -496,7 +561,7 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
           sm90::wgmma_commit();
           if (kt > kt0) {
             sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: free its slot
-            if (lane == 0) s.ring.consumer_release(prev);
+            if (lane == 0) release(prev);
           }
           prev = c;
         }
@@ -504,7 +569,7 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
       }
       if constexpr (!kTileSums) {
         sm90::wgmma_wait<0>();
-        if (lane == 0) s.ring.consumer_release(prev);
+        if (lane == 0) release(prev);
       }
       const int r0 = m0 + 64 * half;
       if constexpr (kSplitK) {
@@ -676,7 +741,7 @@ Status make_operand_maps(const In* a, std::int64_t lda, const In* b, std::int64_
   db.global = b;
   db.dims[1] = static_cast<std::uint64_t>(n);
   db.strides[0] = static_cast<std::uint64_t>(ldb) * sizeof(In);
-  db.box[1] = Cfg::kBN;
+  db.box[1] = Cfg::kBN / Cfg::kClusterM;  // in a cluster, each block loads half of the slice
   LLMK_RETURN_IF_ERROR(sm90::make_tensor_map(map_a, da));
   return sm90::make_tensor_map(map_b, db);
 }
@@ -747,6 +812,8 @@ template <class T>
 struct IsSm90GemmConfig : std::false_type {};
 template <class In, int BN, int Stages, bool kSaturate, bool FastAccum>
 struct IsSm90GemmConfig<Sm90GemmConfig<In, BN, Stages, kSaturate, FastAccum>> : std::true_type {};
+template <class Base>
+struct IsSm90GemmConfig<Sm90ClusterGemmConfig<Base>> : IsSm90GemmConfig<Base> {};
 
 // Fills the operand and output maps of `prm` (m, n, k, d, ldd, epi set by the caller) and launches. The
 // output goes through the TMA-store epilogue where the tile allows it and d is 16-byte aligned with 16-byte
@@ -781,9 +848,19 @@ Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t
                     static_cast<std::size_t>(kSmem), stream, sp);
     }
   }
-  const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, device_sm_count()));
-  return launch(gemm_sm90_kernel<Cfg, Epilogue>, dim3(grid), dim3(Cfg::kThreads),
-                static_cast<std::size_t>(kSmem), stream, prm);
+  if constexpr (Cfg::kClusterM > 1) {
+    // Clusters of 2 blocks, each cluster a pair of tiles at a time: min(pairs, SMs / 2) clusters.
+    const long long pairs = static_cast<long long>(ceil_div(ceil_div(prm.m, Cfg::kBM), Cfg::kClusterM)) *
+                            ceil_div(prm.n, Cfg::kBN);
+    const long long clusters = std::max(1LL, std::min<long long>(pairs, device_sm_count() / Cfg::kClusterM));
+    return launch_cluster(gemm_sm90_kernel<Cfg, Epilogue>,
+                          dim3(static_cast<unsigned>(clusters * Cfg::kClusterM)), dim3(Cfg::kThreads),
+                          dim3(Cfg::kClusterM, 1, 1), static_cast<std::size_t>(kSmem), stream, prm);
+  } else {
+    const unsigned grid = static_cast<unsigned>(std::min<long long>(tiles, device_sm_count()));
+    return launch(gemm_sm90_kernel<Cfg, Epilogue>, dim3(grid), dim3(Cfg::kThreads),
+                  static_cast<std::size_t>(kSmem), stream, prm);
+  }
 }
 
 }  // namespace sm90_detail

@@ -116,7 +116,9 @@ LLMK_SIM_BOOKKEEPING Mbarrier& checked_mbarrier(Thread& t, const void* bar, cons
                      format_loc(m->init_loc),
                  loc);
   }
-  if (t.linear != m->init_thread && b.barrier_epoch == m->init_epoch) {
+  // A __syncthreads after the init makes it visible to the block, and so does a barrier.cluster phase.
+  const bool cluster_barrier_since = b.cluster != nullptr && b.cluster->completed > m->init_cluster_phase;
+  if (t.linear != m->init_thread && b.barrier_epoch == m->init_epoch && !cluster_barrier_since) {
     fail_current(std::string(op) + ": the " + describe_mbarrier(*m) + " initialised by thread " +
                      std::to_string(m->init_thread) + " at " + format_loc(m->init_loc) +
                      " is used by another thread before a __syncthreads made the init visible",
@@ -314,6 +316,7 @@ inline void mbarrier_init(void* bar, unsigned count,
   m->pending = count;
   m->init_epoch = b.barrier_epoch;
   m->init_thread = t.linear;
+  m->init_cluster_phase = b.cluster != nullptr ? b.cluster->completed : 0;
   m->init_loc = loc;
   m->serial = ++b.mbarrier_serial;
   std::memcpy(b.smem + off, &detail::kMbarrierTag, 8);

@@ -30,18 +30,19 @@ namespace llmk::sim::detail {
 inline constexpr std::uint64_t kMbarrierTag = 0x4C4C4D4B4D424152ull;
 
 struct Mbarrier {
-  std::size_t offset = 0;           // in the block's shared arena
-  std::uint32_t count = 0;          // arrivals per phase (mbarrier.init)
-  std::uint32_t pending = 0;        // arrivals the current phase still needs
-  std::int64_t tx = 0;              // tx-count of the current phase (bytes expected minus bytes landed)
-  std::uint64_t completed = 0;      // phases completed so far; the current phase's parity is completed & 1
-  unsigned init_epoch = 0;          // the block's barrier epoch at init (other threads need a later one)
-  unsigned init_thread = 0;         // linear index of the initialising thread
-  std::uint64_t serial = 0;         // distinguishes re-initialisations of the same address
-  bool init_fenced = false;         // its init thread has fenced since (bulk copies may signal it)
-  std::uint64_t copy_phase = 0;     // 1 + the phase the last landed bulk copy counted for (0: none)
-  std::uint64_t waited_phase = 0;   // 1 + the latest phase some thread waited for (0: none)
-  std::source_location copy_loc{};  // where that copy was issued
+  std::size_t offset = 0;       // in the block's shared arena
+  std::uint32_t count = 0;      // arrivals per phase (mbarrier.init)
+  std::uint32_t pending = 0;    // arrivals the current phase still needs
+  std::int64_t tx = 0;          // tx-count of the current phase (bytes expected minus bytes landed)
+  std::uint64_t completed = 0;  // phases completed so far; the current phase's parity is completed & 1
+  unsigned init_epoch = 0;      // the block's barrier epoch at init (other threads need a later one)
+  unsigned init_thread = 0;     // linear index of the initialising thread
+  std::uint64_t init_cluster_phase = 0;  // barrier.cluster phases completed at init (peers need a later one)
+  std::uint64_t serial = 0;              // distinguishes re-initialisations of the same address
+  bool init_fenced = false;              // its init thread has fenced since (bulk copies may signal it)
+  std::uint64_t copy_phase = 0;          // 1 + the phase the last landed bulk copy counted for (0: none)
+  std::uint64_t waited_phase = 0;        // 1 + the latest phase some thread waited for (0: none)
+  std::source_location copy_loc{};       // where that copy was issued
   std::source_location init_loc{};
   std::deque<int> phase_sync;  // TSan sync object of each phase: its arrivals release, its waiters acquire
 

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -84,6 +85,7 @@ enum class WaitState : std::uint8_t {
   kActiveMask,
   kMbarrier,
   kNamedBarrier,
+  kClusterBarrier,
   kDone,
   kFailed
 };
@@ -122,6 +124,7 @@ struct Thread {
   unsigned wait_parity = 0;       //            and the parity of the phase waited for
   std::uint64_t woken_phase = 0;  //            the phase whose completion woke it (both kinds)
   std::uint64_t named_arrived[16] = {};  // per named barrier: 1 + the phase of this thread's last arrival
+  std::uint64_t cluster_arrived = 0;     // barrier.cluster: 1 + the phase of this thread's last arrival
   bool aborting = false;  // set when the block is abandoned: the fiber unwinds at its suspension point
   // TSan sync objects (their addresses): released by this thread when it arrives at a rendezvous, and by the
   // thread completing the rendezvous for this thread to acquire when it leaves. See
@@ -146,6 +149,7 @@ struct Warp {
 };
 
 struct Launch;
+struct Cluster;
 
 // One of the 16 named barriers of a block (bar.sync / bar.arrive with a thread count,
 // llmk/sim/named_barrier.hpp).
@@ -182,11 +186,33 @@ struct Block {
   bool failed = false;
   SchedulerContext* sched = nullptr;
   std::mt19937_64 rng;
+  Cluster* cluster = nullptr;  // the blocks launched together with it (a cluster of one without clusters)
+  unsigned cluster_rank = 0;   // %cluster_ctarank
+  bool exited = false;         // every thread of it finished (its shared memory stays until the cluster ends)
+};
+
+// The blocks of one thread-block cluster (sm_90), scheduled together on one OS thread so that they can wait
+// on each other: barrier.cluster, mbarrier arrivals on a peer's barrier, multicast bulk copies
+// (llmk/sim/cluster.hpp).
+struct Cluster {
+  dim3 dims{1, 1, 1};
+  std::vector<Block*> blocks;   // by rank
+  unsigned threads = 0;         // all threads of all its blocks
+  unsigned arrived = 0;         // barrier.cluster arrivals of the current phase
+  std::uint64_t completed = 0;  // barrier.cluster phases completed
+  std::deque<int> phase_sync;   // TSan sync object of each phase: arrivals release, waits acquire
+
+  int* sync_of(std::uint64_t phase) {
+    SimStateScope scope;
+    while (phase_sync.size() <= phase) phase_sync.push_back(0);
+    return &phase_sync[static_cast<std::size_t>(phase)];
+  }
 };
 
 // What a kernel launch shares across OS worker threads.
 struct Launch {
   dim3 grid{}, block{};
+  dim3 cluster{1, 1, 1};  // blocks per cluster in each dimension (divides grid)
   std::size_t smem_bytes = 0;
   std::function<void()> body;  // runs the kernel for the current thread
   std::atomic<bool> failed{false};
@@ -656,5 +682,6 @@ inline void cp_async_wait_group(int n) {
 }  // namespace llmk::sim
 
 #include "llmk/sim/async_proxy.hpp"
+#include "llmk/sim/cluster.hpp"
 #include "llmk/sim/named_barrier.hpp"
 #include "llmk/sim/scheduler.hpp"

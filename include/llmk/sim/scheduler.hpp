@@ -80,6 +80,8 @@ inline const char* state_name(WaitState s) {
       return "waits on an mbarrier";
     case WaitState::kNamedBarrier:
       return "waits at bar.sync";
+    case WaitState::kClusterBarrier:
+      return "waits at barrier.cluster.wait";
     case WaitState::kDone:
       return "exited";
     case WaitState::kFailed:
@@ -148,9 +150,10 @@ LLMK_SIM_BOOKKEEPING bool resolve_quiescence(Block& b) {
 
 inline std::string deadlock_report(const Block& b) {
   std::ostringstream os;
-  unsigned at_barrier = 0, exited = 0, in_warp = 0, at_mbarrier = 0, at_named = 0;
+  unsigned at_barrier = 0, exited = 0, in_warp = 0, at_mbarrier = 0, at_named = 0, at_cluster = 0;
   for (const Thread& t : b.threads) {
     ThreadSnapshot s = snapshot(t);
+    at_cluster += s.state == WaitState::kClusterBarrier;
     at_barrier += s.state == WaitState::kBarrier;
     exited += s.state == WaitState::kDone;
     in_warp += s.state == WaitState::kWarp;
@@ -170,6 +173,10 @@ inline std::string deadlock_report(const Block& b) {
        << " wait in warp collectives (a phase needs all its arrivals and a tx-count "
           "of 0: expect_tx bytes that no copy delivers, or copies that deliver more, leave it pending)"
        << describe_waited_mbarriers(b);
+  else if (at_cluster > 0)
+    os << "barrier.cluster phase never completes: " << at_cluster << " threads wait at barrier.cluster.wait, "
+       << exited << " exited, " << in_warp
+       << " wait in warp collectives (every thread of every block of the cluster must arrive)";
   else if (at_named > 0)
     os << "named barrier phase never completes: " << at_named << " threads wait at bar.sync, " << exited
        << " exited, " << in_warp
@@ -184,10 +191,9 @@ inline std::string deadlock_report(const Block& b) {
   return os.str();
 }
 
-// Runs one block to completion (or failure) on the calling OS thread.
-inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& sched, unsigned worker) {
-  const Settings& settings = Settings::get();
-  Block b;
+// Creates block `block_linear` of the launch: its threads (fibers not yet started) and its shared memory.
+inline void setup_block(Block& b, Launch& launch, unsigned block_linear, SchedulerContext& sched,
+                        const Settings& settings) {
   b.launch = &launch;
   b.sched = &sched;
   b.linear = block_linear;
@@ -208,7 +214,6 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
     b.warps[t.warp].lanes_present |= 1u << t.lane;
   }
   // Shared memory: exact-size heap arena so ASan catches an overrun by a single byte.
-  std::unique_ptr<unsigned char[]> smem_owner;
   if (launch.smem_bytes > 0) {
     b.smem = static_cast<unsigned char*>(::operator new (launch.smem_bytes, std::align_val_t{128}));
     std::memset(b.smem, kSharedPoisonByte, launch.smem_bytes);
@@ -224,64 +229,10 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
     __tsan_set_fiber_name(t.fiber.tsan_fiber, name.c_str());
 #endif
   }
+}
 
-  tls_current_block = &b;
-  hb_release(&b.start_tsan_sync);
-  std::vector<Thread*> runnable;
-  runnable.reserve(nthreads);
-  // Warps of a real block do not advance in lockstep. Now and then one warp is held back for a few rounds
-  // while the others run ahead of it (as far as the next barrier lets them), so that reusing a shared buffer
-  // another warp may still be reading, without a barrier in between, reads poison here instead of passing.
-  const unsigned nwarps = static_cast<unsigned>(b.warps.size());
-  unsigned held_warp = ~0u, hold_rounds = 0;
-  for (;;) {
-    if (block_failed(b)) break;
-    if (launch.failed.load(std::memory_order_relaxed)) break;  // another block failed: stop early
-    // Bulk copies land at random rounds, so a thread that reads their destination before its mbarrier phase
-    // completes reads poison.
-    if (async_loads_in_flight(b) > 0) land_async_loads(b, false);
-    if (nwarps > 1 && hold_rounds-- == 0) {
-      const bool hold = (b.rng() & 1u) != 0;
-      held_warp = hold ? static_cast<unsigned>(b.rng() % nwarps) : ~0u;
-      hold_rounds = static_cast<unsigned>(b.rng() % (hold ? 16u : 4u));
-    }
-    runnable.clear();
-    unsigned live = 0, held_runnable = 0;
-    for (Thread& t : b.threads) {
-      WaitState s = get_state(t);
-      if (s == WaitState::kRunnable) {
-        if (t.warp == held_warp)
-          ++held_runnable;
-        else
-          runnable.push_back(&t);
-      }
-      if (s != WaitState::kDone) ++live;
-    }
-    if (live == 0) break;
-    if (runnable.empty() && held_runnable > 0) {  // only the held warp can move: let it
-      held_warp = ~0u;
-      hold_rounds = 0;
-      continue;
-    }
-    if (runnable.empty()) {
-      if (async_loads_in_flight(b) > 0) {  // nothing runs until a copy lands
-        land_async_loads(b, true);
-        continue;
-      }
-      if (resolve_quiescence(b)) continue;
-      record_block_error(b, deadlock_report(b));
-      break;
-    }
-    std::shuffle(runnable.begin(), runnable.end(), b.rng);
-    for (Thread* t : runnable) {
-      if (get_state(*t) != WaitState::kRunnable) continue;
-      set_current_thread(t);
-      launch.running[worker].store(t, std::memory_order_relaxed);
-      switch_to_fiber(sched, t->fiber, t);
-      set_current_thread(nullptr);
-      if (block_failed(b)) break;
-    }
-  }
+// The checks of a block that ran to its end without failing: nothing may still write into its shared memory.
+inline void check_finished_block(Block& b, const Launch& launch, const Settings& settings) {
   if (!block_failed(b)) {
     // On the GPU these copies could still be writing into the shared memory of an exited block.
     const std::string unwaited = describe_async_loads(b) + describe_unwaited_copies(b);
@@ -306,23 +257,140 @@ inline void run_block(Launch& launch, unsigned block_linear, SchedulerContext& s
       record_block_error(b, os.str());
     }
   }
+}
+
+// Runs cluster `cluster_index` of the launch (its blocks together, interleaved; one block without clusters)
+// to completion (or failure) on the calling OS thread.
+inline void run_cluster(Launch& launch, unsigned cluster_index, SchedulerContext& sched, unsigned worker) {
+  const Settings& settings = Settings::get();
+  const dim3 cd = launch.cluster;
+  const unsigned per_cluster = cd.x * cd.y * cd.z;
+  const unsigned cgx = launch.grid.x / cd.x, cgy = launch.grid.y / cd.y;
+  const uint3 cidx{cluster_index % cgx, (cluster_index / cgx) % cgy, cluster_index / (cgx * cgy)};
+  Cluster cluster;
+  cluster.dims = cd;
+  std::vector<std::unique_ptr<Block>> owned;
+  owned.reserve(per_cluster);
+  for (unsigned r = 0; r < per_cluster; ++r) {  // rank r: x fastest, as %cluster_ctarank
+    const unsigned bx = cidx.x * cd.x + r % cd.x, by = cidx.y * cd.y + (r / cd.x) % cd.y,
+                   bz = cidx.z * cd.z + r / (cd.x * cd.y);
+    owned.push_back(std::make_unique<Block>());
+    Block& b = *owned.back();
+    setup_block(b, launch, bx + launch.grid.x * (by + launch.grid.y * bz), sched, settings);
+    b.cluster = &cluster;
+    b.cluster_rank = r;
+    cluster.blocks.push_back(&b);
+    cluster.threads += static_cast<unsigned>(b.threads.size());
+  }
+  for (Block* b : cluster.blocks) hb_release(&b->start_tsan_sync);
+  auto any_failed = [&] {
+    for (Block* b : cluster.blocks)
+      if (block_failed(*b)) return true;
+    return false;
+  };
+  std::vector<Thread*> runnable;
+  runnable.reserve(cluster.threads);
+  // Warps of a real block do not advance in lockstep. Now and then one warp of a block is held back for a few
+  // rounds while the others run ahead of it (as far as the next barrier lets them), so that reusing a shared
+  // buffer another warp may still be reading, without a barrier in between, reads poison here instead of
+  // passing. Each block of a cluster holds back its own.
+  std::vector<unsigned> held_warp(per_cluster, ~0u), hold_rounds(per_cluster, 0);
+  for (;;) {
+    if (any_failed()) break;
+    if (launch.failed.load(std::memory_order_relaxed)) break;  // another block failed: stop early
+    // Bulk copies land at random rounds, so a thread that reads their destination before its mbarrier phase
+    // completes reads poison.
+    for (Block* b : cluster.blocks)
+      if (async_loads_in_flight(*b) > 0) land_async_loads(*b, false);
+    for (unsigned r = 0; r < per_cluster; ++r) {
+      Block& b = *cluster.blocks[r];
+      const unsigned nwarps = static_cast<unsigned>(b.warps.size());
+      if (nwarps > 1 && hold_rounds[r]-- == 0) {
+        const bool hold = (b.rng() & 1u) != 0;
+        held_warp[r] = hold ? static_cast<unsigned>(b.rng() % nwarps) : ~0u;
+        hold_rounds[r] = static_cast<unsigned>(b.rng() % (hold ? 16u : 4u));
+      }
+    }
+    runnable.clear();
+    unsigned live = 0, held_runnable = 0;
+    for (unsigned r = 0; r < per_cluster; ++r) {
+      Block& b = *cluster.blocks[r];
+      unsigned block_live = 0;
+      for (Thread& t : b.threads) {
+        WaitState st = get_state(t);
+        if (st == WaitState::kRunnable) {
+          if (t.warp == held_warp[r])
+            ++held_runnable;
+          else
+            runnable.push_back(&t);
+        }
+        if (st != WaitState::kDone) ++block_live;
+      }
+      if (block_live == 0) b.exited = true;
+      live += block_live;
+    }
+    if (live == 0) break;
+    if (runnable.empty() && held_runnable > 0) {  // only held warps can move: let them
+      std::fill(held_warp.begin(), held_warp.end(), ~0u);
+      std::fill(hold_rounds.begin(), hold_rounds.end(), 0u);
+      continue;
+    }
+    if (runnable.empty()) {
+      bool landed = false;
+      for (Block* b : cluster.blocks)
+        if (async_loads_in_flight(*b) > 0) {  // nothing runs until a copy lands
+          land_async_loads(*b, true);
+          landed = true;
+        }
+      if (landed) continue;
+      bool progress = false;
+      for (Block* b : cluster.blocks) progress = resolve_quiescence(*b) || progress;
+      if (progress) continue;
+      std::string report;
+      Block* blamed = nullptr;
+      for (Block* b : cluster.blocks) {
+        if (b->exited) continue;
+        report += (report.empty() ? "" : "\n") + deadlock_report(*b);
+        if (blamed == nullptr) blamed = b;
+      }
+      record_block_error(*blamed, report);
+      break;
+    }
+    std::shuffle(runnable.begin(), runnable.end(), cluster.blocks[0]->rng);
+    for (Thread* t : runnable) {
+      if (get_state(*t) != WaitState::kRunnable) continue;
+      tls_current_block = t->block;
+      set_current_thread(t);
+      launch.running[worker].store(t, std::memory_order_relaxed);
+      switch_to_fiber(sched, t->fiber, t);
+      set_current_thread(nullptr);
+      if (block_failed(*t->block)) break;
+    }
+  }
+  for (Block* b : cluster.blocks) check_finished_block(*b, launch, settings);
   // Threads still suspended (the block failed, or another block did) are resumed once with `aborting` set:
   // they unwind from their suspension point, destroying what their frames own, and finish.
-  for (Thread& t : b.threads) {
-    const WaitState s = get_state(t);
-    if (s == WaitState::kDone || s == WaitState::kFailed) continue;
-    set_aborting(t);
-    set_current_thread(&t);
-    switch_to_fiber(sched, t.fiber, &t);
-    set_current_thread(nullptr);
+  for (Block* b : cluster.blocks) {
+    tls_current_block = b;
+    for (Thread& t : b->threads) {
+      const WaitState st = get_state(t);
+      if (st == WaitState::kDone || st == WaitState::kFailed) continue;
+      set_aborting(t);
+      set_current_thread(&t);
+      switch_to_fiber(sched, t.fiber, &t);
+      set_current_thread(nullptr);
+    }
   }
-  hb_acquire(&b.end_tsan_sync);  // every fiber, finished or unwound, released it last
+  for (Block* b : cluster.blocks)
+    hb_acquire(&b->end_tsan_sync);  // every fiber, finished or unwound, released it last
   tls_current_block = nullptr;
-  for (Thread& t : b.threads) fiber_destroy(t.fiber);
-  if (b.smem) ::operator delete (b.smem, std::align_val_t{128});
-  if (!b.error.empty()) {
-    std::lock_guard<std::mutex> lock(launch.error_mutex);
-    if (launch.error.empty()) launch.error = b.error;
+  for (Block* b : cluster.blocks) {
+    for (Thread& t : b->threads) fiber_destroy(t.fiber);
+    if (b->smem) ::operator delete (b->smem, std::align_val_t{128});
+    if (!b->error.empty()) {
+      std::lock_guard<std::mutex> lock(launch.error_mutex);
+      if (launch.error.empty()) launch.error = b->error;
+    }
   }
 }
 
@@ -355,7 +423,7 @@ inline void worker_loop(Launch& launch, unsigned worker) {
     if (launch.failed.load(std::memory_order_relaxed)) break;
     std::uint64_t i = launch.next_block.fetch_add(1, std::memory_order_relaxed);
     if (i >= nblocks) break;
-    run_block(launch, launch.block_order[i], sched, worker);
+    run_cluster(launch, launch.block_order[i], sched, worker);
   }
   launch.running[worker].store(nullptr, std::memory_order_relaxed);
 }
@@ -411,12 +479,13 @@ struct LaunchResult {
   bool ok() const { return error.empty(); }
 };
 
-/// Runs `kernel(args...)` for every thread of the grid. Synchronous: returns when all blocks finished.
-/// Arguments are converted to the kernel's parameter types once (as the CUDA runtime copies them) and
-/// every thread receives its own copy.
+/// Runs `kernel(args...)` for every thread of the grid, in thread-block clusters of `cluster` blocks
+/// (sm_90; dim3(1, 1, 1): no clusters). Synchronous: returns when all blocks finished. Arguments are
+/// converted to the kernel's parameter types once (as the CUDA runtime copies them) and every thread receives
+/// its own copy.
 template <class... Params, class... Args>
-LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes,
-                           const char* kernel_name, Args&&... args) {
+LaunchResult launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                                   std::size_t smem_bytes, const char* kernel_name, Args&&... args) {
   LaunchResult r;
   const std::uint64_t nthreads = std::uint64_t(block.x) * block.y * block.z;
   const std::uint64_t nblocks = std::uint64_t(grid.x) * grid.y * grid.z;
@@ -431,6 +500,13 @@ LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std
     os << "invalid argument 'grid': must have at least one block";
   else if (grid.x >= (1u << 31) || grid.y > 65535 || grid.z > 65535)
     os << "invalid argument 'grid': exceeds (2^31-1, 65535, 65535)";
+  else if (cluster.x == 0 || cluster.y == 0 || cluster.z == 0 || grid.x % cluster.x != 0 ||
+           grid.y % cluster.y != 0 || grid.z % cluster.z != 0)
+    os << "invalid argument 'cluster': " << detail::format_dim(cluster) << " must divide the grid "
+       << detail::format_dim(grid);
+  else if (std::uint64_t(cluster.x) * cluster.y * cluster.z > 8)
+    os << "invalid argument 'cluster': at most 8 blocks (the portable cluster size), got "
+       << detail::format_dim(cluster);
   else if (smem_bytes > kMaxDynamicSharedBytes)
     os << "invalid argument 'smem_bytes': " << smem_bytes << " exceeds the per-block maximum "
        << kMaxDynamicSharedBytes;
@@ -443,6 +519,7 @@ LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std
   detail::Launch launch;
   launch.grid = grid;
   launch.block = block;
+  launch.cluster = cluster;
   launch.smem_bytes = smem_bytes;
   launch.kernel_name = kernel_name;
   launch.body = [kernel, params]() { std::apply(kernel, ParamTuple(*params)); };
@@ -450,12 +527,13 @@ LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std
   const Settings& settings = Settings::get();
   const std::uint64_t launch_index = detail::launch_counter().fetch_add(1);
   launch.launch_seed = settings.seed * 0x2545F4914F6CDD1Dull + launch_index * 0x9E3779B97F4A7C15ull;
-  launch.block_order.resize(nblocks);
-  for (std::uint64_t i = 0; i < nblocks; ++i) launch.block_order[i] = static_cast<unsigned>(i);
+  const std::uint64_t nclusters = nblocks / (std::uint64_t(cluster.x) * cluster.y * cluster.z);
+  launch.block_order.resize(nclusters);  // clusters (blocks without clusters), in a random order
+  for (std::uint64_t i = 0; i < nclusters; ++i) launch.block_order[i] = static_cast<unsigned>(i);
   std::mt19937_64 rng(launch.launch_seed);
   std::shuffle(launch.block_order.begin(), launch.block_order.end(), rng);
 
-  const unsigned workers = static_cast<unsigned>(std::min<std::uint64_t>(settings.os_threads, nblocks));
+  const unsigned workers = static_cast<unsigned>(std::min<std::uint64_t>(settings.os_threads, nclusters));
   launch.running = std::make_unique<std::atomic<const detail::Thread*>[]>(workers);
   for (unsigned i = 0; i < workers; ++i) launch.running[i].store(nullptr);
   {
@@ -473,6 +551,14 @@ LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std
   r.error = launch.error;
   if (r.error.empty() && launch.failed.load()) r.error = "llmk-sim: launch failed";
   return r;
+}
+
+/// launch_kernel_cluster without clusters.
+template <class... Params, class... Args>
+LaunchResult launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes,
+                           const char* kernel_name, Args&&... args) {
+  return launch_kernel_cluster(kernel, grid, block, dim3(1, 1, 1), smem_bytes, kernel_name,
+                               std::forward<Args>(args)...);
 }
 
 }  // namespace llmk::sim

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "llmk/arch/sm90/cluster.cuh"
 #include "llmk/arch/sm90/mbarrier.cuh"
 
 namespace llmk::arch::sm90 {
@@ -69,6 +70,11 @@ struct TmaRing {
   }
   /// Consumer (one arrival per call): slot c may be refilled.
   LLMK_DEVICE void consumer_release(const RingPosition<Stages>& c) { mbarrier_arrive(&empty[c.stage]); }
+  /// Consumer in a cluster (one arrival per call): slot c may be refilled, said to the block of rank `rank`
+  /// (whose producer multicasts into this block's slot too: init's consumer_arrivals counts both blocks').
+  LLMK_DEVICE void consumer_release_to(const RingPosition<Stages>& c, unsigned rank) {
+    mbarrier_arrive_cluster(&empty[c.stage], rank);
+  }
 };
 
 }  // namespace llmk::arch::sm90

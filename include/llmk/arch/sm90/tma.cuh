@@ -184,9 +184,10 @@ inline std::uint32_t sim_box_bytes(const TensorMapDesc& d) {
   return n;
 }
 
+// mask != 0: the multicast form (.multicast::cluster), into the blocks of the cluster whose ranks it sets.
 inline void sim_tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* bar, const int* coords,
-                         int rank, std::source_location loc) {
-  constexpr const char* op = "cp.async.bulk.tensor (load)";
+                         int rank, std::source_location loc, unsigned mask = 0) {
+  const char* op = mask != 0 ? "cp.async.bulk.tensor (multicast load)" : "cp.async.bulk.tensor (load)";
   const TensorMapDesc d = sim_read_map(map, op, loc);
   if (rank != d.rank)
     ::llmk::sim::fail(std::string(op) + ": the coordinate count differs from the map's rank", loc);
@@ -208,7 +209,10 @@ inline void sim_tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* ba
       std::memset(&image[off], 0, static_cast<std::size_t>(es));
     }
   });
-  ::llmk::sim::bulk_load_to_shared(smem_dst, std::move(image), bar, op, loc);
+  if (mask != 0)
+    ::llmk::sim::bulk_load_to_shared_multicast(smem_dst, image, bar, mask, op, loc);
+  else
+    ::llmk::sim::bulk_load_to_shared(smem_dst, std::move(image), bar, op, loc);
 }
 
 inline void sim_tma_store(const TensorMap& map, const void* smem_src, const int* coords, int rank,
