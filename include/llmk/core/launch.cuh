@@ -59,77 +59,14 @@ inline std::string kernel_symbol_name(const void* fn) {
 }
 #endif
 
-}  // namespace detail
-
-/// Launches `kernel` on `grid` x `block` threads with `smem_bytes` of dynamic shared memory on `stream`.
-/// Arguments are converted to the kernel's parameter types. Never use `<<<>>>` in llmk: this call is what
-/// lets the same kernel run in the simulator.
-///
-///   __global__ void scale(float* x, float a, int n);
-///   llmk::Status s = llmk::launch(scale, dim3(llmk::ceil_div(n, 256)), dim3(256), 0, stream, x, 2.0f, n);
-///   if (!s.ok()) std::cerr << s.message() << "\n";
-///
-/// In the simulator the launch is synchronous and its Status carries any failure the simulator detected
-/// (deadlock, warp mask errors, bad cp.async/ldmatrix addresses) with block, thread and source location. On
-/// the GPU the Status reports launch errors only; asynchronous faults surface at the next synchronisation.
+// The launch itself, once the configuration is checked: the simulator, or the CUDA runtime (cudaLaunchKernel;
+// cudaLaunchKernelExC with the cluster attribute when `cluster` has more than one block).
 template <class... Params, class... Args>
-Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
-              Args&&... args) {
-  static_assert(sizeof...(Params) == sizeof...(Args),
-                "llmk::launch: argument count differs from the kernel's");
-  LLMK_RETURN_IF_ERROR(detail::check_launch_config(kernel == nullptr, grid, block, smem_bytes));
-#if defined(LLMK_SIM)
-  (void)stream;
-  const std::string name = detail::kernel_symbol_name(reinterpret_cast<const void*>(kernel));
-  sim::LaunchResult r =
-      sim::launch_kernel(kernel, grid, block, smem_bytes, name.c_str(), std::forward<Args>(args)...);
-  if (!r.ok()) return Status(Status::Code::kSimulatorError, r.error);
-  return {};
-#elif defined(LLMK_CUDA)
-  if (smem_bytes > 48 * 1024) {
-    cudaError_t e =
-        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
-    if (e != cudaSuccess)
-      return Status::cuda_error("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", cudaGetErrorString(e));
-  }
-  std::tuple<std::decay_t<Params>...> packed(std::forward<Args>(args)...);
-  void* arg_ptrs[sizeof...(Params) + 1] = {};
-  std::apply(
-      [&arg_ptrs](auto&... p) {
-        int i = 0;
-        ((arg_ptrs[i++] = static_cast<void*>(&p)), ...);
-      },
-      packed);
-  cudaError_t e =
-      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, arg_ptrs, smem_bytes, stream);
-  if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernel", cudaGetErrorString(e));
-  return {};
-#else
-  static_assert(sizeof(kernel) == 0, "llmk::launch needs nvcc or the simulator backend (-DLLMK_SIM)");
-  return {};
-#endif
-}
-
-/// llmk::launch with the grid's blocks in thread-block clusters of `cluster` blocks (sm_90; each dimension of
-/// the grid a multiple of the cluster's, at most 8 blocks a cluster). The blocks of a cluster run at once and
-/// may wait on and signal each other (llmk/arch/sm90/cluster.cuh); the simulator runs them together.
-///
-///   llmk::Status s = llmk::launch_cluster(kernel, dim3(2 * n), dim3(384), dim3(2, 1, 1), smem, stream, p);
-template <class... Params, class... Args>
-Status launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, std::size_t smem_bytes,
+Status launch_checked(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, std::size_t smem_bytes,
                       cudaStream_t stream, Args&&... args) {
-  static_assert(sizeof...(Params) == sizeof...(Args),
-                "llmk::launch_cluster: argument count differs from the kernel's");
-  LLMK_RETURN_IF_ERROR(detail::check_launch_config(kernel == nullptr, grid, block, smem_bytes));
-  if (cluster.x == 0 || cluster.y == 0 || cluster.z == 0 || grid.x % cluster.x != 0 ||
-      grid.y % cluster.y != 0 || grid.z % cluster.z != 0)
-    return Status::invalid_argument("cluster", "must be positive and divide the grid in each dimension");
-  if (static_cast<unsigned long long>(cluster.x) * cluster.y * cluster.z > 8)
-    return Status::invalid_argument("cluster", "at most 8 blocks (the portable cluster size)");
 #if defined(LLMK_SIM)
   (void)stream;
-  const std::string name = detail::kernel_symbol_name(reinterpret_cast<const void*>(kernel));
+  const std::string name = kernel_symbol_name(reinterpret_cast<const void*>(kernel));
   sim::LaunchResult r = sim::launch_kernel_cluster(kernel, grid, block, cluster, smem_bytes, name.c_str(),
                                                    std::forward<Args>(args)...);
   if (!r.ok()) return Status(Status::Code::kSimulatorError, r.error);
@@ -150,6 +87,12 @@ Status launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 clu
         ((arg_ptrs[i++] = static_cast<void*>(&p)), ...);
       },
       packed);
+  if (cluster.x * cluster.y * cluster.z == 1) {
+    cudaError_t e =
+        cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, arg_ptrs, smem_bytes, stream);
+    if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernel", cudaGetErrorString(e));
+    return {};
+  }
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = cluster.x;
@@ -166,9 +109,52 @@ Status launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 clu
   if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernelExC (cluster)", cudaGetErrorString(e));
   return {};
 #else
-  static_assert(sizeof(kernel) == 0, "llmk::launch_cluster needs nvcc or the simulator backend (-DLLMK_SIM)");
+  static_assert(sizeof(kernel) == 0, "llmk::launch needs nvcc or the simulator backend (-DLLMK_SIM)");
   return {};
 #endif
+}
+
+}  // namespace detail
+
+/// Launches `kernel` on `grid` x `block` threads with `smem_bytes` of dynamic shared memory on `stream`.
+/// Arguments are converted to the kernel's parameter types. Never use `<<<>>>` in llmk: this call is what
+/// lets the same kernel run in the simulator.
+///
+///   __global__ void scale(float* x, float a, int n);
+///   llmk::Status s = llmk::launch(scale, dim3(llmk::ceil_div(n, 256)), dim3(256), 0, stream, x, 2.0f, n);
+///   if (!s.ok()) std::cerr << s.message() << "\n";
+///
+/// In the simulator the launch is synchronous and its Status carries any failure the simulator detected
+/// (deadlock, warp mask errors, bad cp.async/ldmatrix addresses) with block, thread and source location. On
+/// the GPU the Status reports launch errors only; asynchronous faults surface at the next synchronisation.
+template <class... Params, class... Args>
+Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
+              Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "llmk::launch: argument count differs from the kernel's");
+  LLMK_RETURN_IF_ERROR(detail::check_launch_config(kernel == nullptr, grid, block, smem_bytes));
+  return detail::launch_checked(kernel, grid, block, dim3(1, 1, 1), smem_bytes, stream,
+                                std::forward<Args>(args)...);
+}
+
+/// llmk::launch with the grid's blocks in thread-block clusters of `cluster` blocks (sm_90; each dimension of
+/// the grid a multiple of the cluster's, at most 8 blocks a cluster). The blocks of a cluster run at once and
+/// may wait on and signal each other (llmk/arch/sm90/cluster.cuh); the simulator runs them together.
+///
+///   llmk::Status s = llmk::launch_cluster(kernel, dim3(2 * n), dim3(384), dim3(2, 1, 1), smem, stream, p);
+template <class... Params, class... Args>
+Status launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, std::size_t smem_bytes,
+                      cudaStream_t stream, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "llmk::launch_cluster: argument count differs from the kernel's");
+  LLMK_RETURN_IF_ERROR(detail::check_launch_config(kernel == nullptr, grid, block, smem_bytes));
+  if (cluster.x == 0 || cluster.y == 0 || cluster.z == 0 || grid.x % cluster.x != 0 ||
+      grid.y % cluster.y != 0 || grid.z % cluster.z != 0)
+    return Status::invalid_argument("cluster", "must be positive and divide the grid in each dimension");
+  if (static_cast<unsigned long long>(cluster.x) * cluster.y * cluster.z > 8)
+    return Status::invalid_argument("cluster", "at most 8 blocks (the portable cluster size)");
+  return detail::launch_checked(kernel, grid, block, cluster, smem_bytes, stream,
+                                std::forward<Args>(args)...);
 }
 
 /// Compute capability of the current device as 100 * major + 10 * minor (900 on Hopper; 0 when none). The

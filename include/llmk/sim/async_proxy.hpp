@@ -252,6 +252,23 @@ LLMK_SIM_BOOKKEEPING void poison_async_view(Block& b, std::size_t off, std::size
   for (std::size_t i = 0; i < n; ++i) v[off + i] = kSharedPoisonByte;
 }
 
+// A bulk copy of `bytes` into arena offset `off` of block `b`, issued by thread `thread`: the destination
+// reads poison until the copy lands (at a random scheduling round) and complete_tx's the mbarrier at
+// `bar_off`.
+inline void queue_async_load(Block& b, std::size_t off, std::vector<unsigned char> bytes, std::size_t bar_off,
+                             unsigned thread, const std::source_location& loc) {
+  std::memset(b.smem + off, kSharedPoisonByte, bytes.size());  // poisoned until it lands
+  poison_async_view(b, off, bytes.size());
+  auto load = std::make_unique<AsyncLoad>();
+  load->dst = off;
+  load->bytes = std::move(bytes);
+  load->bar = bar_off;
+  load->loc = loc;
+  load->thread = thread;
+  hb_release(&load->issue_sync);
+  push_async_load(b, std::move(load));
+}
+
 LLMK_SIM_BOOKKEEPING void note_phase_waited(Mbarrier& m, std::uint64_t phase) {
   SimStateScope scope;
   m.waited_phase = std::max(m.waited_phase, phase + 1);
@@ -450,16 +467,7 @@ inline void bulk_load_to_shared(void* dst, std::vector<unsigned char> bytes, voi
              "init)",
          loc);
   }
-  std::memset(b.smem + off, kSharedPoisonByte, bytes.size());  // poisoned until it lands
-  detail::poison_async_view(b, off, bytes.size());
-  auto load = std::make_unique<detail::AsyncLoad>();
-  load->dst = off;
-  load->bytes = std::move(bytes);
-  load->bar = bar_off;
-  load->loc = loc;
-  load->thread = t.linear;
-  detail::hb_release(&load->issue_sync);
-  detail::push_async_load(b, std::move(load));
+  detail::queue_async_load(b, off, std::move(bytes), bar_off, t.linear, loc);
 }
 
 /// The async proxy reads [p, p + bytes) of shared memory (a wgmma operand, a TMA store's source): reported

@@ -201,16 +201,7 @@ inline void bulk_load_to_shared_multicast(void* dst, const std::vector<unsigned 
       fail(std::string(op) + ": the " + detail::describe_mbarrier(m) + " of block rank " + std::to_string(r) +
                " was not made visible to the async proxy (fence.mbarrier_init after the init)",
            loc);
-    std::memset(peer.smem + off, kSharedPoisonByte, bytes.size());  // poisoned until it lands
-    detail::poison_async_view(peer, off, bytes.size());
-    auto load = std::make_unique<detail::AsyncLoad>();
-    load->dst = off;
-    load->bytes = bytes;
-    load->bar = bar_off;
-    load->loc = loc;
-    load->thread = t.linear;
-    detail::hb_release(&load->issue_sync);
-    detail::push_async_load(peer, std::move(load));
+    detail::queue_async_load(peer, off, bytes, bar_off, t.linear, loc);
   }
 }
 
