@@ -213,9 +213,9 @@ inline void setup_block(Block& b, Launch& launch, unsigned block_linear, Schedul
     t.lane = i % kWarpSize;
     b.warps[t.warp].lanes_present |= 1u << t.lane;
   }
-  // Shared memory: exact-size heap arena so ASan catches an overrun by a single byte; 1024-byte aligned, so that
-  // a tile aligned in the shared window (align_shared<1024>, a swizzle repeat) is as aligned in host memory (a
-  // struct with alignas(1024) members bound there is then aligned for UBSan too).
+  // Shared memory: exact-size heap arena so ASan catches an overrun by a single byte; 1024-byte aligned, so
+  // that a tile aligned in the shared window (align_shared<1024>, a swizzle repeat) is as aligned in host
+  // memory (a struct with alignas(1024) members bound there is then aligned for UBSan too).
   if (launch.smem_bytes > 0) {
     b.smem = static_cast<unsigned char*>(::operator new (launch.smem_bytes, std::align_val_t{1024}));
     std::memset(b.smem, kSharedPoisonByte, launch.smem_bytes);
