@@ -30,14 +30,14 @@
 //                    sm_90a).
 //   BM_Sm90Hgemm     gemm_f16_sm90<half> (CUDA build): the Hopper fp16 GEMM, fp16 out (as cuBLAS's), split-K
 //                    over a workspace at small M (gemm_f16_workspace_bytes); skipped without sm_90a.
-//   BM_Sm90KSweepF16<BN, Cm>, BM_Sm90KSweepI8<BN, Cm>  the Hopper GEMM with its tile width forced (CUDA
-//                    build, sm_90a): gemm_f16_sm90 (fp16, fp16 out) or w8a8_gemm_sm90 (int8, fp16 out,
-//                    per-token x per-channel scales), Cm = 2: in clusters of 2 blocks with B multicast
-//                    (Sm90ClusterGemmConfig),
-//                    128 x BN tiles, unsplit, at M = N = 4096 and K from 256 to 8192 (Cm = 1: the kernels
-//                    BM_Sm90Hgemm and BM_W8A8 already build; Cm = 2: four cluster kernels of their own). Fits
-//                    time = rounds x (F + k-tiles x slope) per (kernel, BN, Cm): `python3 -m
-//                    bench.model.gemm_rounds <results folder>` (docs/gemm.md).
+//   BM_Sm90KSweepF16<BN, Cm[, Pp]>, BM_Sm90KSweepI8<BN, Cm[, Pp]>  the Hopper GEMM with its tile width
+//                    forced (CUDA build, sm_90a): gemm_f16_sm90 (fp16, fp16 out) or w8a8_gemm_sm90 (int8,
+//                    fp16 out, per-token x per-channel scales), Cm = 2: in clusters of 2 blocks with B
+//                    multicast (Sm90ClusterGemmConfig), Pp = 1: ping-pong consumers (Sm90PingPongGemmConfig,
+//                    BN = 128), 128 x BN tiles, unsplit, at M = N = 4096 and K from 256 to 8192 (Cm = 1,
+//                    Pp = 0: the kernels BM_Sm90Hgemm and BM_W8A8 already build; the others: eight kernels of
+//                    their own). Fits time = rounds x (F + k-tiles x slope) per (kernel, BN, Cm, Pp):
+//                    `python3 -m bench.model.gemm_rounds <results folder>` (docs/gemm.md).
 //   BM_FP8Blockwise  fp8_gemm_blockwise<half> (CUDA build): e4m3 with DeepSeek-V3 block-wise scales (1 x 128
 //                    activations, 128 x 128 weights), Hopper only; anchor BM_CublasLtFp8.
 //   BM_MixedInt8     mixed_int8_gemm<half> (LLM.int8()): the W8A8 product over K columns plus an fp16
@@ -283,12 +283,16 @@ void BM_Sm90Hgemm(benchmark::State& state) {
 // L2-bound slope (in proportion to the operand bytes of a k-tile: 1.5x from BN = 128 to 256) from a
 // tensor-bound one (in proportion to its FLOPs: 2x).
 // Cm = 2: Sm90ClusterGemmConfig (clusters of 2 blocks along M, B multicast): the slope it saves is the L2
-// term.
-template <class In, int BN, int Cm>
-using SweepConfig = std::conditional_t<Cm == 1, gemm::Sm90GemmConfig<In, BN>,
-                                       gemm::Sm90ClusterGemmConfig<gemm::Sm90GemmConfig<In, BN>>>;
+// term. Pp = 1: Sm90PingPongGemmConfig (each consumer warpgroup owns whole tiles, the two alternate, one's
+// epilogue under the other's k-loop): the F it saves is the epilogue's share (the name gains ", 1").
+template <class In, int BN, int Cm, int Pp>
+using SweepBase = std::conditional_t<Pp == 0, gemm::Sm90GemmConfig<In, BN>,
+                                     gemm::Sm90PingPongGemmConfig<gemm::Sm90GemmConfig<In, BN>>>;
+template <class In, int BN, int Cm, int Pp = 0>
+using SweepConfig = std::conditional_t<Cm == 1, SweepBase<In, BN, Cm, Pp>,
+                                       gemm::Sm90ClusterGemmConfig<SweepBase<In, BN, Cm, Pp>>>;
 
-template <int BN, int Cm>
+template <int BN, int Cm, int Pp = 0>
 void BM_Sm90KSweepF16(benchmark::State& state) {
   const Shape s(state);
   const std::size_t copies = copies_for(2 * s.nk());
@@ -301,10 +305,10 @@ void BM_Sm90KSweepF16(benchmark::State& state) {
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     gemm::GemmF16Args<half, half> gc = g;
     gc.b = w.data() + c * s.nk();
-    return gemm::gemm_f16_sm90<SweepConfig<half, BN, Cm>>(gc, nullptr);
+    return gemm::gemm_f16_sm90<SweepConfig<half, BN, Cm, Pp>>(gc, nullptr);
   });
 }
-template <int BN, int Cm>
+template <int BN, int Cm, int Pp = 0>
 void BM_Sm90KSweepI8(benchmark::State& state) {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
@@ -315,7 +319,7 @@ void BM_Sm90KSweepI8(benchmark::State& state) {
   run_timed(state, s, bytes, copies, [&](std::size_t c) {
     gemm::QuantGemmArgs<std::int8_t> step = x.args;
     x.on_copy(step, s, c);
-    return gemm::w8a8_gemm_sm90<half, SweepConfig<std::int8_t, BN, Cm>>(step, nullptr);
+    return gemm::w8a8_gemm_sm90<half, SweepConfig<std::int8_t, BN, Cm, Pp>>(step, nullptr);
   });
 }
 
@@ -666,8 +670,8 @@ LLMK_QUANT_BENCH(BM_Sm90Hgemm, shape_args);
 LLMK_QUANT_BENCH(BM_W8A8Hopper, hopper_small_m_args);
 LLMK_QUANT_BENCH(BM_FP8Hopper, hopper_small_m_args);
 LLMK_QUANT_BENCH(BM_FP8Blockwise, shape_args);
-#define LLMK_K_SWEEP(fn, bn, cm) \
-  BENCHMARK_TEMPLATE(fn, bn, cm)->Apply(k_sweep_args)->ArgNames({"M", "N", "K"}) LLMK_BENCH_UNIT
+#define LLMK_K_SWEEP(fn, ...) \
+  BENCHMARK_TEMPLATE(fn, __VA_ARGS__)->Apply(k_sweep_args)->ArgNames({"M", "N", "K"}) LLMK_BENCH_UNIT
 LLMK_K_SWEEP(BM_Sm90KSweepF16, 128, 1);
 LLMK_K_SWEEP(BM_Sm90KSweepF16, 256, 1);
 LLMK_K_SWEEP(BM_Sm90KSweepI8, 128, 1);
@@ -676,6 +680,10 @@ LLMK_K_SWEEP(BM_Sm90KSweepF16, 128, 2);
 LLMK_K_SWEEP(BM_Sm90KSweepF16, 256, 2);
 LLMK_K_SWEEP(BM_Sm90KSweepI8, 128, 2);
 LLMK_K_SWEEP(BM_Sm90KSweepI8, 256, 2);
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 128, 1, 1);  // ping-pong: BN <= 128
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 128, 1, 1);
+LLMK_K_SWEEP(BM_Sm90KSweepF16, 128, 2, 1);
+LLMK_K_SWEEP(BM_Sm90KSweepI8, 128, 2, 1);
 #endif
 #if defined(LLMK_QUANT_GEMM_CUBLAS)
 LLMK_QUANT_BENCH(BM_CublasHgemm, weight_only_grid_args);

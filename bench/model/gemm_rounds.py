@@ -1,4 +1,4 @@
-"""The Hopper GEMM's time per round of tiles, fitted from the K sweep (BM_Sm90KSweepF16 / I8<BN, Cm>).
+"""The Hopper GEMM's time per round of tiles, fitted from the K sweep (BM_Sm90KSweepF16 / I8<BN, Cm[, Pp]>).
 
 The persistent Hopper GEMM (include/llmk/gemm/hopper_gemm.cuh) runs min(tiles, SMs) blocks, each taking tiles
 round-robin, so at M = N = 4096 every K has the same rounds = ceil(tiles / SMs), and
@@ -14,6 +14,10 @@ alone. What the two numbers mean:
   - F: what a round costs besides its k-tiles (the epilogue, the pipeline's drain and refill, the launch).
   - Cm = 2 (clusters of 2 blocks along M, B multicast: Sm90ClusterGemmConfig): each block fetches (128 + BN / 2)
     x 128 bytes a k-tile; if L2 bounds the slope, it falls in proportion (0.75x at BN = 128, 0.67x at 256).
+  - Pp = 1 (ping-pong consumers: Sm90PingPongGemmConfig, BN = 128): each consumer warpgroup owns whole tiles
+    and the two alternate, one's epilogue under the other's k-loop, so the part of F that is the epilogue
+    (tensor cores idle while every SM stores its tile) should vanish; same operand bytes per k-tile, so the
+    same slope if L2 bounds it.
 
     python3 -m bench.model.gemm_rounds bench/results/<folder>
 """
@@ -41,6 +45,7 @@ class Fit:
     l2_tbps: float  # operand bytes of the active SMs per slope
     tensor_us: float  # a k-tile's tensor time at the peak (0 when no peak is given)
     worst_residual: float  # largest |measured - fitted| / measured
+    pp: int = 0  # 1: ping-pong consumers
 
 
 def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -53,7 +58,7 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def fit(points: list[tuple[int, int, int, float]], family: str, bn: int, peak_flops: float = 0.0,
-        sms: int = SMS, cm: int = 1) -> Fit | None:
+        sms: int = SMS, cm: int = 1, pp: int = 0) -> Fit | None:
     """points: (M, N, K, seconds) of one family and width at one (M, N). None with fewer than 2 distinct K."""
     if len({p[2] for p in points}) < 2 or len({(p[0], p[1]) for p in points}) != 1:
         return None
@@ -70,12 +75,12 @@ def fit(points: list[tuple[int, int, int, float]], family: str, bn: int, peak_fl
     byts = (128 + bn / cm) * 128.0  # A's rows and this block's share of B's, 128 bytes each
     tensor = 2.0 * 128 * bn * bk / (peak_flops / sms) if peak_flops > 0 else 0.0
     return Fit(family, bn, cm, len(points), rounds, a * 1e6, b * 1e6, active * byts / b / 1e12 if b > 0 else 0.0,
-               tensor * 1e6, worst)
+               tensor * 1e6, worst, pp)
 
 
 def fits_of(entries, peaks: dict[str, float] | None = None) -> list[Fit]:
-    """Fits per (family, BN, M, N) of a results folder's entries (bench.model.results.Entry)."""
-    groups: dict[tuple[str, int, int, int, int], list] = {}
+    """Fits per (family, BN, Cm, Pp, M, N) of a results folder's entries (bench.model.results.Entry)."""
+    groups: dict[tuple[str, int, int, int, int, int], list] = {}
     for e in entries:
         base = e.parsed.base
         if base not in FAMILIES or e.time_s is None or not e.parsed.targs:
@@ -83,11 +88,12 @@ def fits_of(entries, peaks: dict[str, float] | None = None) -> list[Fit]:
         a = e.parsed.args()
         bn = int(re.sub(r"\D", "", e.parsed.targs[0]) or 0)
         cm = int(re.sub(r"\D", "", e.parsed.targs[1]) or 1) if len(e.parsed.targs) > 1 else 1
-        groups.setdefault((base, bn, cm, a["M"], a["N"]), []).append((a["M"], a["N"], a["K"], e.time_s))
+        pp = int(re.sub(r"\D", "", e.parsed.targs[2]) or 0) if len(e.parsed.targs) > 2 else 0
+        groups.setdefault((base, bn, cm, pp, a["M"], a["N"]), []).append((a["M"], a["N"], a["K"], e.time_s))
     out = []
-    for (base, bn, cm, _m, _n), pts in sorted(groups.items()):
+    for (base, bn, cm, pp, _m, _n), pts in sorted(groups.items()):
         peak = (peaks or {}).get(FAMILIES[base][2], 0.0)
-        f = fit(pts, base, bn, peak, cm=cm)
+        f = fit(pts, base, bn, peak, cm=cm, pp=pp)
         if f is not None:
             out.append(f)
     return out
@@ -97,12 +103,13 @@ def lines(fits: list[Fit]) -> list[str]:
     if not fits:
         return []
     out = ["== Hopper GEMM per round (K sweep, bench/model/gemm_rounds.py): time = rounds x (F + k-tiles x slope)",
-           f"   {'kernel':<18} {'BN':>4} {'Cm':>3} {'rounds':>6} {'F us':>7} {'slope us':>9} {'tensor us':>9} "
-           f"{'L2 TB/s':>8} {'fit err':>7}"]
+           f"   {'kernel':<18} {'BN':>4} {'Cm':>3} {'Pp':>3} {'rounds':>6} {'F us':>7} {'slope us':>9} "
+           f"{'tensor us':>9} {'L2 TB/s':>8} {'fit err':>7}"]
     for f in fits:
-        out.append(f"   {f.family:<18} {f.bn:>4} {f.cm:>3} {f.rounds:>6} {f.f_us:>7.2f} {f.slope_us:>9.3f} "
-                   f"{f.tensor_us:>9.3f} {f.l2_tbps:>8.2f} {100 * f.worst_residual:>6.1f}%")
-    by = {(f.family, f.bn, f.cm): f for f in fits}
+        out.append(f"   {f.family:<18} {f.bn:>4} {f.cm:>3} {f.pp:>3} {f.rounds:>6} {f.f_us:>7.2f} "
+                   f"{f.slope_us:>9.3f} {f.tensor_us:>9.3f} {f.l2_tbps:>8.2f} {100 * f.worst_residual:>6.1f}%")
+    by = {(f.family, f.bn, f.cm): f for f in fits if f.pp == 0}
+    pps = {(f.family, f.bn, f.cm): f for f in fits if f.pp == 1}
     for fam in FAMILIES:
         for cm in (1, 2):
             lo, hi = by.get((fam, 128, cm)), by.get((fam, 256, cm))
@@ -116,6 +123,11 @@ def lines(fits: list[Fit]) -> list[str]:
                 bytes_ratio = (128 + bn / 2) / (128 + bn)
                 out.append(f"   {fam} BN {bn}: multicast slope / plain = {two.slope_us / one.slope_us:.2f} "
                            f"(L2 bytes {bytes_ratio:.2f}x), F {two.f_us:.2f} vs {one.f_us:.2f} us")
+        for cm in (1, 2):
+            coop, pp = by.get((fam, 128, cm)), pps.get((fam, 128, cm))
+            if coop and pp and coop.slope_us > 0:
+                out.append(f"   {fam} BN 128 Cm {cm}: ping-pong F {pp.f_us:.2f} vs cooperative {coop.f_us:.2f} us, "
+                           f"slope {pp.slope_us / coop.slope_us:.2f}x")
     return out
 
 

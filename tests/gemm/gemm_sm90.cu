@@ -375,6 +375,27 @@ TEST_CASE("sm90 clusters of 2 along M: each block multicasts half of B to both (
                                                                                    0.5f, 922);
 }
 
+TEST_CASE("sm90 ping-pong consumers: each warpgroup owns whole tiles, in turns (exact int8, fp16, clusters)") {
+  if (!sm90_here()) return;
+  // With 2 simulated SMs each block walks several tiles. 300 x 136 at 128 x 128: 6 tiles, 3 a block, so
+  // warpgroup 1 takes one tile and an empty turn; int32 out through the TMA store (ldd = N + 4) and plain
+  // stores (ldd = N + 3). 150 x 100 at 128 x 64 with 2 ring slots: 4 tiles, 2 a block; the ring wraps inside
+  // a tile and each warpgroup skips the other's k-tiles across wraps; fp16 out (stmatrix) with beta * C.
+  std::mt19937 rng(931);
+  using I8 = gemm::Sm90PingPongGemmConfig<gemm::Sm90GemmConfig<std::int8_t>>;
+  static_assert(I8::kPingPong && !I8::kCanSplitK && !gemm::Sm90GemmConfig<std::int8_t>::kPingPong);
+  const int k = llmk::test::fast() ? 160 : 272;
+  check_raw_int32<I8>(Shape{300, 136, k}, 4, rng);
+  if (!llmk::test::fast()) check_raw_int32<I8>(Shape{300, 136, k}, 3, rng);
+  check_f16<f16, gemm::Sm90PingPongGemmConfig<gemm::Sm90GemmConfig<f16, 64, 2>>, f16>(
+      Shape{150, 100, llmk::test::fast() ? 200 : 456}, 2.0f, 1.0f, 932);
+  // Ping-pong in clusters of 2: 130 x 300 is 1 pair of tile rows x 3 tile columns, 3 units for the cluster
+  // (the second tile row past M but for 2 rows).
+  using I8C = gemm::Sm90ClusterGemmConfig<I8>;
+  static_assert(I8C::kPingPong && I8C::kClusterM == 2);
+  check_raw_int32<I8C>(Shape{130, 300, k}, 4, rng);
+}
+
 TEST_CASE("sm90 fp16 / bf16 GEMM with 16-bit C and D: TMA-store and plain epilogues, the launcher's tile") {
   if (!sm90_here()) return;
   const std::vector<Shape> sh = shapes();

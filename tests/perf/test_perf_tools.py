@@ -317,22 +317,24 @@ class TestGemmRoundsModel(unittest.TestCase):
         # the sample's sweep was made from F and slope per (kernel, BN): the fit must give them back
         res = results.load(SAMPLE)
         gpu, _ = hardware.pick_gpu(res.meta["gpu"])
-        fits = {(f.family, f.bn, f.cm): f for f in gemm_rounds.fits_of(
+        fits = {(f.family, f.bn, f.cm, f.pp): f for f in gemm_rounds.fits_of(
             res.entries, {"wgmma_f16": gpu.tc_f16_dense, "wgmma_i8": gpu.tc_i8_dense})}
-        self.assertEqual(len(fits), 6)
-        for key, (f_us, slope, rounds) in {("BM_Sm90KSweepF16", 128, 1): (4.0, 0.40, 8),
-                                           ("BM_Sm90KSweepF16", 256, 1): (5.0, 0.60, 4),
-                                           ("BM_Sm90KSweepI8", 256, 1): (7.0, 0.80, 4),
-                                           ("BM_Sm90KSweepF16", 256, 2): (5.0, 0.40, 4)}.items():
+        self.assertEqual(len(fits), 7)
+        for key, (f_us, slope, rounds) in {("BM_Sm90KSweepF16", 128, 1, 0): (4.0, 0.40, 8),
+                                           ("BM_Sm90KSweepF16", 256, 1, 0): (5.0, 0.60, 4),
+                                           ("BM_Sm90KSweepI8", 256, 1, 0): (7.0, 0.80, 4),
+                                           ("BM_Sm90KSweepF16", 256, 2, 0): (5.0, 0.40, 4),
+                                           ("BM_Sm90KSweepF16", 128, 1, 1): (1.0, 0.40, 8)}.items():
             self.assertAlmostEqual(fits[key].f_us, f_us, places=3)
             self.assertAlmostEqual(fits[key].slope_us, slope, places=4)
             self.assertEqual(fits[key].rounds, rounds)
         # 132 SMs x (128 + 128) x 128 bytes per 0.4 us
-        self.assertAlmostEqual(fits[("BM_Sm90KSweepF16", 128, 1)].l2_tbps, 132 * 256 * 128 / 0.4e-6 / 1e12, places=6)
+        self.assertAlmostEqual(fits[("BM_Sm90KSweepF16", 128, 1, 0)].l2_tbps, 132 * 256 * 128 / 0.4e-6 / 1e12, places=6)
         text = "\n".join(gemm_rounds.lines(list(fits.values())))
         self.assertIn("BM_Sm90KSweepF16 Cm 1: slope 256 / 128 = 1.50: L2-bound", text)
         self.assertIn("BM_Sm90KSweepI8 Cm 1: slope 256 / 128 = 2.00: tensor-bound", text)
         self.assertIn("BM_Sm90KSweepF16 BN 256: multicast slope / plain = 0.67 (L2 bytes 0.67x)", text)
+        self.assertIn("BM_Sm90KSweepF16 BN 128 Cm 1: ping-pong F 1.00 vs cooperative 4.00 us, slope 1.00x", text)
 
     def test_one_k_is_not_a_fit(self):
         self.assertIsNone(gemm_rounds.fit([(4096, 4096, 1024, 1e-4)] * 3, "BM_Sm90KSweepF16", 128))

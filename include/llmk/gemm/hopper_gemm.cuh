@@ -18,7 +18,10 @@
 //                waits for that store to have read the tile (bulk wait_group.read + a warpgroup barrier).
 //
 // Tiles are handed out round-robin (block b takes tiles b, b + grid, ...; grid = min(tiles, SMs)); the ring's
-// positions run on across tiles, so loads of the next tile overlap the epilogue of the current one. K tails
+// positions run on across tiles, so loads of the next tile overlap the epilogue of the current one, but the
+// tensor cores idle through it. Sm90PingPongGemmConfig (opt-in) hides the epilogue instead: each consumer
+// warpgroup owns whole 128 x BN tiles (every other tile of the block; two m64 wgmmas a k-step) and the two
+// issue their k-loops in turns, so one stores while the other computes. K tails
 // come from TMA's zero fill. Outputs whose rows are not 16-byte aligned (or tiles that are not whole boxes)
 // take plain predicated stores of the same values instead of the TMA store. Epilogues: QuantEpilogue
 // (W8A8 / fp8: dequantization as DequantScales), LinearEpilogue (alpha * acc + beta * C; fp32, fp16 or bf16
@@ -48,6 +51,7 @@
 #include "llmk/arch/sm90/stmatrix.cuh"
 #include "llmk/arch/sm90/tma.cuh"
 #include "llmk/arch/sm90/warp_specialization.cuh"
+#include "llmk/arch/sm90/warpgroup_turns.cuh"
 #include "llmk/arch/sm90/wgmma.cuh"
 #include "llmk/config.cuh"
 #include "llmk/core/hopper_support.cuh"
@@ -132,6 +136,7 @@ struct Sm90GemmConfig {
   static constexpr int kThreads = 384;
   static constexpr int kConsumerWarps = 8;
   static constexpr int kClusterM = 1;  // blocks per cluster along M (Sm90ClusterGemmConfig: 2)
+  static constexpr bool kPingPong = false;  // Sm90PingPongGemmConfig: true
   static constexpr unsigned kABytes = kBM * 128, kBBytes = static_cast<unsigned>(kBN) * 128;
   static_assert(Stages * (kABytes + kBBytes) <= 192 * 1024, "the ring must leave room for the staging tiles");
 };
@@ -154,6 +159,27 @@ struct Sm90ClusterGemmConfig : Base {
   static_assert(Base::kBN % 16 == 0 && Base::kBN / 2 % 8 == 0, "each block loads half of B's rows");
   static_assert(!std::is_same_v<typename Base::Elem, float8_e4m3>,
                 "fp8 in clusters: not tested yet (fp16, bf16 and int8 are)");
+};
+
+/// Base (an Sm90GemmConfig, or an Sm90ClusterGemmConfig of one) with "ping-pong" consumers: each consumer
+/// warpgroup owns whole 128 x BN tiles (two m64 wgmmas per k-step, BN accumulators a thread) instead of 64
+/// rows of every tile, the two take the block's tiles alternately, and they issue their k-loops in turns
+/// (sm90/warpgroup_turns.cuh), so that one warpgroup's epilogue (the stores of its tile, the scale loads)
+/// runs while the other's wgmmas keep the tensor cores busy. In the cooperative kernel both warpgroups
+/// finish a tile together and every SM's tensor cores idle through the epilogue: a candidate for the fixed
+/// cost per round of tiles the 2026-11-25 H100 run fitted (docs/gemm.md). A tile's operand bytes per FLOP
+/// are those of the cooperative 128 x BN tile. BN <= 128 (the accumulators); not promoted fp8 (its
+/// per-k-tile partial sums would need BN more registers); no split-K. Opt-in (not chosen by the dispatch
+/// until a GPU run measures it against the cooperative tiles: the K sweep's ping-pong rows).
+///
+///   using Cfg = llmk::gemm::Sm90PingPongGemmConfig<llmk::gemm::Sm90GemmConfig<llmk::half, 128, 5>>;
+///   llmk::Status s = llmk::gemm::gemm_f16_sm90<Cfg>(g, stream);
+template <class Base>
+struct Sm90PingPongGemmConfig : Base {
+  static constexpr bool kPingPong = true;
+  static constexpr bool kCanSplitK = false;
+  static_assert(Base::kBN <= 128, "ping-pong: a warpgroup holds a 128 x BN tile's accumulators, BN <= 128");
+  static_assert(!Base::kPromote, "ping-pong: not with promoted fp8 (FastAccum = true is allowed)");
 };
 
 /// The epilogue of a Hopper GEMM maps an accumulator to the output element: value(row, col, acc), called
@@ -391,6 +417,50 @@ LLMK_DEVICE void store_tile_boxes(unsigned char* staging, unsigned& seq, bool& s
   (one(std::integral_constant<int, Box>{}), ...);
 }
 
+// The plain-store epilogue of one consumer warpgroup's 64 x BN block (rows r0.., columns c0..), for outputs
+// the TMA store cannot take: thread (w, g = lane / 4, t = lane % 4) holds rows 16w + g (+8), columns 8j + 2t
+// (+1). A factored epilogue loads the 2 rows' factors once and each column pair's once per 8-column group.
+template <class Cfg, class Epilogue, class Acc>
+LLMK_DEVICE void store_rows_plain(const Acc (&acc)[Cfg::kBN / 2], const Sm90GemmParams<Epilogue>& p, int r0,
+                                  int c0) {
+  const int m = p.m, n = p.n;
+  const int lane = static_cast<int>(threadIdx.x % 32), w = static_cast<int>(threadIdx.x % 128) / 32;
+  const int g = lane / 4, t = lane % 4;
+  [[maybe_unused]] const auto row_factors = [&] {
+    if constexpr (FactoredEpilogue<Epilogue>) {
+      using Row = typename Epilogue::Row;
+      const int lo = r0 + 16 * w + g;
+      return std::array<Row, 2>{lo < m ? p.epi.row(lo) : Row{}, lo + 8 < m ? p.epi.row(lo + 8) : Row{}};
+    } else {
+      return 0;
+    }
+  }();
+#pragma unroll
+  for (int j = 0; j < Cfg::kBN / 8; ++j) {
+    const int col0 = c0 + 8 * j + 2 * t;
+    [[maybe_unused]] const auto col_factors = [&] {
+      if constexpr (FactoredEpilogue<Epilogue>) {
+        using Col = typename Epilogue::Col;
+        return std::array<Col, 2>{col0 < n ? p.epi.col(col0) : Col{}, col0 + 1 < n ? p.epi.col(col0 + 1) : Col{}};
+      } else {
+        return 0;
+      }
+    }();
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * j + e, row = r0 + 16 * w + g + 8 * (e >> 1), col = col0 + (e & 1);
+      if (row < m && col < n) {
+        typename Epilogue::Out v;
+        if constexpr (FactoredEpilogue<Epilogue>)
+          v = p.epi.value(row_factors[e >> 1], col_factors[e & 1], acc[i]);
+        else
+          v = p.epi.value(row, col, acc[i]);
+        p.d[static_cast<std::int64_t>(row) * p.ldd + col] = v;
+      }
+    }
+  }
+}
+
 }  // namespace sm90_detail
 
 namespace sm90_detail {
@@ -408,6 +478,10 @@ LLMK_DEVICE void store_quad(Out* dst, const Out (&v)[4], int cols, bool quad) {
     for (int e = 0; e < cols; ++e) dst[e] = v[e];
   }
 }
+
+// Named barriers of the ping-pong consumers' turns (5 and 6: warpgroup_sync has 1..3, split-K's 4).
+inline constexpr int kPingPongFirstBarrier = 5;
+static_assert(kPingPongFirstBarrier > detail::kSplitKConsumersBarrier);
 
 // The kernel body (see the file comment); kSplitK: units of tiles x p.splits (Sm90GemmSplitParams).
 template <class Cfg, class Epilogue, bool kSplitK, class Params>
@@ -444,7 +518,11 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
         return std::pair<int, int>{((tile % pairs_m) * kCm + static_cast<int>(rank)) * Cfg::kBM,
                                    (tile / pairs_m) * Cfg::kBN};
     };
-    if (threadIdx.x == 0) s.ring.init(Cfg::kConsumerWarps * kCm);
+    // Ping-pong: a tile's slots are read by its one warpgroup, so 4 warps free each slot (8 cooperative).
+    constexpr bool kPp = Cfg::kPingPong;
+    constexpr unsigned kReleasingWarps = kPp ? Cfg::kConsumerWarps / 2 : Cfg::kConsumerWarps;
+    static_assert(!kPp || !kSplitK, "ping-pong: no split-K");
+    if (threadIdx.x == 0) s.ring.init(kReleasingWarps * kCm);
     if constexpr (kCm == 1)
       __syncthreads();
     else
@@ -500,7 +578,8 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
       return;  // no block-wide barrier follows
     }
     sm90::setmaxnreg_inc<232>();
-    const int half = wg - 1;  // rows 64 * half .. of the tile
+    // Cooperative: rows 64 * half .. of every tile. Ping-pong: every row of every other tile of the block.
+    const int half = wg - 1;
     const int tid = static_cast<int>(threadIdx.x % 128), w = tid / 32, lane = tid % 32;
     unsigned char* staging = s.out[Storage::kStaged ? half : 0];
     unsigned box_seq = 0;     // staging boxes used so far (store_tile_boxes)
@@ -515,15 +594,29 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
                   "block-wise scales: one 128-column weight block per tile");
     using PartAtom = typename Cfg::Wgmma::template Atom<kPartN>;
     Acc part[kPartN / 2] = {};
-    for (int unit = first_unit; unit < units; unit += unit_step) {
+    // 64-row slices of a tile this warpgroup accumulates: 1 (cooperative) or 2 (ping-pong).
+    constexpr int kSubs = kPp ? 2 : 1;
+    static_assert(!kPp || !kTileSums, "ping-pong: not with per-k-tile partial sums");
+    // The block's units are first_unit + li * unit_step, li = 0 .. local - 1; ping-pong warpgroup `half`
+    // takes li = half, half + 2, ..., skipping the other's k-tiles in the ring, and both take (local + 1) / 2
+    // turns (warpgroup 1 an empty one when local is odd: WarpgroupTurns needs equal counts).
+    const int local = first_unit < units ? (units - 1 - first_unit) / unit_step + 1 : 0;
+    [[maybe_unused]] const sm90::WarpgroupTurns<2, kPingPongFirstBarrier> turns{half};
+    if constexpr (kPp) {
+      if (local > 0) turns.start();
+      if (half == 1) c.advance_by(kps);  // unsplit: every unit has all k_tiles = kps k-tiles
+    }
+    for (int li = kPp ? half : 0; li < local; li += kPp ? 2 : 1) {
+      const int unit = first_unit + li * unit_step;
       const int tile = unit / splits, kt0 = (unit % splits) * kps, kt1 = min(kt0 + kps, k_tiles);
       const std::pair<int, int> origin = tile_origin(tile);
       const int m0 = origin.first, n0 = origin.second;
-      Acc acc[Cfg::kBN / 2] = {};
+      Acc acc[kSubs][Cfg::kBN / 2] = {};
+      if constexpr (kPp) turns.wait();
       for (int kt = kt0; kt < kt1; ++kt) {
         s.ring.consumer_wait(c);
         const std::uint64_t da =
-            sm90::make_smem_desc(s.a[c.stage] + half * 64 * 128, 16, 1024, sm90::SmemSwizzle::k128B);
+            sm90::make_smem_desc(s.a[c.stage] + (kPp ? 0 : half) * 64 * 128, 16, 1024, sm90::SmemSwizzle::k128B);
         const std::uint64_t db = sm90::make_smem_desc(s.b[c.stage], 16, 1024, sm90::SmemSwizzle::k128B);
         if constexpr (kTileSums) {
           // The k-tile's partial sums wait for their wgmmas, then join acc: block-scaled, times s_a (this
@@ -546,18 +639,20 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
             if (sl == kSlices - 1 && lane == 0) release(c);
             if constexpr (kBlockScaled) {
 #pragma unroll
-              for (int i = 0; i < kPartN / 2; ++i) acc[i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
+              for (int i = 0; i < kPartN / 2; ++i) acc[0][i] += part[i] * (((i >> 1) & 1) ? s_hi : s_lo);
             } else {
 #pragma unroll
-              for (int i = 0; i < kPartN / 2; ++i) acc[sl * kPartN / 2 + i] += part[i];
+              for (int i = 0; i < kPartN / 2; ++i) acc[0][sl * kPartN / 2 + i] += part[i];
             }
           }
         } else {
           sm90::wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < Cfg::kKSteps; ++ks)
-            Cfg::Atom::fma(acc, sm90::advance_smem_desc(da, 32u * ks), sm90::advance_smem_desc(db, 32u * ks),
-                           kt > kt0 || ks > 0);
+#pragma unroll
+            for (int sub = 0; sub < kSubs; ++sub)  // A rows 64 sub .. (8 swizzle atoms of 1024 bytes each)
+              Cfg::Atom::fma(acc[sub], sm90::advance_smem_desc(da, 8192u * sub + 32u * ks),
+                             sm90::advance_smem_desc(db, 32u * ks), kt > kt0 || ks > 0);
           sm90::wgmma_commit();
           if (kt > kt0) {
             sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: free its slot
@@ -567,12 +662,14 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
         }
         c.advance();
       }
+      if constexpr (kPp) turns.pass();  // the other warpgroup's k-loop runs while this one stores
       if constexpr (!kTileSums) {
         sm90::wgmma_wait<0>();
         if (lane == 0) release(prev);
       }
-      const int r0 = m0 + 64 * half;
+      if constexpr (kPp) c.advance_by(kps);  // past the other warpgroup's next unit
       if constexpr (kSplitK) {
+        const int r0 = m0 + 64 * half;
         // This unit's partials (rows r0 + 16w + g (+8), column pairs n0 + 8j + 2t: 8-byte stores into plane
         // `split` of [M, ldp]; columns past N up to ldp hold the zero-filled B rows' zeros), then the tile's
         // last unit to arrive sums the planes in split order and stores epilogue(sum).
@@ -583,7 +680,7 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
           const int row = r0 + 16 * w + g + 8 * ((i >> 1) & 1), col = n0 + 8 * (i >> 2) + 2 * t;
           if (row < m && col < p.split.ldp) {
             Acc* dst = plane + static_cast<std::int64_t>(row) * p.split.ldp + col;
-            detail::split_k_store_pair(dst, acc[i], acc[i + 1]);
+            detail::split_k_store_pair(dst, acc[0][i], acc[0][i + 1]);
           }
         }
         const int ctid = static_cast<int>(threadIdx.x) - 128;  // 0..255 over both consumer warpgroups
@@ -609,50 +706,22 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
             });
         continue;
       }
-      if constexpr (Storage::kStaged) {
-        if (p.tma_store) {
-          sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, box_stored, acc, p, r0, n0,
-                                                      std::make_integer_sequence<int, Storage::kBoxes>{});
-          continue;
-        }
-      }
-      // Plain stores: thread (w, g = lane / 4, t = lane % 4) holds rows 16w + g (+8), columns 8j + 2t (+1).
-      // A factored epilogue loads the 2 rows' factors once and each column pair's once per 8-column group.
-      const int g = lane / 4, t = lane % 4;
-      [[maybe_unused]] const auto row_factors = [&] {
-        if constexpr (FactoredEpilogue<Epilogue>) {
-          using Row = typename Epilogue::Row;
-          const int lo = r0 + 16 * w + g;
-          return std::array<Row, 2>{lo < m ? p.epi.row(lo) : Row{}, lo + 8 < m ? p.epi.row(lo + 8) : Row{}};
-        } else {
-          return 0;
-        }
-      }();
 #pragma unroll
-      for (int j = 0; j < Cfg::kBN / 8; ++j) {
-        const int col0 = n0 + 8 * j + 2 * t;
-        [[maybe_unused]] const auto col_factors = [&] {
-          if constexpr (FactoredEpilogue<Epilogue>) {
-            using Col = typename Epilogue::Col;
-            return std::array<Col, 2>{col0 < n ? p.epi.col(col0) : Col{},
-                                      col0 + 1 < n ? p.epi.col(col0 + 1) : Col{}};
-          } else {
-            return 0;
-          }
-        }();
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = 4 * j + e, row = r0 + 16 * w + g + 8 * (e >> 1), col = col0 + (e & 1);
-          if (row < m && col < n) {
-            typename Epilogue::Out v;
-            if constexpr (FactoredEpilogue<Epilogue>)
-              v = p.epi.value(row_factors[e >> 1], col_factors[e & 1], acc[i]);
-            else
-              v = p.epi.value(row, col, acc[i]);
-            p.d[static_cast<std::int64_t>(row) * p.ldd + col] = v;
+      for (int sub = 0; sub < kSubs; ++sub) {
+        const int r0 = m0 + 64 * (kPp ? sub : half);
+        if constexpr (Storage::kStaged) {
+          if (p.tma_store) {
+            sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, box_stored, acc[sub], p, r0, n0,
+                                                        std::make_integer_sequence<int, Storage::kBoxes>{});
+            continue;
           }
         }
+        store_rows_plain<Cfg>(acc[sub], p, r0, n0);
       }
+    }
+    if constexpr (kPp) {
+      if (half == 1 && local % 2 == 1) turns.wait(), turns.pass();  // the turn of warpgroup 0's last tile
+      if (local > 0) turns.finish();
     }
     if constexpr (Storage::kStaged)
       if (p.tma_store && tid == 0) sm90::bulk_wait_group<0>();  // the stores are complete before the exit
@@ -814,6 +883,8 @@ template <class In, int BN, int Stages, bool kSaturate, bool FastAccum>
 struct IsSm90GemmConfig<Sm90GemmConfig<In, BN, Stages, kSaturate, FastAccum>> : std::true_type {};
 template <class Base>
 struct IsSm90GemmConfig<Sm90ClusterGemmConfig<Base>> : IsSm90GemmConfig<Base> {};
+template <class Base>
+struct IsSm90GemmConfig<Sm90PingPongGemmConfig<Base>> : IsSm90GemmConfig<Base> {};
 
 // Fills the operand and output maps of `prm` (m, n, k, d, ldd, epi set by the caller) and launches. The
 // output goes through the TMA-store epilogue where the tile allows it and d is 16-byte aligned with 16-byte

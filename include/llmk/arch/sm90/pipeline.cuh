@@ -32,6 +32,12 @@ struct RingPosition {
       phase ^= 1u;
     }
   }
+  /// n advances at once (n >= 0): a consumer skipping the slots another consumer takes (ping-pong).
+  LLMK_DEVICE void advance_by(int n) {
+    const int s = stage + n;
+    stage = s % Stages;
+    phase ^= static_cast<unsigned>(s / Stages) & 1u;
+  }
 };
 
 /// The barriers of the ring (in shared memory).
