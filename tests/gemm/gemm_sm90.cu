@@ -375,7 +375,8 @@ TEST_CASE("sm90 clusters of 2 along M: each block multicasts half of B to both (
                                                                                    0.5f, 922);
 }
 
-TEST_CASE("sm90 ping-pong consumers: each warpgroup owns whole tiles, in turns (exact int8, fp16, clusters)") {
+TEST_CASE(
+    "sm90 ping-pong consumers: each warpgroup owns whole tiles, in turns (exact int8, fp16, clusters)") {
   if (!sm90_here()) return;
   // With 2 simulated SMs each block walks several tiles. 300 x 136 at 128 x 128: 6 tiles, 3 a block, so
   // warpgroup 1 takes one tile and an empty turn; int32 out through the TMA store (ldd = N + 4) and plain

@@ -135,7 +135,7 @@ struct Sm90GemmConfig {
   static constexpr int kKSteps = 4;                               // wgmmas per k-tile (32 bytes of K each)
   static constexpr int kThreads = 384;
   static constexpr int kConsumerWarps = 8;
-  static constexpr int kClusterM = 1;  // blocks per cluster along M (Sm90ClusterGemmConfig: 2)
+  static constexpr int kClusterM = 1;       // blocks per cluster along M (Sm90ClusterGemmConfig: 2)
   static constexpr bool kPingPong = false;  // Sm90PingPongGemmConfig: true
   static constexpr unsigned kABytes = kBM * 128, kBBytes = static_cast<unsigned>(kBN) * 128;
   static_assert(Stages * (kABytes + kBBytes) <= 192 * 1024, "the ring must leave room for the staging tiles");
@@ -441,7 +441,8 @@ LLMK_DEVICE void store_rows_plain(const Acc (&acc)[Cfg::kBN / 2], const Sm90Gemm
     [[maybe_unused]] const auto col_factors = [&] {
       if constexpr (FactoredEpilogue<Epilogue>) {
         using Col = typename Epilogue::Col;
-        return std::array<Col, 2>{col0 < n ? p.epi.col(col0) : Col{}, col0 + 1 < n ? p.epi.col(col0 + 1) : Col{}};
+        return std::array<Col, 2>{col0 < n ? p.epi.col(col0) : Col{},
+                                  col0 + 1 < n ? p.epi.col(col0 + 1) : Col{}};
       } else {
         return 0;
       }
@@ -615,8 +616,8 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
       if constexpr (kPp) turns.wait();
       for (int kt = kt0; kt < kt1; ++kt) {
         s.ring.consumer_wait(c);
-        const std::uint64_t da =
-            sm90::make_smem_desc(s.a[c.stage] + (kPp ? 0 : half) * 64 * 128, 16, 1024, sm90::SmemSwizzle::k128B);
+        const std::uint64_t da = sm90::make_smem_desc(s.a[c.stage] + (kPp ? 0 : half) * 64 * 128, 16, 1024,
+                                                      sm90::SmemSwizzle::k128B);
         const std::uint64_t db = sm90::make_smem_desc(s.b[c.stage], 16, 1024, sm90::SmemSwizzle::k128B);
         if constexpr (kTileSums) {
           // The k-tile's partial sums wait for their wgmmas, then join acc: block-scaled, times s_a (this
