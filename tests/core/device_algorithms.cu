@@ -490,6 +490,80 @@ TEST_CASE("select_less_than: the positions below a threshold, in order") {
     }
 }
 
+TEST_CASE(
+    "segmented_select_less_than: per-segment thresholds, empty segments, ties, the per-segment counts") {
+  // ragged segments with empty ones (first, middle, last); thresholds per segment, some equal to keys (ties
+  // are not below); few distinct keys
+  const std::vector<std::int64_t> offsets = {0, 0, 5, 6, 6, 40, 41, 100, 173, 173};
+  const std::int64_t segments = 9, n = 173;
+  const std::vector<float> thresholds = {0.0f, 0.25f, -0.5f, 7.0f, 0.0f, -10.0f, 0.5f, 10.0f, 1.0f};
+  const std::vector<float> keys = random_keys<float>(n, 4242, 9);
+  llmk::DeviceBuffer<float> dk(keys), dth(thresholds);
+  llmk::DeviceBuffer<std::int64_t> doff(offsets), total(1), per(static_cast<std::size_t>(segments));
+  llmk::DeviceBuffer<std::int32_t> out(keys.size() + 1);
+  out.poison();
+  total.poison();
+  per.poison();
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::segmented_select_less_than<float, std::int32_t>(t, b, dk.data(), n, segments,
+                                                                        doff.data(), dth.data(), out.data(),
+                                                                        total.data(), per.data(), nullptr);
+          }).ok());
+  std::vector<std::int32_t> want;
+  std::vector<std::int64_t> want_per(static_cast<std::size_t>(segments), 0);
+  for (std::size_t s = 0; s < static_cast<std::size_t>(segments); ++s)
+    for (std::int64_t i = offsets[s]; i < offsets[s + 1]; ++i)
+      if (keys[static_cast<std::size_t>(i)] < thresholds[s]) {
+        want.push_back(static_cast<std::int32_t>(i));
+        ++want_per[s];
+      }
+  REQUIRE(total.to_host()[0] == static_cast<std::int64_t>(want.size()));
+  const std::vector<std::int32_t> got = out.to_host();
+  CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(want.size())) ==
+        want);
+  CHECK(per.to_host() == want_per);
+  CHECK(want.size() > 10);  // the case selects something, and not everything
+  CHECK(want.size() < keys.size() - 10);
+  // empty input (no segments) and counts left out
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::segmented_select_less_than<float, std::int32_t>(
+                t, b, nullptr, 0, 0, nullptr, nullptr, nullptr, total.data(), nullptr, nullptr);
+          }).ok());
+  CHECK(total.to_host()[0] == 0);
+  // one segment: select_less_than's answer
+  const std::vector<std::int64_t> off1 = {0, n};
+  llmk::DeviceBuffer<std::int64_t> doff1(off1);
+  out.poison();
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            return dev::segmented_select_less_than<float, std::int32_t>(t, b, dk.data(), n, 1, doff1.data(),
+                                                                        dth.data() + 6, out.data(),
+                                                                        total.data(), nullptr, nullptr);
+          }).ok());
+  std::vector<std::int32_t> one;
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(n); ++i)
+    if (keys[static_cast<std::size_t>(i)] < 0.5f) one.push_back(i);
+  REQUIRE(total.to_host()[0] == static_cast<std::int64_t>(one.size()));
+  const std::vector<std::int32_t> got1 = out.to_host();
+  CHECK(std::vector<std::int32_t>(got1.begin(), got1.begin() + static_cast<std::ptrdiff_t>(one.size())) ==
+        one);
+  // bad arguments are named
+  std::size_t bytes = 0;
+  auto has = [](const llmk::Status& st, const char* arg) {
+    return !st.ok() && st.message().find(std::string("'") + arg + "'") != std::string::npos;
+  };
+  CHECK(has(dev::segmented_select_less_than<float, std::int32_t>(nullptr, &bytes, dk.data(), n, 0, nullptr,
+                                                                 nullptr, nullptr, nullptr, nullptr, nullptr),
+            "segments"));
+  REQUIRE(with_temp([&](void* t, std::size_t* b) {
+            const llmk::Status st = dev::segmented_select_less_than<float, std::int32_t>(
+                t, b, dk.data(), n, segments, nullptr, dth.data(), out.data(), total.data(), nullptr,
+                nullptr);
+            if (t == nullptr) return st;  // the size query needs no offsets
+            CHECK(has(st, "offsets"));
+            return llmk::Status{};
+          }).ok());
+}
+
 TEST_CASE("device algorithms: the new entries name their bad arguments") {
   std::size_t bytes = 0;
   auto has = [](const llmk::Status& s, const char* arg) {

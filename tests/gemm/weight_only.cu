@@ -161,6 +161,31 @@ TEST_CASE("weight_only act-order permutation: host == device, stable, malformed 
     if (i % group != 0)
       CHECK(perm[static_cast<std::size_t>(i)] > perm[static_cast<std::size_t>(i - 1)]);  // stable
   llmk::DeviceBuffer<std::int32_t> d_g(g_idx), d_perm(static_cast<std::size_t>(k));
+  REQUIRE(llmk::gemm::act_order_permutation(d_g.data(), k, group, d_perm.data(), nullptr).ok());
+  CHECK(d_perm.to_host() == perm);
+
+  g_idx[0] = (g_idx[0] + 1) % (k / group);  // one group now has G + 1 columns, another G - 1
+  const llmk::Status s = llmk::gemm::act_order_permutation_host(g_idx.data(), k, group, perm.data());
+  CHECK_FALSE(s.ok());
+  CHECK_MESSAGE(s.message().find("'g_idx'") != std::string::npos, s.message());
+  d_g.upload(g_idx);
+  REQUIRE(llmk::gemm::act_order_permutation(d_g.data(), k, group, d_perm.data(), nullptr).ok());
+  std::vector<std::int32_t> dev = d_perm.to_host();
+  CHECK(std::count(dev.begin(), dev.end(), -1) == 1);
+}
+
+TEST_CASE("weight_only act-order permutation with caller-owned storage: the same slots and -1s") {
+  std::mt19937 rng(17);
+  const int k = 256, group = 64;
+  std::vector<std::int32_t> g_idx = shuffled_g_idx(k, group, rng);
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(k));
+  REQUIRE(llmk::gemm::act_order_permutation_host(g_idx.data(), k, group, perm.data()).ok());
+  for (int i = 0; i < k; ++i)
+    CHECK(g_idx[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])] == i / group);
+  for (int i = 1; i < k; ++i)
+    if (i % group != 0)
+      CHECK(perm[static_cast<std::size_t>(i)] > perm[static_cast<std::size_t>(i - 1)]);  // stable
+  llmk::DeviceBuffer<std::int32_t> d_g(g_idx), d_perm(static_cast<std::size_t>(k));
   std::size_t temp_bytes = 0;
   REQUIRE(
       llmk::gemm::act_order_permutation(nullptr, &temp_bytes, d_g.data(), k, group, d_perm.data(), nullptr)
@@ -181,10 +206,25 @@ TEST_CASE("weight_only act-order permutation: host == device, stable, malformed 
                                             nullptr)
               .ok());
   std::vector<std::int32_t> dev = d_perm.to_host();
-  CHECK(std::count(dev.begin(), dev.end(), -1) >= 1);  // the positions whose column is in another group
-  for (int i = 0; i < k; ++i)                          // every other position holds a column of its group
-    if (dev[static_cast<std::size_t>(i)] != -1)
-      CHECK(g_idx[static_cast<std::size_t>(dev[static_cast<std::size_t>(i)])] == i / group);
+  // Slot g G + c: the c-th column of group g, or -1 when the group has c or fewer (entries outside
+  // [0, K / G) are in no group): the group that lost a column leaves one -1, the one that gained keeps G.
+  auto slots = [&] {
+    std::vector<std::int32_t> want(static_cast<std::size_t>(k), -1);
+    for (int g = 0; g < k / group; ++g)
+      for (int i = 0, c = 0; i < k && c < group; ++i)
+        if (g_idx[static_cast<std::size_t>(i)] == g) want[static_cast<std::size_t>(g * group + c++)] = i;
+    return want;
+  };
+  CHECK(dev == slots());
+  CHECK(std::count(dev.begin(), dev.end(), -1) == 1);
+  g_idx[1] = k / group;  // out of range (and g_idx[2] negative): two more columns in no group
+  g_idx[2] = -1;
+  d_g.upload(g_idx);
+  d_perm.poison();
+  REQUIRE(llmk::gemm::act_order_permutation(temp.data(), &temp_bytes, d_g.data(), k, group, d_perm.data(),
+                                            nullptr)
+              .ok());
+  CHECK(d_perm.to_host() == slots());
   std::size_t small = temp_bytes - 1;
   CHECK(llmk::gemm::act_order_permutation(temp.data(), &small, d_g.data(), k, group, d_perm.data(), nullptr)
             .message()

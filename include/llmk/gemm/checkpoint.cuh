@@ -53,8 +53,8 @@
 //   g_idx: entries in [0, groups), each group exactly G columns: the act-order permutation's precondition.
 //   AWQ with g_idx                rejected: the format has none, so a g_idx is a caller's mix-up.
 //   4-byte aligned qweight, qzeros, g_idx (int32 loads), 2-byte aligned scales; device: dst.w 4-byte aligned
-//   (the repack writes words), workspace 16-byte aligned (the flag word, group counters and the act-order
-//   sort's temporary storage).
+//   (the repack writes words), workspace 4-byte aligned (the flag word and group counters; the act-order
+//   sort's temporary storage is aligned to 16 bytes inside it).
 //   Every violation is Status::invalid_argument naming the argument ('qweight', 'qzeros', 'scales', 'g_idx',
 //   'n', 'k', 'bits', 'group_size', 'format' for the checkpoint; 'dst.w', 'dst.scales', 'dst.zeros',
 //   'dst.perm', 'workspace', 'workspace_bytes' for the outputs). Nothing is written on an error.
@@ -537,17 +537,25 @@ inline std::size_t ckpt_perm_temp_offset(const CheckpointTensors& src) {
           static_cast<std::size_t>(src.n) * static_cast<std::size_t>(ckpt_plain_ld(src.k, src.bits)),
       256);
 }
+// With a g_idx: act_order_permutation's temporary storage plus 12 bytes, so that the storage can start at
+// the next 16-byte boundary of a workspace that is only 4-byte aligned (ckpt_perm_temp).
 inline std::size_t ckpt_perm_temp_bytes(const CheckpointTensors& src) {
   std::size_t bytes = 0;
   if (src.g_idx == nullptr) return 0;  // no act-order without a g_idx
   (void)act_order_permutation(nullptr, &bytes, src.g_idx, src.k, ckpt_group_size(src), nullptr, nullptr);
-  return bytes;
+  return bytes + 12;
+}
+// The act-order temporary storage in the workspace: 16-byte aligned (what the sort's storage needs).
+inline void* ckpt_perm_temp(std::uint8_t* workspace, const CheckpointTensors& src) {
+  const auto at = reinterpret_cast<std::uintptr_t>(workspace + ckpt_perm_temp_offset(src));
+  return reinterpret_cast<void*>((at + 15) / 16 * 16);
 }
 }  // namespace detail
 
 /// Bytes of device workspace import_checkpoint needs: a 16-byte flag header, one int32 counter per group
 /// (rounded up to 16 bytes), the plain codes N * K * bits / 8 and, with a g_idx, act_order_permutation's
-/// temporary storage. 0 for a checkpoint that fails validation.
+/// temporary storage (plus 12 bytes to align it: the workspace need only be 4-byte aligned). 0 for a
+/// checkpoint that fails validation.
 ///   std::size_t bytes = llmk::gemm::import_checkpoint_workspace_bytes(src);
 inline std::size_t import_checkpoint_workspace_bytes(const CheckpointTensors& src) {
   if (!detail::validate_checkpoint(src, /*gemm_rules=*/true).ok()) return 0;
@@ -579,8 +587,8 @@ Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOut
   if (workspace == nullptr)
     return Status::invalid_argument(
         "workspace", str_cat("must not be null: needs ", need, " bytes (import_checkpoint_workspace_bytes)"));
-  if (detail::ckpt_misaligned(workspace, 16))
-    return Status::invalid_argument("workspace", "must be 16-byte aligned");
+  if (detail::ckpt_misaligned(workspace, 4))
+    return Status::invalid_argument("workspace", "must be 4-byte aligned");
   if (workspace_bytes < need)
     return Status::invalid_argument(
         "workspace_bytes",
@@ -640,9 +648,9 @@ Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOut
                               detail::ckpt_grid(static_cast<std::int64_t>(groups) * s.n), block, 0, stream, s,
                               dst.scales, dst.zeros));
   if (act_order) {
-    std::size_t perm_bytes = detail::ckpt_perm_temp_bytes(src);
-    LLMK_RETURN_IF_ERROR(act_order_permutation(base + detail::ckpt_perm_temp_offset(src), &perm_bytes,
-                                               s.g_idx, s.k, s.group_size, dst.perm, stream));
+    std::size_t perm_bytes = detail::ckpt_perm_temp_bytes(src) - 12;
+    LLMK_RETURN_IF_ERROR(act_order_permutation(detail::ckpt_perm_temp(base, src), &perm_bytes, s.g_idx, s.k,
+                                               s.group_size, dst.perm, stream));
   }
   const WeightRepackArgs r{plain, ld, act_order ? dst.perm : nullptr, dst.w, s.n, s.k, s.bits, false};
   LLMK_RETURN_IF_ERROR(weight_only_repack(r, stream));

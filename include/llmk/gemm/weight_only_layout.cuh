@@ -34,6 +34,7 @@
 #include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
+#include "llmk/core/memory.cuh"
 #include "llmk/core/status.cuh"
 
 namespace llmk::gemm {
@@ -259,14 +260,29 @@ inline Status validate_act_order(const std::int32_t* g_idx, int k, int group_siz
   return {};
 }
 
-// After the stable sort of (g_idx, column): position i must hold a column of group i / G; where a malformed
-// g_idx (a group with more or fewer than G columns, an entry outside [0, K / G)) breaks that, perm[i] = -1.
+// After the stable sort of (g_idx, column) pairs: perm[g G + c] = the c-th column (in increasing order) of
+// group g, found by binary search for g's run in the sorted groups; -1 where group g has c or fewer columns
+// (a malformed g_idx: a group with fewer than G columns, or entries outside [0, K / G), which sort before
+// group 0 or after the last group and so belong to no run). The columns past the G-th of a group with more
+// than G are left out, as they were when one thread per group scanned g_idx.
 template <class Unused = void>
 __global__ void __launch_bounds__(256)
-    act_order_check_kernel(const std::int32_t* sorted_groups, int k, int group_size, std::int32_t* perm) {
+    act_order_gather_kernel(const std::int32_t* sorted_groups, const std::int32_t* sorted_cols, int k,
+                            int group_size, std::int32_t* perm) {
   for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < k;
-       i += static_cast<int>(gridDim.x * blockDim.x))
-    if (sorted_groups[i] != i / group_size) perm[i] = -1;
+       i += static_cast<int>(gridDim.x * blockDim.x)) {
+    const int g = i / group_size, c = i % group_size;
+    int lo = 0, hi = k;  // the first sorted position whose group is >= g
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (sorted_groups[mid] < g)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    const bool in_group = lo + c < k && sorted_groups[lo + c] == g;
+    perm[i] = in_group ? sorted_cols[lo + c] : -1;
+  }
 }
 
 template <class Unused = void>
@@ -308,10 +324,11 @@ inline Status act_order_permutation_host(const std::int32_t* g_idx, int k, int g
 }
 
 /// The same on the device (g_idx, perm and temp: device memory): one stable radix sort of (g_idx, column)
-/// pairs (llmk::device::sort_pairs: CUB on a GPU, Thrust in the simulator) plus a check. Temporary storage in
-/// CUB's style: call with temp == nullptr for *temp_bytes, then with that much (16-byte aligned). The device
-/// cannot report a malformed g_idx as a Status: every position whose column is not of group k' / G gets -1,
-/// so check g_idx on the host (act_order_permutation_host) or look for -1 in perm.
+/// pairs (llmk::device::sort_pairs: CUB on a GPU, Thrust in the simulator) plus a gather. Temporary storage
+/// in CUB's style: call with temp == nullptr for *temp_bytes, then with that much (16-byte aligned). The
+/// device cannot report a malformed g_idx as a Status: position g G + c gets -1 when group g holds c or fewer
+/// columns (a group with more than G columns keeps its first G; entries outside [0, K / G) are in no
+/// group), so check g_idx on the host (act_order_permutation_host) or look for -1 in perm.
 ///   std::size_t bytes = 0;
 ///   llmk::gemm::act_order_permutation(nullptr, &bytes, d_g_idx, K, 128, d_perm, stream);
 ///   llmk::DeviceBuffer<unsigned char> temp(bytes);
@@ -321,13 +338,13 @@ inline Status act_order_permutation(void* temp, std::size_t* temp_bytes, const s
                                     int group_size, std::int32_t* perm, cudaStream_t stream) {
   if (temp_bytes == nullptr) return Status::invalid_argument("temp_bytes", "must not be null");
   if (k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", k));
-  // temp: the column indices [k], the sorted groups [k], then the sort's own storage.
+  // temp: the column indices [k], the sorted groups [k], the sorted columns [k], then the sort's storage.
   const std::size_t ints = (static_cast<std::size_t>(k) * sizeof(std::int32_t) + 255) / 256 * 256;
   std::size_t sort_bytes = 0;
   LLMK_RETURN_IF_ERROR((llmk::device::sort_pairs<std::int32_t, std::int32_t>(
       nullptr, &sort_bytes, g_idx, nullptr, nullptr, nullptr, k, llmk::device::SortOrder::kAscending,
       stream)));
-  const std::size_t need = 2 * ints + sort_bytes;
+  const std::size_t need = 3 * ints + sort_bytes;
   if (temp == nullptr) {
     *temp_bytes = need;
     return {};
@@ -341,13 +358,36 @@ inline Status act_order_permutation(void* temp, std::size_t* temp_bytes, const s
   auto* base = static_cast<unsigned char*>(temp);
   auto* cols = reinterpret_cast<std::int32_t*>(base);
   auto* sorted_groups = reinterpret_cast<std::int32_t*>(base + ints);
+  auto* sorted_cols = reinterpret_cast<std::int32_t*>(base + 2 * ints);
   const dim3 grid(static_cast<unsigned>(std::min(ceil_div(k, 256), 1024)));
   LLMK_RETURN_IF_ERROR(launch(detail::act_order_iota_kernel<>, grid, dim3(256), 0, stream, cols, k));
   LLMK_RETURN_IF_ERROR((llmk::device::sort_pairs<std::int32_t, std::int32_t>(
-      base + 2 * ints, &sort_bytes, g_idx, sorted_groups, cols, perm, k, llmk::device::SortOrder::kAscending,
-      stream)));
-  return launch(detail::act_order_check_kernel<>, grid, dim3(256), 0, stream, sorted_groups, k, group_size,
-                perm);
+      base + 3 * ints, &sort_bytes, g_idx, sorted_groups, cols, sorted_cols, k,
+      llmk::device::SortOrder::kAscending, stream)));
+  return launch(detail::act_order_gather_kernel<>, grid, dim3(256), 0, stream, sorted_groups, sorted_cols, k,
+                group_size, perm);
+}
+
+/// act_order_permutation without caller-owned storage (the form before the temporary-storage one): it
+/// allocates the temporary storage (llmk::device_malloc), runs the form above on `stream`, waits for
+/// `stream` and frees it. An offline step (once per layer at load time); inside a captured stream or a
+/// latency-critical path, use the form above.
+///   llmk::Status s = llmk::gemm::act_order_permutation(d_g_idx, K, 128, d_perm, stream);
+inline Status act_order_permutation(const std::int32_t* g_idx, int k, int group_size, std::int32_t* perm,
+                                    cudaStream_t stream) {
+  if (Status s = detail::validate_act_order(g_idx, k, group_size, perm); !s.ok()) return s;
+  std::size_t bytes = 0;
+  LLMK_RETURN_IF_ERROR(act_order_permutation(nullptr, &bytes, g_idx, k, group_size, perm, stream));
+  void* temp = nullptr;
+  LLMK_RETURN_IF_ERROR(device_malloc(&temp, bytes));
+  const Status s = act_order_permutation(temp, &bytes, g_idx, k, group_size, perm, stream);
+  Status synced;
+#if defined(LLMK_CUDA)
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    synced = Status::cuda_error("cudaStreamSynchronize", cudaGetErrorString(e));
+#endif
+  device_free(temp);  // after the synchronization: the kernels above may still read it
+  return s.ok() ? synced : s;
 }
 
 }  // namespace llmk::gemm

@@ -20,12 +20,13 @@
 //                 sort of (key, index); for per-row sets a second one groups the positions by row) marks
 //                 the k lowest of each set, an apply kernel writes out and mask. Bit for bit the CTA select's
 //                 result (same keys, same rank rule). kAuto takes it for per-layer sets (one CTA cannot use
-//                 the GPU) and keeps the CTA select per row: a row's select runs on-chip from L1/L2 (the row
+//                 the GPU; the entries without a workspace allocate its storage) and keeps the CTA select per
+//                 row: a row's select runs on-chip from L1/L2 (the row
 //                 is re-read per radix pass but never written), while the device sorts write and re-read
 //                 (key, index) pairs through global memory. Measured on an H100 (bench/obs.cu,
 //                 BM_PruneBlockSelect vs BM_PruneDeviceSort, 4096 x 4096): per row the CTA select is 5x
 //                 faster (537 us vs 2.75 ms), per layer 58x slower (67.9 ms vs 1.17 ms): per-layer sets
-//                 need the workspace form.
+//                 are sorted.
 //   n:m           groups of m consecutive columns (m <= 32), 32 / m groups per warp, a lane per column:
 //                 rank_t = #{u : s_u < s_t or (s_u == s_t and u < t)} by m shuffles (registers only);
 //                 rank < n is pruned.
@@ -391,7 +392,9 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
                 segment_rows, plan.k, out, ld_out, mask, ld_mask);
 }
 
-// The entries' common frame: plan (and the size query), then the run.
+// The entries' common frame: plan (and the size query), then the run. Without a workspace, a set that kAuto
+// sorts on the whole GPU (a per-layer set) gets storage allocated here (device_malloc, freed after
+// synchronizing `stream`); when that allocation fails, the one-CTA select (the same bits, slower).
 inline Status prune_entry(void* temp, std::size_t* temp_bytes, bool has_workspace, PruneGpuSelect select,
                           const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
                           const float* h, std::int64_t ldh, bool wanda, const PruneOptions& opt, float* out,
@@ -401,6 +404,22 @@ inline Status prune_entry(void* temp, std::size_t* temp_bytes, bool has_workspac
     return Status::invalid_argument("temp_bytes", "must not be null");
   PrunePlan plan;
   LLMK_RETURN_IF_ERROR(plan_prune(rows, cols, wanda, opt, select, has_workspace, &plan));
+  if (!has_workspace) {
+    PrunePlan sorted;
+    LLMK_RETURN_IF_ERROR(plan_prune(rows, cols, wanda, opt, PruneGpuSelect::kAuto, true, &sorted));
+    void* own = nullptr;
+    if (sorted.device_sort && device_malloc(&own, sorted.bytes()).ok()) {
+      const Status s =
+          prune_gpu(w, rows, cols, ldw, h, ldh, wanda, opt, sorted, own, out, ld_out, mask, ld_mask, stream);
+      Status synced;
+#if defined(LLMK_CUDA)
+      if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+        synced = Status::cuda_error("cudaStreamSynchronize", cudaGetErrorString(e));
+#endif
+      device_free(own);  // after the synchronization: the kernels above may still use it
+      return s.ok() ? synced : s;
+    }
+  }
   if (has_workspace) {
     if (temp == nullptr) {
       *temp_bytes = plan.bytes();
@@ -424,8 +443,11 @@ inline Status prune_entry(void* temp, std::size_t* temp_bytes, bool has_workspac
 /// w where kept, 0 where pruned), mask [rows, cols] (ld_mask, 1 = kept); all device memory, outputs must not
 /// overlap inputs; padding is neither read nor written. Syncs `stream` once (input validation); the pruning
 /// kernels are then queued on it. No loss: compute 1/2 tr(E H E^T) with the backend's GEMM if needed. This
-/// form has no workspace: every selection is PruneGpuSelect::kBlockSelect (a PruneScope::kPerLayer set runs
-/// on one CTA: use the workspace form for it). Errors name: rows, cols, w, ldw, h, ldh, sparsity, prune_n,
+/// form takes no workspace: per-row sets use the CTA select (PruneGpuSelect::kBlockSelect); a
+/// PruneScope::kPerLayer set is sorted over the whole GPU as kAuto does, in storage this call allocates
+/// (about rows * cols * 29 bytes, llmk::device_malloc) and frees after synchronizing `stream` a second time
+/// (if the allocation fails, one CTA selects it: the same bits, about 58x slower on an H100 at 4096 x 4096).
+/// The workspace form below does neither. Errors name: rows, cols, w, ldw, h, ldh, sparsity, prune_n,
 /// prune_m, scope, out_weights, ld_out, mask, ld_mask.
 ///   llmk::obs::PruneOptions opt;  opt.sparsity = 0.5;
 ///   llmk::Status s = llmk::obs::wanda_prune_gpu(d_w, rows, cols, cols, d_h, cols, opt, d_out, cols, d_mask,
@@ -461,9 +483,10 @@ inline Status wanda_prune_gpu(void* temp, std::size_t* temp_bytes, const float* 
 
 /// Magnitude pruning on device memory: the host magnitude_prune's selection exactly (score |w_rc|), outputs
 /// and rules as wanda_prune_gpu without h. Magnitude's default scope is the whole layer, which this form
-/// (no workspace) selects on one CTA: prefer the workspace form below (58x faster on an H100 at 4096 x 4096:
-/// 1.17 ms vs 67.9 ms). Errors name: rows, cols, w, ldw,
-/// sparsity, prune_n, prune_m, scope, out_weights, ld_out, mask, ld_mask.
+/// sorts over the whole GPU in storage it allocates and frees (as wanda_prune_gpu's form without workspace
+/// says; on an H100 at 4096 x 4096 the sort took 1.17 ms where one CTA took 67.9 ms); the workspace form
+/// below takes the storage from the caller. Errors name: rows, cols, w, ldw, sparsity, prune_n, prune_m,
+/// scope, out_weights, ld_out, mask, ld_mask.
 ///   llmk::obs::PruneOptions opt;  opt.prune_n = 2;  opt.prune_m = 4;
 ///   llmk::Status s = llmk::obs::magnitude_prune_gpu(d_w, rows, cols, cols, opt, d_out, cols, d_mask, cols,
 ///                                                   stream);

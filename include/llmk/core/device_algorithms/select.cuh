@@ -414,4 +414,115 @@ Status select_less_than(void* temp, std::size_t* temp_bytes, const Key* keys, st
   return detail::two_phase(temp, temp_bytes, false, checks, run);
 }
 
+namespace detail {
+// The segment of position i: the last s with offsets[s] <= i (so an empty segment never holds a position).
+LLMK_HOST_DEVICE std::int64_t segment_of(const std::int64_t* offsets, std::int64_t segments, std::int64_t i) {
+  std::int64_t lo = 0, hi = segments;  // offsets[lo] <= i < offsets[hi]
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (offsets[mid] <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+// flags[i] = keys[i] < thresholds[segment of i] (segmented_select_less_than's first step: the binary search
+// runs here, in llmk's kernel, rather than in a predicate inside CUB's select, where it spilled registers).
+template <class Key>
+__global__ void __launch_bounds__(256)
+    segment_less_flags_kernel(const Key* keys, std::int64_t count, const std::int64_t* offsets,
+                              std::int64_t segments, const Key* thresholds, std::uint8_t* flags) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    flags[i] = keys[i] < thresholds[segment_of(offsets, segments, i)] ? 1 : 0;
+}
+// First position in sorted[0 .. n) holding a value >= v.
+template <class Index>
+LLMK_DEVICE std::int64_t lower_bound_of(const Index* sorted, std::int64_t n, std::int64_t v) {
+  std::int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (static_cast<std::int64_t>(sorted[mid]) < v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+// counts[s] = how many of the selected positions (increasing) lie in segment s: two binary searches.
+template <class Index>
+__global__ void __launch_bounds__(256)
+    segment_counts_kernel(const Index* selected, const std::int64_t* num_selected,
+                          const std::int64_t* offsets, std::int64_t segments, std::int64_t* counts) {
+  const std::int64_t n = *num_selected;
+  for (std::int64_t s = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; s < segments;
+       s += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    counts[s] = lower_bound_of(selected, n, offsets[s + 1]) - lower_bound_of(selected, n, offsets[s]);
+}
+}  // namespace detail
+
+/// Threshold select per segment: indices_out gets every position i with keys[i] < thresholds[s], s the
+/// segment holding i (keys[offsets[s] .. offsets[s + 1])), in increasing order (so grouped by segment);
+/// *num_selected (device) their count and, when segment_counts is not null, segment_counts[s] (device, one
+/// per segment) the count of segment s. offsets as in the ragged segmented_lowest_k_mask (0 first, count
+/// last, non-decreasing; empty segments allowed); thresholds one per segment, e.g. segmented_kth_value's
+/// output. indices_out must hold count entries (the worst case); count must fit Index and be < 2^32. Three
+/// steps: a flag per position (a binary search of offsets), cub::DeviceSelect::Flagged over a counting
+/// iterator on the GPU (a loop in the simulator), and the counts (two binary searches per segment). Temporary
+/// storage: one byte per position plus CUB's.
+///   // per row of a [rows, cols] score matrix, the columns below that row's threshold
+///   llmk::device::segmented_select_less_than<float, std::int32_t>(temp, &bytes, scores, rows * cols, rows,
+///                                                                 row_offsets, row_thresholds, positions,
+///                                                                 d_total, d_per_row, stream);
+template <class Key, class Index>
+Status segmented_select_less_than(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count,
+                                  std::int64_t segments, const std::int64_t* offsets, const Key* thresholds,
+                                  Index* indices_out, std::int64_t* num_selected,
+                                  std::int64_t* segment_counts, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_ragged(count, segments));
+  if (count > static_cast<std::int64_t>(std::numeric_limits<Index>::max()))
+    return Status::invalid_argument(
+        "count",
+        str_cat("must fit the index type (<= ", std::numeric_limits<Index>::max(), "), got ", count));
+  const std::size_t select_at = detail::align_up(static_cast<std::size_t>(count));  // after the flags
+  std::size_t select_bytes = 0;
+#if defined(LLMK_SIM)
+  select_bytes = detail::kSimTempBytes;
+#else
+  LLMK_RETURN_IF_ERROR(detail::cub_status(
+      cub::DeviceSelect::Flagged(nullptr, select_bytes, thrust::counting_iterator<Index>(0),
+                                 static_cast<const std::uint8_t*>(nullptr), indices_out, num_selected, count,
+                                 stream),
+      "cub::DeviceSelect::Flagged"));
+#endif
+  bool query = false;
+  LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, select_at + select_bytes, &query));
+  if (query) return {};
+  if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
+  if (segments > 0 && offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
+  if (count > 0 && (keys == nullptr || indices_out == nullptr || thresholds == nullptr))
+    return Status::invalid_argument("keys", "keys, thresholds and indices_out must not be null");
+  if (segments > 0) LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
+  auto* flags = static_cast<std::uint8_t*>(temp);
+  if (count > 0)
+    LLMK_RETURN_IF_ERROR(launch(detail::segment_less_flags_kernel<Key>, detail::elementwise_grid(count),
+                                dim3(256), 0, stream, keys, count, offsets, segments, thresholds, flags));
+#if defined(LLMK_SIM)
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < count; ++i)
+    if (flags[i] != 0) indices_out[n++] = static_cast<Index>(i);
+  *num_selected = n;
+#else
+  LLMK_RETURN_IF_ERROR(detail::cub_status(
+      cub::DeviceSelect::Flagged(static_cast<unsigned char*>(temp) + select_at, select_bytes,
+                                 thrust::counting_iterator<Index>(0), static_cast<const std::uint8_t*>(flags),
+                                 indices_out, num_selected, count, stream),
+      "cub::DeviceSelect::Flagged"));
+#endif
+  if (segment_counts == nullptr || segments == 0) return {};
+  return launch(detail::segment_counts_kernel<Index>, detail::elementwise_grid(segments), dim3(256), 0,
+                stream, indices_out, num_selected, offsets, segments, segment_counts);
+}
+
 }  // namespace llmk::device
