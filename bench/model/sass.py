@@ -249,8 +249,11 @@ _SM90_GEMM_BN = r"^gemm::gemm_sm90_kernel<gemm::Sm90GemmConfig<{},{},4,false,fal
 
 
 def _sweep_kernel(elem: str, t) -> str:
-    """BM_Sm90KSweep*<BN, Cm>'s kernel: Sm90GemmConfig<elem, BN>, in Sm90ClusterGemmConfig when Cm = 2."""
+    """BM_Sm90KSweep*<BN, Cm[, Pp]>'s kernel: Sm90GemmConfig<elem, BN>, in Sm90PingPongGemmConfig when Pp = 1,
+    then in Sm90ClusterGemmConfig when Cm = 2."""
     cfg = rf"gemm::Sm90GemmConfig<{elem},{t[0]},4,false,false>"
+    if len(t) > 2 and t[2].strip() == "1":
+        cfg = rf"gemm::Sm90PingPongGemmConfig<{cfg}\s*>"
     if len(t) > 1 and t[1].strip() == "2":
         return rf"^gemm::gemm_sm90_kernel<gemm::Sm90ClusterGemmConfig<{cfg}\s*>,"
     return rf"^gemm::gemm_sm90_kernel<{cfg},"

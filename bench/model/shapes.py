@@ -96,6 +96,7 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
         for fam in ("BM_Sm90KSweepF16", "BM_Sm90KSweepI8"):
             for bn in (128, 256):
                 out += _mnk(f"{fam}<{bn}, {cm}>", K_SWEEP_SHAPES)
+            out += _mnk(f"{fam}<128, {cm}, 1>", K_SWEEP_SHAPES)  # ping-pong consumers
     if anchors:
         out += _mnk("BM_CublasHgemm", WO_GRID)
         for fam in ("BM_CublasLtInt8", "BM_CublasLtFp8"):
