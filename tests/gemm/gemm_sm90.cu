@@ -390,6 +390,9 @@ TEST_CASE(
   if (!llmk::test::fast()) check_raw_int32<I8>(Shape{300, 136, k}, 3, rng);
   check_f16<f16, gemm::Sm90PingPongGemmConfig<gemm::Sm90GemmConfig<f16, 64, 2>>, f16>(
       Shape{150, 100, llmk::test::fast() ? 200 : 456}, 2.0f, 1.0f, 932);
+  // bf16 with fp32 out (8-byte pair stores into the staging boxes), 3 tiles a block.
+  check_f16<bf16, gemm::Sm90PingPongGemmConfig<gemm::Sm90GemmConfig<bf16>>>(Shape{300, 136, 72}, 0.5f, -1.5f,
+                                                                            933);
   // Ping-pong in clusters of 2: 130 x 300 is 1 pair of tile rows x 3 tile columns, 3 units for the cluster
   // (the second tile row past M but for 2 rows).
   using I8C = gemm::Sm90ClusterGemmConfig<I8>;

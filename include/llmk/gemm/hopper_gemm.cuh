@@ -168,9 +168,10 @@ struct Sm90ClusterGemmConfig : Base {
 /// runs while the other's wgmmas keep the tensor cores busy. In the cooperative kernel both warpgroups
 /// finish a tile together and every SM's tensor cores idle through the epilogue: a candidate for the fixed
 /// cost per round of tiles the 2026-11-25 H100 run fitted (docs/gemm.md). A tile's operand bytes per FLOP
-/// are those of the cooperative 128 x BN tile. BN <= 128 (the accumulators); not promoted fp8 (its
-/// per-k-tile partial sums would need BN more registers); no split-K. Opt-in (not chosen by the dispatch
-/// until a GPU run measures it against the cooperative tiles: the K sweep's ping-pong rows).
+/// are those of the cooperative 128 x BN tile. BN <= 128 (the accumulators); fp16, bf16 and int8 (not fp8
+/// yet: promoted fp8's per-k-tile partial sums would need BN more registers, and fast-accumulation fp8 is
+/// untested); no split-K. Opt-in (not chosen by the dispatch until a GPU run measures it against the
+/// cooperative tiles: the K sweep's ping-pong rows).
 ///
 ///   using Cfg = llmk::gemm::Sm90PingPongGemmConfig<llmk::gemm::Sm90GemmConfig<llmk::half, 128, 5>>;
 ///   llmk::Status s = llmk::gemm::gemm_f16_sm90<Cfg>(g, stream);
@@ -179,7 +180,8 @@ struct Sm90PingPongGemmConfig : Base {
   static constexpr bool kPingPong = true;
   static constexpr bool kCanSplitK = false;
   static_assert(Base::kBN <= 128, "ping-pong: a warpgroup holds a 128 x BN tile's accumulators, BN <= 128");
-  static_assert(!Base::kPromote, "ping-pong: not with promoted fp8 (FastAccum = true is allowed)");
+  static_assert(!std::is_same_v<typename Base::Elem, float8_e4m3>,
+                "ping-pong fp8: not tested yet (fp16, bf16 and int8 are)");
 };
 
 /// The epilogue of a Hopper GEMM maps an accumulator to the output element: value(row, col, acc), called
