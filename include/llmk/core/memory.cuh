@@ -103,6 +103,30 @@ inline Status device_synchronize() {
   return {};
 }
 
+/// Runs work(scratch) with `bytes` of device memory allocated for the call (device_malloc: poisoned) and
+/// frees it after synchronizing `stream`, on which work queues its kernels: for the entries that take no
+/// caller-owned storage (offline steps; an allocation and a synchronization per call). Returns the
+/// allocation's error, else work's, else the synchronization's; *allocated (when not null) says whether the
+/// allocation succeeded.
+///   LLMK_RETURN_IF_ERROR(llmk::with_device_scratch(bytes, stream, [&](void* t) { return run(t, stream); }));
+template <class Work>
+Status with_device_scratch(std::size_t bytes, cudaStream_t stream, Work&& work, bool* allocated = nullptr) {
+  void* scratch = nullptr;
+  const Status got = device_malloc(&scratch, bytes);
+  if (allocated != nullptr) *allocated = got.ok();
+  if (!got.ok()) return got;
+  const Status s = work(scratch);
+  Status synced;
+#if defined(LLMK_CUDA)
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    synced = Status::cuda_error("cudaStreamSynchronize", cudaGetErrorString(e));
+#else
+  (void)stream;
+#endif
+  device_free(scratch);  // after the synchronization: work's kernels may still use it
+  return s.ok() ? synced : s;
+}
+
 /// Device (or managed) memory, or an invalid_argument naming `name`: a host pointer handed to a kernel or to
 /// cuSOLVER would fault asynchronously (and poison the context), far from the call that caused it. Null
 /// passes (the caller's shape checks decide whether null is allowed); in the simulator every pointer passes

@@ -378,16 +378,9 @@ inline Status act_order_permutation(const std::int32_t* g_idx, int k, int group_
   if (Status s = detail::validate_act_order(g_idx, k, group_size, perm); !s.ok()) return s;
   std::size_t bytes = 0;
   LLMK_RETURN_IF_ERROR(act_order_permutation(nullptr, &bytes, g_idx, k, group_size, perm, stream));
-  void* temp = nullptr;
-  LLMK_RETURN_IF_ERROR(device_malloc(&temp, bytes));
-  const Status s = act_order_permutation(temp, &bytes, g_idx, k, group_size, perm, stream);
-  Status synced;
-#if defined(LLMK_CUDA)
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
-    synced = Status::cuda_error("cudaStreamSynchronize", cudaGetErrorString(e));
-#endif
-  device_free(temp);  // after the synchronization: the kernels above may still read it
-  return s.ok() ? synced : s;
+  return with_device_scratch(bytes, stream, [&](void* temp) {
+    return act_order_permutation(temp, &bytes, g_idx, k, group_size, perm, stream);
+  });
 }
 
 }  // namespace llmk::gemm

@@ -407,17 +407,16 @@ inline Status prune_entry(void* temp, std::size_t* temp_bytes, bool has_workspac
   if (!has_workspace) {
     PrunePlan sorted;
     LLMK_RETURN_IF_ERROR(plan_prune(rows, cols, wanda, opt, PruneGpuSelect::kAuto, true, &sorted));
-    void* own = nullptr;
-    if (sorted.device_sort && device_malloc(&own, sorted.bytes()).ok()) {
-      const Status s =
-          prune_gpu(w, rows, cols, ldw, h, ldh, wanda, opt, sorted, own, out, ld_out, mask, ld_mask, stream);
-      Status synced;
-#if defined(LLMK_CUDA)
-      if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
-        synced = Status::cuda_error("cudaStreamSynchronize", cudaGetErrorString(e));
-#endif
-      device_free(own);  // after the synchronization: the kernels above may still use it
-      return s.ok() ? synced : s;
+    if (sorted.device_sort) {
+      bool allocated = false;
+      const Status s = with_device_scratch(
+          sorted.bytes(), stream,
+          [&](void* own) {
+            return prune_gpu(w, rows, cols, ldw, h, ldh, wanda, opt, sorted, own, out, ld_out, mask, ld_mask,
+                             stream);
+          },
+          &allocated);
+      if (allocated) return s;  // else the one-CTA select below: the same bits
     }
   }
   if (has_workspace) {
