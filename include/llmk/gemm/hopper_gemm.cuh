@@ -173,7 +173,7 @@ struct Sm90ClusterGemmConfig : Base {
 /// untested); no split-K. Opt-in (not chosen by the dispatch until a GPU run measures it against the
 /// cooperative tiles: the K sweep's ping-pong rows).
 ///
-///   using Cfg = llmk::gemm::Sm90PingPongGemmConfig<llmk::gemm::Sm90GemmConfig<llmk::half, 128, 5>>;
+///   using Cfg = llmk::gemm::Sm90PingPongGemmConfig<llmk::gemm::Sm90GemmConfig<llmk::half, 128>>;
 ///   llmk::Status s = llmk::gemm::gemm_f16_sm90<Cfg>(g, stream);
 template <class Base>
 struct Sm90PingPongGemmConfig : Base {
