@@ -116,12 +116,13 @@ Status with_device_scratch(std::size_t bytes, cudaStream_t stream, Work&& work, 
   if (allocated != nullptr) *allocated = got.ok();
   if (!got.ok()) return got;
   const Status s = work(scratch);
-  Status synced;
 #if defined(LLMK_CUDA)
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
-    synced = Status::cuda_error("cudaStreamSynchronize", cudaGetErrorString(e));
+  const cudaError_t e = cudaStreamSynchronize(stream);
+  const Status synced =
+      e == cudaSuccess ? Status{} : Status::cuda_error("cudaStreamSynchronize", cudaGetErrorString(e));
 #else
   (void)stream;
+  const Status synced{};
 #endif
   device_free(scratch);  // after the synchronization: work's kernels may still use it
   return s.ok() ? synced : s;
