@@ -6,10 +6,10 @@
 // The phases (the same math and order as the host paths, llmk/obs/gptq.hpp and sparsegpt.hpp):
 //   prepare      input checks (a kernel finds the first non-finite w / h element), diag H to the host (dead
 //                columns), the act-order permutation on the device (a stable descending radix sort of diag H
-//                with the dead columns fixed, llmk::device::sort_pairs), diag H in that order back to the host
-//                (the damping mean), W and H permuted into the workspace (dead columns fixed on the way),
-//                grids from the original weights (per-channel, static groups) by a warp-per-(group, row)
-//                kernel.
+//                with the dead columns fixed, llmk::device::sort_pairs), diag H in that order back to the
+//                host (the damping mean), W and H permuted into the workspace (dead columns fixed on the
+//                way), grids from the original weights (per-channel, static groups) by a warp-per-(group,
+//                row) kernel.
 //   inverse      damping + Cholesky + inverse + upper Cholesky of H^-1 through the backend on device memory,
 //                with damped_inverse's retry policy (llmk/obs/obs.hpp); the O(d^2) glue (copy + damp, weak
 //                pivot, finiteness, lower-triangle zeroing) is small kernels plus d floats to the host.
