@@ -30,6 +30,8 @@
 #include <cstdint>
 
 #if defined(LLMK_SIM)
+#include <vector>
+
 #include "llmk/arch/detail/exact.hpp"
 #include "llmk/sim/runtime.hpp"
 #endif
@@ -119,12 +121,22 @@ struct MmaEmulation {
       for (int i = 0; i < 4; ++i) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = in.c[i];
     }
     Acc D[16][8];
+    // Float operands decoded once each (not once per product); B transposed so that a column is contiguous.
+    [[maybe_unused]] std::vector<FpParts> fa, fb;
+    if constexpr (kFloat) {
+      fa.resize(16 * K);
+      fb.resize(8 * K);
+      for (int m = 0; m < 16; ++m)
+        for (int k = 0; k < K; ++k) fa[static_cast<std::size_t>(m * K + k)] = decode_float(A[m][k], EA);
+      for (int k = 0; k < K; ++k)
+        for (int n = 0; n < 8; ++n) fb[static_cast<std::size_t>(n * K + k)] = decode_float(B[k][n], EB);
+    }
     for (int m = 0; m < 16; ++m) {
       for (int n = 0; n < 8; ++n) {
         if constexpr (kFloat) {
           ExactSum sum;
           sum.add_float(C[m][n]);
-          for (int k = 0; k < K; ++k) sum.add(multiply(decode_float(A[m][k], EA), decode_float(B[k][n], EB)));
+          sum.add_dot(&fa[static_cast<std::size_t>(m * K)], &fb[static_cast<std::size_t>(n * K)], K);
           D[m][n] = sum.round_to_float();
         } else {
           std::int64_t s = C[m][n];

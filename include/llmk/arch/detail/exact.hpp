@@ -11,11 +11,21 @@
 //   them can need hundreds of bits, and rounding double -> float afterwards can double-round.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+
+// ExactSum's arithmetic touches only the accumulator of one emulated instruction, private to the call: TSan
+// has nothing to find there, and its per-access hooks on the limbs made the emulation most of a TSan test's
+// time.
+#if defined(__SANITIZE_THREAD__)
+#define LLMK_EXACT_UNTRACKED __attribute__((no_sanitize_thread))
+#else
+#define LLMK_EXACT_UNTRACKED
+#endif
 
 namespace llmk::arch::detail {
 
@@ -118,31 +128,38 @@ class ExactSum {
 
   void add_float(float x) { add(decode_f32(x)); }
 
+  // Adds a[0] b[0] + ... + a[n-1] b[n-1] exactly: the product loop of the tensor-core emulation, over
+  // operands decoded once per instruction. The same sum as add(multiply(a[k], b[k])) for every k.
+  LLMK_EXACT_UNTRACKED void add_dot(const FpParts* a, const FpParts* b, int n) {
+    for (int k = 0; k < n; ++k) {
+      if (a[k].nan || b[k].nan || a[k].inf || b[k].inf) {
+        add(multiply(a[k], b[k]));
+        continue;
+      }
+      const std::uint64_t m = a[k].mant * b[k].mant;
+      if (m != 0) add_integer(a[k].neg != b[k].neg, m, a[k].exp + b[k].exp);
+    }
+  }
+
   // The exact sum rounded once to float32 (round to nearest even). An exact zero sum gives +0.0f.
-  float round_to_float() const {
+  LLMK_EXACT_UNTRACKED float round_to_float() const {
     if (nan_ || (pinf_ && ninf_)) return std::numeric_limits<float>::quiet_NaN();
     if (pinf_) return std::numeric_limits<float>::infinity();
     if (ninf_) return -std::numeric_limits<float>::infinity();
     std::uint64_t v[kWords];
-    std::memcpy(v, w_, sizeof v);
+    normalize(v);
     const bool negative = (v[kWords - 1] >> 63) != 0;
     if (negative) negate(v);
-    int msb = -1;
-    for (int i = kWords * 64 - 1; i >= 0; --i) {
-      if (bit(v, i)) {
-        msb = i;
-        break;
-      }
-    }
-    if (msb < 0) return 0.0f;
+    int top = kWords - 1;
+    while (top >= 0 && v[top] == 0) --top;
+    if (top < 0) return 0.0f;
+    const int msb = top * 64 + 63 - std::countl_zero(v[top]);
     // Keep 24 significant bits, but nothing below 2^-149 (float subnormal grid).
     int lsb = msb - 23;
     if (lsb < kOffset - 149) lsb = kOffset - 149;
-    std::uint64_t mant = 0;
-    for (int i = msb; i >= lsb; --i) mant = (mant << 1) | (bit(v, i) ? 1u : 0u);
-    const bool round = lsb >= 1 && bit(v, lsb - 1);
-    bool sticky = false;
-    for (int i = lsb - 2; i >= 0 && !sticky; --i) sticky = bit(v, i);
+    std::uint64_t mant = msb >= lsb ? field(v, lsb, msb - lsb + 1) : 0;
+    const bool round = lsb >= 1 && field(v, lsb - 1, 1) != 0;
+    const bool sticky = any_below(v, lsb - 1);
     if (round && (sticky || (mant & 1u))) ++mant;
     // mant <= 2^24 and the value lies on the float grid: exact in double; the cast is exact or overflows to
     // inf.
@@ -152,7 +169,22 @@ class ExactSum {
   }
 
  private:
-  static bool bit(const std::uint64_t* v, int i) { return ((v[i >> 6] >> (i & 63)) & 1u) != 0; }
+  // Bits [lo, lo + n) of v as an integer (1 <= n <= 64, lo + n <= 64 kWords).
+  static std::uint64_t field(const std::uint64_t* v, int lo, int n) {
+    const int w = lo >> 6, s = lo & 63;
+    std::uint64_t x = v[w] >> s;
+    if (s != 0 && s + n > 64) x |= v[w + 1] << (64 - s);
+    return n == 64 ? x : x & ((std::uint64_t{1} << n) - 1u);
+  }
+
+  // Whether any of bits [0, n) of v is set (false for n <= 0).
+  static bool any_below(const std::uint64_t* v, int n) {
+    if (n <= 0) return false;
+    const int w = n >> 6, r = n & 63;
+    for (int i = 0; i < w; ++i)
+      if (v[i] != 0) return true;
+    return r != 0 && (v[w] & ((std::uint64_t{1} << r) - 1u)) != 0;
+  }
 
   static void negate(std::uint64_t* v) {
     std::uint64_t carry = 1;
@@ -163,29 +195,45 @@ class ExactSum {
     }
   }
 
-  void add_integer(bool neg, std::uint64_t mant, int exp) {
+  // Adds (or subtracts) mant * 2^exp. The emulation calls this for every product, so it is carry-save: the
+  // number is kLimbs signed 32-bit digits held in int64 (value = sum limb[i] 2^(32 i - kOffset)); a term (64
+  // bits at most) touches three limbs and no carry moves until normalize(). Each add changes a limb by less
+  // than 2^32, so 2^31 terms cannot overflow one.
+  LLMK_EXACT_UNTRACKED void add_integer(bool neg, std::uint64_t mant, int exp) {
     const int pos = exp + kOffset;
     // Callers stay inside the documented range; anything else is a bug in the emulation itself.
     // Terms reach at most 2^256 (bit 576): far below the sign bit (639), so sums of 33 terms never overflow.
     if (pos < 0 || (pos >> 6) + 1 >= kWords) std::abort();
-    std::uint64_t t[kWords] = {};
-    const int word = pos >> 6;
-    const int shift = pos & 63;
-    t[word] = mant << shift;
-    if (shift != 0) t[word + 1] = mant >> (64 - shift);
-    if (neg) negate(t);
-    std::uint64_t carry = 0;
-    for (int i = 0; i < kWords; ++i) {
-      const std::uint64_t s1 = w_[i] + t[i];
-      const std::uint64_t c1 = s1 < w_[i] ? 1 : 0;
-      const std::uint64_t s2 = s1 + carry;
-      const std::uint64_t c2 = s2 < s1 ? 1 : 0;
-      w_[i] = s2;
-      carry = c1 | c2;
+    const int limb = pos >> 5;
+    const unsigned __int128 t = static_cast<unsigned __int128>(mant) << (pos & 31);
+    const auto d0 = static_cast<std::int64_t>(static_cast<std::uint32_t>(t));
+    const auto d1 = static_cast<std::int64_t>(static_cast<std::uint32_t>(t >> 32));
+    const auto d2 = static_cast<std::int64_t>(static_cast<std::uint32_t>(t >> 64));
+    if (neg) {
+      limbs_[limb] -= d0;
+      limbs_[limb + 1] -= d1;
+      limbs_[limb + 2] -= d2;
+    } else {
+      limbs_[limb] += d0;
+      limbs_[limb + 1] += d1;
+      limbs_[limb + 2] += d2;
     }
   }
 
-  std::uint64_t w_[kWords] = {};
+  // The sum as a 64 kWords-bit two's complement integer: the carries move up the limbs once.
+  LLMK_EXACT_UNTRACKED void normalize(std::uint64_t* v) const {
+    std::int64_t carry = 0;
+    for (int i = 0; i < kWords; ++i) {
+      const std::int64_t lo = limbs_[2 * i] + carry;
+      const std::int64_t hi = limbs_[2 * i + 1] + (lo >> 32);  // arithmetic shift: floor(lo / 2^32)
+      carry = hi >> 32;
+      v[i] =
+          (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) | static_cast<std::uint32_t>(lo);
+    }
+  }
+
+  static constexpr int kLimbs = 2 * kWords;
+  std::int64_t limbs_[kLimbs] = {};
   bool nan_ = false;
   bool pinf_ = false;
   bool ninf_ = false;

@@ -11,12 +11,14 @@
 // GPU).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "llmk/arch/detail/exact.hpp"
 #include "llmk/arch/mma.cuh"
@@ -169,6 +171,20 @@ inline void wgmma_compute(const WgmmaShape& s, const char* op, std::source_locat
     for (int k = 0; k < K; ++k)
       B[n][k] = read_operand(op, fb, operand_address(fb, s.b_k_major, esb, n, k), esb, loc, *snap);
 
+  // Float operands decoded (and negated) once each, not once per product.
+  std::vector<::llmk::arch::detail::FpParts> da, db;
+  if (!s.int_acc) {
+    da.resize(static_cast<std::size_t>(64 * K));
+    db.resize(static_cast<std::size_t>(N * K));
+    for (int m = 0; m < 64; ++m)
+      for (int k = 0; k < K; ++k)
+        da[static_cast<std::size_t>(m * K + k)] =
+            scaled(::llmk::arch::detail::decode_float(A[m][k], s.ea), s.scale_a);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k)
+        db[static_cast<std::size_t>(n * K + k)] =
+            scaled(::llmk::arch::detail::decode_float(B[n][k], s.eb), s.scale_b);
+  }
   for (int tid = 0; tid < 128; ++tid) {
     const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const WgmmaIn& in = *ins[tid];
@@ -190,10 +206,7 @@ inline void wgmma_compute(const WgmmaShape& s, const char* op, std::source_locat
           std::memcpy(&c, &in.c[static_cast<std::size_t>(j)], 4);
           sum.add_float(c);
         }
-        for (int k = 0; k < K; ++k)
-          sum.add(::llmk::arch::detail::multiply(
-              scaled(::llmk::arch::detail::decode_float(A[row][k], s.ea), s.scale_a),
-              scaled(::llmk::arch::detail::decode_float(B[col][k], s.eb), s.scale_b)));
+        sum.add_dot(&da[static_cast<std::size_t>(row * K)], &db[static_cast<std::size_t>(col * K)], K);
         const float r = sum.round_to_float();
         std::memcpy(&bits, &r, 4);
       }
@@ -282,11 +295,15 @@ inline void wgmma_wait_emulate(int n, std::source_location loc) {
       "wgmma.wait_group", 0xFFFFFFFFu, &t,
       [keep](Thread* const* const* ins, Out* const* outs) {
         std::string error;
+        // The 128 threads of a wgmma share its snapshot: check each one once, not once per lane.
+        std::vector<const ::llmk::sim::detail::OperandSnapshot*> checked;
         for (int l = 0; l < 32 && error.empty(); ++l) {
           const Thread& o = **ins[l];
           for (std::size_t g = 0; g + keep < o.acc_groups.size() && error.empty(); ++g)
             for (const auto& p : o.acc_groups[g]) {
               if (!p.operands) continue;
+              if (std::find(checked.begin(), checked.end(), p.operands.get()) != checked.end()) continue;
+              checked.push_back(p.operands.get());
               const std::size_t i = changed_operand(*p.operands);
               if (i == p.operands->bytes.size()) continue;
               std::ostringstream os;
