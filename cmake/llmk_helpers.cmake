@@ -7,10 +7,12 @@
 #   <name>_cuda  nvcc compiles the .cu for CMAKE_CUDA_ARCHITECTURES; links CUDA::cudart. CTest label `gpu`; where no
 #                GPU exists the test prints "no CUDA GPU: <name>_cuda skipped" and CTest reports it as skipped (77).
 #
-#   llmk_add_test(NAME <name> SOURCES <a.cu> [<b.cu>...] [SIM_ONLY] [CUDA_ONLY] [OPTIONAL]
+#   llmk_add_test(NAME <name> SOURCES <a.cu> [<b.cu>...] [SIM_ONLY] [CUDA_ONLY] [OPTIONAL] [ASAN_OPTIMIZE]
 #                 [LABELS <label>...] [ARGS <arg>...] [TIMEOUT <seconds>] [COST <n>])
 #       doctest test; the sources do not define main (tests/support/test_main.cpp / test_main_cuda.cu do).
 #       COST: the CTest scheduling cost of the _sim test (its seconds under TSan, roughly): higher starts first.
+#       ASAN_OPTIMIZE: the ASan+UBSan build compiles the _sim test at -O1, not at LLMK_ASAN_OPT (-O0): for the
+#       few tests whose run under ASan costs more than the compile -O1 adds (docs/performance.md, "CI time").
 #   llmk_add_benchmark(NAME <name> SOURCES <a.cu>... [SIM_ONLY] [CUDA_ONLY] [OPTIONAL] [CUSTOM_MAIN])
 #       Google Benchmark; links benchmark::benchmark_main unless CUSTOM_MAIN (then the sources define main).
 #       Benchmarks are built, not registered with CTest.
@@ -91,14 +93,15 @@ function(_llmk_sim_sources out_var target)
   set(${out_var} ${result} PARENT_SCOPE)
 endfunction()
 
-# Sanitizer builds compile at -O1 with line tables only (-g1): their reports need function names and file:line,
-# not variables, and the compile, not the run, is what these builds cost (-O1 -g1 halves g++'s time on a test
-# translation unit against -O2 -g; docs/performance.md, "CI time").
+# Sanitizer builds compile with line tables only (-g1): their reports need function names and file:line, not
+# variables. TSan compiles at -O1 (its runs cost more than its compiles); ASan+UBSan at LLMK_ASAN_OPT (-O0: its
+# instrumented compile at -O1 took twice as long, and most of its tests run for seconds; the long-running ones
+# opt back into -O1 with llmk_add_test's ASAN_OPTIMIZE). docs/performance.md, "CI time", has the measurements.
 function(_llmk_apply_sanitizer target)
   if(LLMK_SANITIZE STREQUAL "address")
     target_compile_options(${target} PRIVATE
       -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer
-      -fno-sanitize-recover=undefined,float-cast-overflow -O1 -g1)
+      -fno-sanitize-recover=undefined,float-cast-overflow ${LLMK_ASAN_OPT} -g1)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow)
   elseif(LLMK_SANITIZE STREQUAL "thread")
     target_compile_options(${target} PRIVATE -fsanitize=thread -O1 -g1)
@@ -220,7 +223,7 @@ endfunction()
 # CUDA_ARCHS: the _cuda target's architectures instead of CMAKE_CUDA_ARCHITECTURES (e.g. 90a for tests of the
 # sm_90a-only atoms; the device build of scripts/gpu_validate.sh uses 90a on Hopper as well).
 function(llmk_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL" "NAME;TIMEOUT;COST"
+  cmake_parse_arguments(PARSE_ARGV 0 arg "SIM_ONLY;CUDA_ONLY;OPTIONAL;ASAN_OPTIMIZE" "NAME;TIMEOUT;COST"
                         "SOURCES;LABELS;ARGS;CUDA_ARCHS")
   if(NOT arg_NAME OR NOT arg_SOURCES)
     message(FATAL_ERROR "llmk_add_test(NAME <name> SOURCES <files>...): NAME and SOURCES are required")
@@ -245,6 +248,9 @@ function(llmk_add_test)
     _llmk_sim_sources(sim_sources ${target} ${sources})
     add_executable(${target} ${sim_sources})
     _llmk_setup_sim_target(${target})
+    if(arg_ASAN_OPTIMIZE AND LLMK_SANITIZE STREQUAL "address")
+      target_compile_options(${target} PRIVATE -O1)  # after LLMK_ASAN_OPT: the last -O wins
+    endif()
     _llmk_keep_asserts(${target})
     target_link_libraries(${target} PRIVATE llmk_test_main_sim doctest::doctest)
     add_test(NAME ${target} COMMAND ${target} ${arg_ARGS})
