@@ -13,6 +13,9 @@
 #       COST: the CTest scheduling cost of the _sim test (its seconds under TSan, roughly): higher starts first.
 #       ASAN_OPTIMIZE: the ASan+UBSan build compiles the _sim test at -O1, not at LLMK_ASAN_OPT (-O0): for the
 #       few tests whose run under ASan costs more than the compile -O1 adds (docs/performance.md, "CI time").
+#   llmk_add_host_test(NAME <name> SOURCES <a.cpp>... [LABELS <label>...])
+#       doctest test of host-only C++ (no LLMK_SIM, no nvcc), built by the plain host compiler, with the
+#       sanitizer of the build; CTest labels host;<labels>. Only where the _sim targets are built.
 #   llmk_add_benchmark(NAME <name> SOURCES <a.cu>... [SIM_ONLY] [CUDA_ONLY] [OPTIONAL] [CUSTOM_MAIN])
 #       Google Benchmark; links benchmark::benchmark_main unless CUSTOM_MAIN (then the sources define main).
 #       Benchmarks are built, not registered with CTest.
@@ -277,6 +280,25 @@ function(llmk_add_test)
     endif()
     set_tests_properties(${target} PROPERTIES LABELS "gpu;${arg_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT ${timeout})
   endif()
+endfunction()
+
+function(llmk_add_host_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME" "SOURCES;LABELS")
+  if(NOT arg_NAME OR NOT arg_SOURCES OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llmk_add_host_test(NAME <name> SOURCES <files>... [LABELS <label>...])")
+  endif()
+  _llmk_test_mains()
+  if(NOT TARGET llmk_test_main_sim)
+    return()
+  endif()
+  add_executable(${arg_NAME} ${arg_SOURCES})
+  target_link_libraries(${arg_NAME} PRIVATE llmk::llmk llmk_test_main_sim)
+  target_include_directories(${arg_NAME} PRIVATE "${LLMK_ROOT_DIR}/tests")
+  target_compile_options(${arg_NAME} PRIVATE ${LLMK_SIM_WARNINGS} -UNDEBUG)
+  set_target_properties(${arg_NAME} PROPERTIES CXX_EXTENSIONS OFF)
+  _llmk_apply_sanitizer(${arg_NAME})
+  add_test(NAME ${arg_NAME} COMMAND ${arg_NAME})
+  _llmk_sim_test_properties(${arg_NAME} "${arg_LABELS};host" "")
 endfunction()
 
 function(llmk_add_benchmark)
