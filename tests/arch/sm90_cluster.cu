@@ -125,7 +125,7 @@ TEST_CASE("cluster: a multicast TMA load lands in both blocks; arrivals on a pee
   d.strides[0] = kCols * 2;
   d.box[0] = kCols;
   d.box[1] = kRowsPerRank;
-  TensorMap map;
+  TensorMap map{};
   REQUIRE(make_tensor_map(&map, d).ok());
   const llmk::Status st = run_cluster(multicast_tile, dim3(2 * pairs), dim3(64), dim3(2, 1, 1),
                                       sizeof(McStorage) + 1024, map, out.data());
@@ -205,7 +205,7 @@ std::string cluster_misuse_report(int mode) {
   d.strides[0] = kCols * 2;
   d.box[0] = kCols;
   d.box[1] = kRowsPerRank;
-  TensorMap map;
+  TensorMap map{};
   REQUIRE(make_tensor_map(&map, d).ok());
   const llmk::Status st = llmk::launch_cluster(cluster_misuse, dim3(2), dim3(64), dim3(2, 1, 1),
                                                sizeof(Bars) + 1024, nullptr, map, mode);
