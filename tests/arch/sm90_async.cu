@@ -266,13 +266,15 @@ TEST_CASE("mbarrier misuse is reported with the rule and the line") {
 }
 
 // mode 0: ordinary stores after the fence, then a bulk store; 1: the source overwritten before
-// wait_group.read.
+// wait_group.read; 2: fence.mbarrier_init instead of fence.proxy.async after the stores (it orders mbarrier
+// inits only, not data).
 __global__ void store_misuse(float* dst, int mode) {
   float* tile = reinterpret_cast<float*>(llmk::dynamic_smem());
   const int t = static_cast<int>(threadIdx.x);
   if (mode == 0) fence_proxy_async();
   tile[t] = static_cast<float>(t);
   if (mode == 1) fence_proxy_async();
+  if (mode == 2) fence_mbarrier_init();
   __syncthreads();
   if (t == 0) {
     bulk_copy_s2g(dst, tile, 32 * sizeof(float));
@@ -291,6 +293,9 @@ TEST_CASE(
   st = llmk::launch(store_misuse, dim3(1), dim3(32), 32 * sizeof(float), nullptr, dst.data(), 1);
   REQUIRE(!st.ok());
   CHECK(contains(st.message(), "before cp.async.bulk.wait_group.read"));
+  st = llmk::launch(store_misuse, dim3(1), dim3(32), 32 * sizeof(float), nullptr, dst.data(), 2);
+  REQUIRE(!st.ok());
+  CHECK(contains(st.message(), "changed after the last fence.proxy.async"));
 }
 
 #if !defined(LLMK_SIM_TSAN)  // the early read races with the landing copy (TSan reports that instead)

@@ -316,6 +316,16 @@ TEST_CASE("decode: bad arguments are rejected with the rule that failed") {
   a = good;
   a.o_stride_batch = 8;  // head-major needs stride_batch >= head_dim: these rows overlap
   expect(a, "overlap");
+  a = good;
+  a.kv_lens =
+      reinterpret_cast<const int*>(reinterpret_cast<const char*>(d_lens.data()) + 2);  // read as int32
+  expect(a, "'kv_lens': must be aligned to its element size");
+  // One sequence: the batch stride is unused, so any value passes (the heads' rows are o_stride_head apart).
+  a = good;
+  a.batch = 1;
+  a.o_stride_batch = 0;
+  REQUIRE(attn::plan_decode(a, &plan, 2).ok());
+  CHECK(attn::decode(a, plan, ws.data(), ws.size(), nullptr).ok());
   // The heuristic counts only the keys a sliding window lets through.
   a = good;
   a.batch = 1;

@@ -424,6 +424,23 @@ TEST_CASE("prefill: bad arguments are rejected with the rule that failed") {
   expect(a, "must not decrease");
   a.cu_seqlens_k_host = cu_good;
   CHECK(attn::prefill(a, nullptr).ok());
+  const int* misaligned = reinterpret_cast<const int*>(reinterpret_cast<const char*>(d_cu.data()) + 2);
+  a.cu_seqlens_q = misaligned;  // the kernels read the offsets as int32
+  expect(a, "'cu_seqlens_q': must be aligned to its element size");
+  a.cu_seqlens_q = d_cu.data();
+  a.cu_seqlens_k = misaligned;
+  expect(a, "'cu_seqlens_k': must be aligned to its element size");
+  // Lengths past 2^30 in the offsets name the offsets, not q_len / kv_len (which varlen calls do not use);
+  // rejected from the host copies before any device access.
+  const int cu_huge[] = {0, (1 << 30) + 64}, cu_short[] = {0, 16};
+  a.cu_seqlens_k = d_cu.data();
+  a.batch = 1;
+  a.cu_seqlens_q_host = cu_short;
+  a.cu_seqlens_k_host = cu_huge;
+  expect(a, "'cu_seqlens_k_host': sequence lengths must be <= 2^30");
+  a.cu_seqlens_q_host = cu_huge;
+  a.cu_seqlens_k_host = cu_short;
+  expect(a, "'cu_seqlens_q_host': sequence lengths must be <= 2^30");
   a = good;
   a.head_dim = 80;
   CHECK(attn::prefill_with_config<f16, attn::DefaultPrefillConfig<64>>(a, nullptr)

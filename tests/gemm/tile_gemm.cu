@@ -218,4 +218,7 @@ TEST_CASE("tile_gemm_f16 rejects bad arguments with a message naming the argumen
   expect(run(a.data(), 64, 0, 16, 16, 0.0f, 64), "'m'");
   expect(run(a.data(), 64, 16, 16, 16, 1.0f, 64), "'c': must not be null when beta != 0");
   expect(run(a.data(), 64, 16, 32, 16, 0.0f, 16), "'ldd'");
+  // Sizes past the 32-bit tile arithmetic (K in bytes: 2^31 at K = 2^30); rejected before any access.
+  expect(run(a.data(), 1 << 30, 1, 16, 1 << 30, 0.0f, 64), "'m/n/k': must be M, N <= 2^30 and K < 2^30");
+  expect(run(a.data(), 64, 16, (1 << 30) + 8, 16, 0.0f, (1 << 30) + 8), "'m/n/k'");
 }

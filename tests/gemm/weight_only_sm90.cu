@@ -90,6 +90,11 @@ TEST_CASE("weight_only sm90: the plan takes the Hopper kernel only where it appl
   x.scales = scales + 1;     // scales not 16-byte aligned
   CHECK(tile() == 2);
   x.scales = scales;
+  x.bits = 8, x.k = (1 << 29) + 128;  // 8-bit codes past K = 2^29: TMA coordinates past 2^31
+  CHECK(tile() == 2);
+  x.k = 1 << 29;
+  CHECK(tile() == kHopper);
+  x.bits = 4, x.k = 4096;
   x.split_k = 2;  // split-K asked for: the Hopper kernel splits too
   CHECK(tile() == kHopper);
   CHECK(llmk::gemm::detail::wo_plan(x, 132).splits == 2);

@@ -1036,6 +1036,79 @@ TEST_CASE("paged KV: strides that do not fit the heads or overlap are rejected b
   CHECK_THROWS_AS(kv::block_table_to_csr(bad, s.page_size), std::invalid_argument);
 }
 
+TEST_CASE("paged KV: misaligned tables, indices and scales, and sizes past 2^31 / 2^63 are rejected") {
+  TwoSequences in(609);
+  const Setup& s = in.s;
+  Cache<f16>& c = in.c;
+  attn::DecodePlan plan;
+  auto expect = [](const llmk::Status& st, const char* needle) {
+    CHECK_FALSE(st.ok());
+    INFO(st.message());
+    CHECK(st.message().find(needle) != std::string::npos);
+  };
+  // The kernels read the tables as int32: a pointer off by 2 bytes is a Status, not a misaligned load.
+  const auto off2 = [](const int* p) {
+    return reinterpret_cast<const int*>(reinterpret_cast<const char*>(p) + 2);
+  };
+  kv::PagedKv<f16> p = c.view(true);
+  p.page_indptr = off2(p.page_indptr);
+  expect(attn::plan_decode_paged(in.a, p, &plan, 1), "'pages.page_indptr': must be aligned");
+  p = c.view(true);
+  p.page_indices = off2(p.page_indices);
+  expect(attn::plan_decode_paged(in.a, p, &plan, 1), "'pages.page_indices': must be aligned");
+  p = c.view(true);
+  p.last_page_len = off2(p.last_page_len);
+  expect(attn::plan_decode_paged(in.a, p, &plan, 1), "'pages.last_page_len': must be aligned");
+  p = c.view(false);
+  p.block_table = off2(p.block_table);
+  expect(attn::plan_decode_paged(in.a, p, &plan, 1), "'pages.block_table': must be aligned");
+  p = c.view(false);
+  p.seq_lens = off2(p.seq_lens);
+  expect(attn::plan_decode_paged(in.a, p, &plan, 1), "'pages.seq_lens': must be aligned");
+
+  // Strides whose products pass 2^63 (the old checks multiplied in int64 and could wrap into a pass).
+  expect(kv::check_page_strides({1024, 64, std::int64_t{1} << 61}, 16, 8, 64), "strides.page");
+  expect(kv::check_page_strides({1024, std::int64_t{1} << 60, 64}, 16, 8, 64), "strides.page");
+  CHECK(kv::check_page_strides(kv::make_nhd_strides(16, 8, 64), 16, 8, 64).ok());
+
+  // copy_pages: int32 page lists, fp32 scales, and a page of more than 2^31 rows (int row indices).
+  llmk::DeviceBuffer<int> d_pairs(std::vector<int>{0, 1});
+  llmk::DeviceBuffer<float> d_scales(64);
+  const auto copy = [&](const int* src, const int* dst, float* ks, float* vs) {
+    return kv::copy_pages(c.k_pool.data(), c.v_pool.data(), c.strides, s.page_size, c.num_pages, s.kv_heads,
+                          s.dim, src, dst, 1, nullptr, ks, vs);
+  };
+  expect(copy(off2(d_pairs.data()), d_pairs.data() + 1, nullptr, nullptr), "'src': must be aligned");
+  expect(copy(d_pairs.data(), off2(d_pairs.data() + 1), nullptr, nullptr), "'dst': must be aligned");
+  float* scales_off = reinterpret_cast<float*>(reinterpret_cast<char*>(d_scales.data()) + 2);
+  expect(copy(d_pairs.data(), d_pairs.data() + 1, scales_off, d_scales.data()),
+         "'k_scales': must be aligned");
+  expect(copy(d_pairs.data(), d_pairs.data() + 1, d_scales.data(), scales_off),
+         "'v_scales': must be aligned");
+  const int big_page = 1 << 16, big_heads = 1 << 15;  // 2^31 rows a page; never accessed
+  expect(kv::copy_pages(c.k_pool.data(), c.v_pool.data(), kv::make_nhd_strides(big_page, big_heads, 8),
+                        big_page, 1, big_heads, 8, d_pairs.data(), d_pairs.data() + 1, 1, nullptr),
+         "'page_size/kv_heads': page_size * kv_heads must be < 2^31");
+
+  // append_kv reads slot_mapping as int64.
+  llmk::DeviceBuffer<f16> d_new(static_cast<std::size_t>(s.kv_heads) * s.dim);
+  llmk::DeviceBuffer<std::int64_t> d_slots(std::vector<std::int64_t>{0, 0});
+  kv::AppendArgs<f16> ap;
+  ap.k = ap.v = d_new.data();
+  ap.k_stride_token = ap.v_stride_token = static_cast<std::int64_t>(s.kv_heads) * s.dim;
+  ap.k_stride_head = ap.v_stride_head = s.dim;
+  ap.slot_mapping = reinterpret_cast<const std::int64_t*>(reinterpret_cast<const char*>(d_slots.data()) + 4);
+  ap.num_tokens = 1;
+  ap.kv_heads = s.kv_heads;
+  ap.head_dim = s.dim;
+  ap.k_pages = c.k_pool.data();
+  ap.v_pages = c.v_pool.data();
+  ap.strides = c.strides;
+  ap.page_size = s.page_size;
+  ap.num_pages = c.num_pages;
+  expect(kv::append_kv(ap, nullptr), "'slot_mapping': must be aligned");
+}
+
 namespace {
 
 // A sub-batch of a cache's sequences (`ids`, in batch order) as a CSR table over the same pool.

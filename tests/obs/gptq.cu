@@ -40,6 +40,9 @@ TEST_CASE("gptq: lazy batches equal the unblocked column loop; loss = 1/2 tr((W-
     opt.act_order = c.act;
     opt.static_groups = c.stat;
     opt.mse_clip = c.mse;
+    // Lazy batches change nothing but fp32 rounding with the current-weights group grids; the default
+    // (kBlockStart, the reference's rule) takes a group's grid from W as its block began.
+    opt.group_grid = llmk::obs::GroupGrid::kCurrent;
     opt.block_size = k;  // the unblocked loop
     llmk::obs::QuantizedLayer ref;
     llmk::Status s = llmk::obs::gptq_quantize(l.w.data(), n, k, k, l.h.data(), k, opt, la, &ref);

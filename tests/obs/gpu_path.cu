@@ -230,6 +230,10 @@ TEST_CASE(
     opt.act_order = true;
     opt.symmetric = false;
     opt.block_size = c.requested;
+    // The current-weights grids: with them the block size changes fp32 rounding only (the default,
+    // kBlockStart, takes a group's grid from W as its block began, so there the block size is part of the
+    // answer; the test above compares that rule at equal block sizes).
+    opt.group_grid = llmk::obs::GroupGrid::kCurrent;
     CHECK(llmk::obs::gptq_gpu_block_size(c.cols, opt) == c.used);
     const GpuGptq got = run_gptq_gpu(l, opt);
     CHECK(got.report.block_size == c.used);

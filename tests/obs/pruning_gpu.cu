@@ -27,7 +27,8 @@ std::uint32_t fresh_seed() {
   return std::random_device{}();
 }
 
-// ties: weights drawn from a few values (exact equal scores in a row), h's diagonal too (and some 0).
+// ties: weights drawn from a few values (exact equal scores in a row), h's diagonal too (and some +0 and -0:
+// sqrt(-0) is -0, a score that must rank with the zeros, not above every positive one).
 Case make_case(std::int64_t rows, std::int64_t cols, std::uint32_t seed, bool ties) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -43,7 +44,7 @@ Case make_case(std::int64_t rows, std::int64_t cols, std::uint32_t seed, bool ti
     for (std::int64_t j = 0; j < cols; ++j) c.h[static_cast<std::size_t>(i * c.ldh + j)] = 0.01f * nd(rng);
   for (std::int64_t i = 0; i < cols; ++i) {
     float d = std::fabs(nd(rng)) + 0.1f;
-    if (ties) d = pick(rng) == 0 ? 0.0f : (pick(rng) < 2 ? 2.0f : 0.5f);
+    if (ties) d = pick(rng) == 0 ? (pick(rng) < 2 ? -0.0f : 0.0f) : (pick(rng) < 2 ? 2.0f : 0.5f);
     c.h[static_cast<std::size_t>(i * c.ldh + i)] = d;
   }
   return c;
@@ -125,7 +126,7 @@ void compare(const Case& c, const llmk::obs::PruneOptions& opt, bool wanda, std:
   const bool layer = opt.prune_n == 0 && llmk::obs::detail::per_layer(opt.scope, !wanda);
   const std::int64_t want = opt.prune_n > 0 ? c.cols / opt.prune_m * opt.prune_n * c.rows
                             : layer         ? llmk::obs::detail::prune_count(opt.sparsity, c.rows * c.cols)
-                                            : llmk::obs::detail::prune_count(opt.sparsity, c.cols) * c.rows;
+                                    : llmk::obs::detail::row_prune_count(opt.sparsity, c.cols) * c.rows;
   CHECK(pruned == want);
 }
 
@@ -316,6 +317,12 @@ TEST_CASE("wanda / magnitude gpu: bad arguments are named") {
   CHECK(names(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, ok, out, c.ld_out, m, 2), "ld_mask"));
   CHECK(names(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, ok, dw.data(), c.ldw, m, c.ld_mask),
               "out_weights"));  // overlaps w
+  // fp32 accesses: pointers off by 2 bytes are named, never loaded.
+  const auto off2 = [](float* p) { return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + 2); };
+  CHECK(names(wanda(4, 16, off2(dw.data()), c.ldw, dh.data(), c.ldh, ok, out, c.ld_out, m, c.ld_mask), "w"));
+  CHECK(names(wanda(4, 16, dw.data(), c.ldw, off2(dh.data()), c.ldh, ok, out, c.ld_out, m, c.ld_mask), "h"));
+  CHECK(names(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, ok, off2(out), c.ld_out, m, c.ld_mask),
+              "out_weights"));
   llmk::obs::PruneOptions bad;
   bad.sparsity = 1.0;
   CHECK(

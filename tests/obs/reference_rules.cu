@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llmk/obs/gptq.hpp"
@@ -245,6 +246,34 @@ std::vector<float> magnitude_reference(const Layer& l, double sparsity) {
   return out;
 }
 
+// Wanda's mask (lib/prune.py, prune_wanda, unstructured): metric = |W| * sqrt(scaler_row), scaler_row the
+// inputs' squared norms over the samples; each row sorted ascending (stable), its first
+// int(cols * sparsity_ratio) entries pruned. 1 = kept.
+std::vector<std::uint8_t> wanda_reference_mask(const Layer& l, double sparsity) {
+  std::vector<double> scaler(static_cast<std::size_t>(l.k), 0.0);
+  for (std::int64_t s = 0; s < l.samples; ++s)
+    for (std::int64_t c = 0; c < l.k; ++c) {
+      const double x = l.x[static_cast<std::size_t>(s * l.k + c)];
+      scaler[static_cast<std::size_t>(c)] += x * x / static_cast<double>(l.samples);
+    }
+  const auto pruned = static_cast<std::size_t>(static_cast<double>(l.k) * sparsity);  // Python's int()
+  std::vector<std::uint8_t> keep(static_cast<std::size_t>(l.n * l.k), 1);
+  for (std::int64_t r = 0; r < l.n; ++r) {
+    std::vector<double> metric(static_cast<std::size_t>(l.k));
+    for (std::int64_t c = 0; c < l.k; ++c)
+      metric[static_cast<std::size_t>(c)] =
+          std::fabs(static_cast<double>(l.w[static_cast<std::size_t>(r * l.ldw + c)])) *
+          std::sqrt(scaler[static_cast<std::size_t>(c)]);
+    std::vector<std::int64_t> order(static_cast<std::size_t>(l.k));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+      return metric[static_cast<std::size_t>(a)] < metric[static_cast<std::size_t>(b)];
+    });
+    for (std::size_t i = 0; i < pruned; ++i) keep[static_cast<std::size_t>(r * l.k + order[i])] = 0;
+  }
+  return keep;
+}
+
 double loss_of(const Layer& l, const std::vector<float>& q) {
   return trace_loss(l.w, q, l.h, l.n, l.k);
 }
@@ -287,6 +316,37 @@ TEST_CASE("reference rules: GPTQ defaults (sym and asym, per-channel and g128, a
           CHECK(absmax > ours);
         }
       }
+}
+
+TEST_CASE("reference rules: GPTQ group grids inside a block (g32, g64): the reference's rule by default") {
+  // Groups that begin inside a 128-column block take their grid from W as the block began (the reference's
+  // find_params(W[:, j:j+G])); GroupGrid::kCurrent, the compensated weights, is the option. Measured here.
+  const Layer l = outlier_layer();
+  llmk::obs::HostLapackBackend la;
+  int differ = 0;
+  for (const bool sym : {true, false})
+    for (const std::int64_t group : {std::int64_t{32}, std::int64_t{64}})
+      for (const bool act : {false, true}) {
+        CAPTURE(sym);
+        CAPTURE(group);
+        CAPTURE(act);
+        llmk::obs::GptqOptions opt;
+        opt.symmetric = sym;
+        opt.group_size = group;
+        opt.act_order = act;
+        llmk::obs::QuantizedLayer q, qc;
+        REQUIRE(llmk::obs::gptq_quantize(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, opt, la, &q).ok());
+        opt.group_grid = llmk::obs::GroupGrid::kCurrent;
+        REQUIRE(llmk::obs::gptq_quantize(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, opt, la, &qc).ok());
+        const double ours = loss_of(l, q.dequantized), current = loss_of(l, qc.dequantized);
+        const double ref = loss_of(l, gptq_reference(l, GptqRef{4, sym, group, act}));
+        MESSAGE("gptq ", std::string(sym ? "sym" : "asym"), " g", group, std::string(act ? " act-order" : ""),
+                ": loss llmk ", ours, ", reference ", ref, " (", ours / ref, "x); kCurrent ", current, " (",
+                current / ref, "x the reference)");
+        CHECK(ours == doctest::Approx(ref).epsilon(1e-3));
+        differ += q.codes != qc.codes;
+      }
+  CHECK(differ > 0);  // the option changes the answer
 }
 
 TEST_CASE("reference rules: 3-bit symmetric GPTQ matches the reference grid") {
@@ -344,5 +404,23 @@ TEST_CASE("reference rules: SparseGPT (50%, 2:4) and magnitude (50%) defaults >=
     MESSAGE("magnitude 50%: loss llmk ", ours, ", reference ", ref, " (", ours / ref, "x), per-row option ",
             row, " (", row / ours, "x the default)");
     CHECK(ours <= ref * 1.01);
+  }
+}
+
+TEST_CASE("reference rules: Wanda's default mask is the reference's, its per-row count truncated") {
+  // Column counts where int(cols * p) and llround(cols * p) differ: 100 * 0.29 = 28.999999999999996 (28, not
+  // 29) and 37 * 0.5 = 18.5 (18, not 19).
+  for (const auto& [cols, sparsity] : {std::pair<std::int64_t, double>{100, 0.29}, {37, 0.5}, {256, 0.6}}) {
+    CAPTURE(cols);
+    const Layer l = make_layer(8, cols, 64, 77);
+    llmk::obs::PruneOptions po;
+    po.sparsity = sparsity;
+    llmk::obs::PruneResult wa;
+    REQUIRE(llmk::obs::wanda_prune(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, po, nullptr, &wa).ok());
+    const std::vector<std::uint8_t> ref = wanda_reference_mask(l, sparsity);
+    CHECK(wa.mask == ref);
+    const auto per_row = static_cast<std::ptrdiff_t>(static_cast<double>(cols) * sparsity);
+    for (std::int64_t r = 0; r < l.n; ++r)
+      CHECK(std::count(wa.mask.begin() + r * cols, wa.mask.begin() + (r + 1) * cols, 0) == per_row);
   }
 }

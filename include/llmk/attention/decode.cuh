@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, detail::IsQuantizedKv<Kv>::valu
                         : round_up(ceil_div(max(visible_end - visible_first, 0), ws.num_splits), Bc);
   const int key_begin = static_cast<int>(min<long long>(visible_first + static_cast<long long>(split) * chunk,
                                                         static_cast<long long>(visible_end)));
-  const int key_end = min(key_begin + chunk, visible_end);
+  const int key_end = key_begin + min(chunk, visible_end - key_begin);  // no int overflow at 2^30 keys
   const int tiles = ceil_div(key_end - key_begin, Bc);
 
   unsigned char* raw = dynamic_smem();
@@ -528,10 +528,12 @@ Status validate_decode(const DecodeArgs<T>& a, bool dense_kv = true) {
   } else if (a.k != nullptr || a.v != nullptr || a.kv_lens != nullptr) {
     return Status::invalid_argument("k/v/kv_lens", "must be null: keys and values come from the paged cache");
   }
-  // Output rows of different (batch, head) pairs must not overlap: batch-major or head-major layouts.
-  if (a.batch > 1 || a.num_heads > 1) {
-    const bool batch_major = a.o_stride_batch >= a.o_stride_head * a.num_heads;
-    const bool head_major = a.o_stride_batch >= d && a.o_stride_head >= a.o_stride_batch * a.batch;
+  // Output rows of different (batch, head) pairs must not overlap: batch-major or head-major layouts. With
+  // one sequence the batch stride is unused and the heads' rows are apart by o_stride_head >= head_dim
+  // (check_rows). Saturating products: the strides are positive but may be huge.
+  if (a.batch > 1) {
+    const bool batch_major = a.o_stride_batch >= mul_sat(a.o_stride_head, a.num_heads);
+    const bool head_major = a.o_stride_batch >= d && a.o_stride_head >= mul_sat(a.o_stride_batch, a.batch);
     if (!batch_major && !head_major)
       return Status::invalid_argument(
           "o_stride_batch/o_stride_head",
@@ -543,6 +545,7 @@ Status validate_decode(const DecodeArgs<T>& a, bool dense_kv = true) {
   if (dense_kv && ((a.max_kv_len < 0) || (a.max_kv_len > (1 << 30))))
     return Status::invalid_argument("max_kv_len", str_cat("must be in [0, 2^30], got ", a.max_kv_len));
   if (dense_kv && a.kv_lens != nullptr) {
+    LLMK_RETURN_IF_ERROR(check_element_alignment<int>("kv_lens", a.kv_lens));  // read as int32
     if (a.kv_lens_host == nullptr)
       return Status::invalid_argument("kv_lens_host",
                                       "must be given with kv_lens (the host copy is validated)");

@@ -439,6 +439,9 @@ Status validate_prefill(const Args& a, int* max_q_len, bool dense_kv = true) {
     return Status::invalid_argument("k/v/cu_seqlens_k",
                                     "must be null: keys and values come from the paged cache");
   }
+  // The device offsets are read as int32 by the kernels.
+  LLMK_RETURN_IF_ERROR(check_element_alignment<int>("cu_seqlens_q", a.cu_seqlens_q));
+  if (dense_kv) LLMK_RETURN_IF_ERROR(check_element_alignment<int>("cu_seqlens_k", a.cu_seqlens_k));
   if (a.cu_seqlens_q != nullptr) {
     LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_q_host", a.cu_seqlens_q_host, a.batch, max_q_len));
   } else {
@@ -454,14 +457,18 @@ Status validate_prefill(const Args& a, int* max_q_len, bool dense_kv = true) {
     int max_kv = a.kv_len;
     if (a.cu_seqlens_k != nullptr)
       LLMK_RETURN_IF_ERROR(check_offsets("cu_seqlens_k_host", a.cu_seqlens_k_host, a.batch, &max_kv));
-    if (max_kv > (1 << 30)) return Status::invalid_argument("kv_len", "sequence lengths must be <= 2^30");
+    if (max_kv > (1 << 30))
+      return Status::invalid_argument(a.cu_seqlens_k != nullptr ? "cu_seqlens_k_host" : "kv_len",
+                                      "sequence lengths must be <= 2^30");
   }
-  if (*max_q_len > (1 << 30)) return Status::invalid_argument("q_len", "sequence lengths must be <= 2^30");
+  const char* q_len_name = a.cu_seqlens_q != nullptr ? "cu_seqlens_q_host" : "q_len";
+  if (*max_q_len > (1 << 30)) return Status::invalid_argument(q_len_name, "sequence lengths must be <= 2^30");
   // Output rows of different (token, head) pairs must not overlap: token-major or head-major layouts.
   const std::int64_t total_q =
       a.cu_seqlens_q != nullptr ? a.cu_seqlens_q_host[a.batch] : static_cast<std::int64_t>(a.batch) * a.q_len;
-  const bool token_major = a.o_stride_token >= a.o_stride_head * a.num_heads;
-  const bool head_major = a.o_stride_token >= d && a.o_stride_head >= a.o_stride_token * total_q;
+  // Saturating products: the strides are positive (check_rows) but may be huge.
+  const bool token_major = a.o_stride_token >= mul_sat(a.o_stride_head, a.num_heads);
+  const bool head_major = a.o_stride_token >= d && a.o_stride_head >= mul_sat(a.o_stride_token, total_q);
   if (!token_major && !head_major)
     return Status::invalid_argument("o_stride_token/o_stride_head",
                                     str_cat("output rows overlap: need stride_token >= num_heads * "
@@ -470,7 +477,8 @@ Status validate_prefill(const Args& a, int* max_q_len, bool dense_kv = true) {
                                             a.o_stride_token, " and ", a.o_stride_head));
   const long long rows = static_cast<long long>(*max_q_len) * (a.num_heads / a.num_kv_heads);
   if (rows > 0x7fffffffLL)
-    return Status::invalid_argument("q_len", "q_len * (num_heads / num_kv_heads) must fit in int32");
+    return Status::invalid_argument(
+        q_len_name, "the longest query length * (num_heads / num_kv_heads) must fit in int32");
   if (a.num_kv_heads > 65535 || a.batch > 65535)
     return Status::invalid_argument("num_kv_heads/batch", "must be <= 65535 (grid y and z)");
   return {};

@@ -85,7 +85,10 @@ struct Sm90Fp8PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 1> {
   static_assert(HeadDim % 32 == 0, "fp8 prefill: the head dim must be a multiple of 32");
   static_assert(Bc == 32 || Bc == 64 || Bc == 128 || Bc == 256,
                 "fp8 prefill: Bc is 32, 64, 128 or 256 (the V transposition's thread layout)");
-  static_assert(HeadDim % (512 / Bc) == 0, "fp8 prefill: with Bc = 32 the head dim must be a multiple of 64");
+  // The V transposition steps the head dim by 2048 / Bc bytes a pass (sm90_transpose_v's kStep): 64 at Bc =
+  // 32 (D % 32 covers the other Bc).
+  static_assert(HeadDim % (2048 / Bc) == 0,
+                "fp8 prefill: with Bc = 32 the head dim must be a multiple of 64");
   static constexpr bool kFp8 = true;
   /// Ping-pong from head dim 128 (FlashAttention-3's choice for fp8: below, the tiles are too short for the
   /// turns to pay).

@@ -42,6 +42,19 @@ template <class T>
 LLMK_HOST_DEVICE constexpr bool is_pow2(T value) {
   return value > 0 && (value & (value - 1)) == 0;
 }
+/// a * b for a, b >= 0, saturated at INT64_MAX instead of overflowing: the host checks compare products of
+/// user-given strides and counts, which a bad argument can push past 2^63 (signed overflow is UB, and a
+/// wrapped product could let the bad argument pass).
+///   if (llmk::mul_sat(stride_head, num_heads) > stride_token) ...
+LLMK_HOST_DEVICE constexpr std::int64_t mul_sat(std::int64_t a, std::int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+/// a + b for a, b >= 0, saturated at INT64_MAX.
+LLMK_HOST_DEVICE constexpr std::int64_t add_sat(std::int64_t a, std::int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /// log2 of a power of two:  llmk::log2_pow2(64) == 6. Result is unspecified for other values.
 template <class T>
 LLMK_HOST_DEVICE constexpr int log2_pow2(T value) {

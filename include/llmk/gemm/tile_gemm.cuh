@@ -88,7 +88,10 @@ struct GemmF16Args {
   int m = 0, n = 0, k = 0;
   float alpha = 1.0f, beta = 0.0f;
   int split_k = 0;
-  void* workspace = nullptr;  // 16-byte aligned, gemm_f16_workspace_bytes(args) bytes; contents need no reset
+  /// 16-byte aligned, gemm_f16_workspace_bytes(args) bytes; contents need no reset. One call at a time per
+  /// workspace: two calls running at once on one workspace (other streams) would mix their tiles' arrival
+  /// counts and leave tiles of D unwritten. It must not overlap A, B, C or D.
+  void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };
 
@@ -173,6 +176,11 @@ Status validate_f16_gemm(const T* a, std::int64_t lda, const T* b, std::int64_t 
   if (m < 1) return Status::invalid_argument("m", str_cat("must be >= 1, got ", m));
   if (n < 1) return Status::invalid_argument("n", str_cat("must be >= 1, got ", n));
   if (k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", k));
+  // 32-bit tile arithmetic (a row of K in bytes, tile counts, the split-K pitch).
+  if (m > (1 << 30) || n > (1 << 30) || k >= (1 << 30))
+    return Status::invalid_argument(
+        "m/n/k",
+        str_cat("must be M, N <= 2^30 and K < 2^30 (32-bit tile arithmetic), got ", m, " x ", n, " x ", k));
   if (k % 8 != 0)
     return Status::invalid_argument(
         "k",
@@ -267,8 +275,9 @@ Status launch_tile_gemm_args(const GemmF16Args<T, Out>& a, cudaStream_t stream) 
 /// On Hopper, gemm_f16 (llmk/gemm/gemm_f16.cuh) runs the wgmma kernel instead.
 ///
 /// Requirements (each violation returns Status::invalid_argument naming the argument):
-///   a, b, d non-null (c non-null when beta != 0); M, N, K >= 1; K % 8 == 0; lda, ldb >= K and multiples of
-///   8; ldc, ldd >= N; a and b 16-byte aligned, c and d aligned to their element; M <= 65535 * BM.
+///   a, b, d non-null (c non-null when beta != 0); M, N, K >= 1; M, N <= 2^30, K < 2^30; K % 8 == 0; lda, ldb
+///   >= K and multiples of 8; ldc, ldd >= N; a and b 16-byte aligned, c and d aligned to their element; M <=
+///   65535 * BM.
 ///
 ///   llmk::DeviceBuffer<llmk::bfloat16> d_a(a), d_b(b);          // A [M, K], B [N, K]
 ///   llmk::DeviceBuffer<llmk::bfloat16> d_d(M * N);

@@ -26,7 +26,8 @@
 //   split order and stores D (split_k.cuh, the reduction the mma.sync kernels use).
 //
 // Requirements (detail::weight_only_sm90_shape_ok): G % 64 == 0 (a slice lies in one group, K % 64 == 0), N %
-// 8 == 0 (N % 16 with zero points: the TMA row strides), scales / zeros 16-byte aligned.
+// 8 == 0 (N % 16 with zero points: the TMA row strides), scales / zeros 16-byte aligned, K <= 2^29 with
+// 8-bit codes (TMA's 32-bit coordinates).
 // weight_only_gemm takes this path on sm_90 devices with sm_90a code for M > kWeightOnlySm90MinM; act-order
 // permutes A first, as on the other paths. Results equal the mma.sync kernels' up to the fp32 summation
 // order.
@@ -325,9 +326,12 @@ inline bool wo_quant_rows_copyable(unsigned group_size, int n, const void* scale
   return zeros == nullptr || (n % 16 == 0 && aligned16(zeros));
 }
 
-/// Whether the Hopper kernel can run `x` (the device and build aside): copyable scale rows.
+/// Whether the Hopper kernel can run `x` (the device and build aside): copyable scale rows, and weight
+/// coordinates that fit TMA's signed 32-bit ones (a K slice of 64 is 32 words of 4-bit codes per 16 columns
+/// and 64 of 8-bit ones, the inner coordinate up to 2K or 4K words: K <= 2^29 for 8-bit codes).
 template <class T>
 bool weight_only_sm90_shape_ok(const WeightOnlyArgs<T>& x) {
+  if (x.bits == 8 && x.k > (1 << 29)) return false;
   return wo_quant_rows_copyable(static_cast<unsigned>(x.group_size), x.n, x.scales, x.zeros);
 }
 

@@ -20,6 +20,7 @@
 #include "llmk/core/math.cuh"
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 #include "llmk/core/vector.cuh"
 #include "llmk/kvcache/paged_kv.cuh"
 #include "llmk/quant/scheme.cuh"
@@ -245,6 +246,7 @@ Status append_kv(const AppendArgs<T, Code>& a, cudaStream_t stream) {
   if (reinterpret_cast<std::uintptr_t>(a.k) % 16 != 0 || reinterpret_cast<std::uintptr_t>(a.v) % 16 != 0)
     return Status::invalid_argument("k/v", "must be 16-byte aligned");
   if (a.slot_mapping == nullptr) return Status::invalid_argument("slot_mapping", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int64_t>("slot_mapping", a.slot_mapping));
   const std::int64_t row_strides[] = {a.k_stride_token, a.k_stride_head, a.v_stride_token, a.v_stride_head};
   for (std::int64_t s : row_strides)
     if (s <= 0 || s % 8 != 0)
@@ -278,9 +280,16 @@ Status copy_pages(T* k_pages, T* v_pages, PageStrides strides, int page_size, in
     return Status::invalid_argument("strides", "must keep every row 16-byte aligned");
   if ((k_scales == nullptr) != (v_scales == nullptr))
     return Status::invalid_argument("k_scales/v_scales", "give both or neither");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("k_scales", k_scales));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("v_scales", v_scales));
+  // The kernel indexes page_size * kv_heads rows (and scales) of a page in int.
+  if (static_cast<long long>(page_size) * kv_heads > 0x7fffffffLL)
+    return Status::invalid_argument("page_size/kv_heads", "page_size * kv_heads must be < 2^31");
   if (num_pairs < 0) return Status::invalid_argument("num_pairs", str_cat("must be >= 0, got ", num_pairs));
   if (num_pairs == 0) return {};
   if (src == nullptr || dst == nullptr) return Status::invalid_argument("src/dst", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<int>("src", src));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<int>("dst", dst));
   return launch(copy_pages_kernel<T>, dim3(static_cast<unsigned>(num_pairs)), dim3(256), 0, stream, k_pages,
                 v_pages, strides, page_size, num_pages, kv_heads, head_dim, src, dst, k_scales, v_scales);
 }

@@ -32,6 +32,7 @@
 #include "llmk/core/math.cuh"
 #include "llmk/core/numeric.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 
 namespace llmk::kvcache {
 
@@ -166,8 +167,9 @@ struct PagedKv {
 /// and (page_size - 1) * slot + (kv_heads - 1) * head + head_dim <= page. The pool must hold num_pages * page
 /// elements (a device size llmk cannot check).
 inline Status check_page_strides(const PageStrides& s, int page_size, int kv_heads, int head_dim) {
-  const bool token_major = s.head >= head_dim && s.slot >= s.head * kv_heads;
-  const bool head_major = s.slot >= head_dim && s.head >= s.slot * page_size;
+  // Saturating products: strides are positive here (checked by the callers) but may be huge.
+  const bool token_major = s.head >= head_dim && s.slot >= mul_sat(s.head, kv_heads);
+  const bool head_major = s.slot >= head_dim && s.head >= mul_sat(s.slot, page_size);
   if (!token_major && !head_major)
     return Status::invalid_argument(
         "pages.strides",
@@ -175,8 +177,8 @@ inline Status check_page_strides(const PageStrides& s, int page_size, int kv_hea
                 "head_dim and head >= slot * page_size (HND-like); got slot ",
                 s.slot, ", head ", s.head, " for page_size ", page_size, ", kv_heads ", kv_heads,
                 ", head_dim ", head_dim));
-  const long long extent = static_cast<long long>(page_size - 1) * s.slot +
-                           static_cast<long long>(kv_heads - 1) * s.head + head_dim;
+  const std::int64_t extent =
+      add_sat(add_sat(mul_sat(page_size - 1, s.slot), mul_sat(kv_heads - 1, s.head)), head_dim);
   if (extent > s.page)
     return Status::invalid_argument(
         "pages.strides.page", str_cat("must cover a page's rows (", extent, " elements), got ", s.page));
@@ -354,6 +356,10 @@ Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_
   if (csr) {
     if (p.page_indptr == nullptr || p.page_indices == nullptr || p.last_page_len == nullptr)
       return Status::invalid_argument("pages.page_indptr/page_indices/last_page_len", "give all three");
+    // The kernels read the tables as int32.
+    LLMK_RETURN_IF_ERROR(check_element_alignment<int>("pages.page_indptr", p.page_indptr));
+    LLMK_RETURN_IF_ERROR(check_element_alignment<int>("pages.page_indices", p.page_indices));
+    LLMK_RETURN_IF_ERROR(check_element_alignment<int>("pages.last_page_len", p.last_page_len));
     if (p.page_indptr_host == nullptr || p.last_page_len_host == nullptr)
       return Status::invalid_argument("pages.page_indptr_host/last_page_len_host",
                                       "host copies are required (lengths are validated on the host)");
@@ -379,6 +385,8 @@ Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_
   } else {
     if (p.block_table == nullptr || p.seq_lens == nullptr)
       return Status::invalid_argument("pages.block_table/seq_lens", "give both");
+    LLMK_RETURN_IF_ERROR(check_element_alignment<int>("pages.block_table", p.block_table));
+    LLMK_RETURN_IF_ERROR(check_element_alignment<int>("pages.seq_lens", p.seq_lens));
     if (p.seq_lens_host == nullptr)
       return Status::invalid_argument("pages.seq_lens_host",
                                       "host copy is required (lengths are validated on the host)");

@@ -37,7 +37,8 @@ struct GptqOptions {
   SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< 2^b levels as the reference, or kAbsmax
   std::int64_t group_size = 0;                               ///< 0: per-channel; else it must divide cols
   bool act_order = false;                                    ///< process columns by descending diag H
-  bool static_groups = false;     ///< group grids from the original weights (natural groups k / G)
+  bool static_groups = false;  ///< group grids from the original weights (natural groups k / G)
+  GroupGrid group_grid = GroupGrid::kBlockStart;  ///< dynamic groups beginning inside a block (obs.hpp)
   std::int64_t block_size = 128;  ///< lazy-batch block (>= 1); >= cols: the unblocked column loop
   bool mse_clip = false;          ///< MSE clip search for each grid (llmk::quant::mse_clip_search)
   int mse_grid = 100;
@@ -67,6 +68,7 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
   LLMK_RETURN_IF_ERROR(
       detail::check_mse_options(opt.mse_clip, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm));
+  LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
 
@@ -144,15 +146,20 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
 
     const std::int64_t bs = std::min(opt.block_size, d);
     std::vector<float> err(static_cast<std::size_t>(n * bs)), tmp;
-    std::vector<float> group_vals(static_cast<std::size_t>(G));
+    std::vector<float> group_vals(static_cast<std::size_t>(G)), block_start;
+    const bool dynamic = grouped && !static_groups, from_start = opt.group_grid == GroupGrid::kBlockStart;
     double loss_est = 0.0;
     for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
       const std::int64_t i2 = std::min(i1 + bs, d), count = i2 - i1;
+      if (dynamic && from_start) detail::copy_block_start(wp, n, d, i1, i2, block_start);
       for (std::int64_t j = i1; j < i2; ++j) {
-        if (grouped && !static_groups && j % G == 0) {
-          LLMK_RETURN_IF_ERROR(detail::current_group_values(
-              wp, n, d, j, G, i1, i2, err, bs, u, la, tmp, group_vals,
-              [&](std::int64_t r, const float* values) { set_params(j / G, r, values); }));
+        if (dynamic && j % G == 0) {
+          const auto set = [&](std::int64_t r, const float* values) { set_params(j / G, r, values); };
+          if (from_start)
+            detail::block_start_group_values(block_start, wp, n, d, j, G, i1, i2, group_vals, set);
+          else
+            LLMK_RETURN_IF_ERROR(
+                detail::current_group_values(wp, n, d, j, G, i1, i2, err, bs, u, la, tmp, group_vals, set));
         }
         const float ujj = u[static_cast<std::size_t>(j * d + j)];
         const std::int64_t c = perm[static_cast<std::size_t>(j)];

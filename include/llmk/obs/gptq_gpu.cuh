@@ -91,6 +91,7 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
   LLMK_RETURN_IF_ERROR(
       detail::check_mse_options(opt.mse_clip, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm));
+  LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   if (out.codes == nullptr) return Status::invalid_argument("codes", "must not be null");
   if (out.ld_codes < cols)
@@ -118,6 +119,7 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
   cfg.group_size = opt.group_size;
   cfg.act_order = opt.act_order;
   cfg.static_groups = opt.static_groups;
+  cfg.group_grid_current = opt.group_grid == GroupGrid::kCurrent;
   cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm,
                                 opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
   cfg.block_size = opt.block_size;

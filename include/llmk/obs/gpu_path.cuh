@@ -31,8 +31,10 @@
 // is the largest bs <= min(block_size, cols, 128) (n:m: the host's rounding to a multiple of m first) with
 //   group size G <= bs: bs % G == 0,     G > bs: G % bs == 0,     n:m: bs % m == 0.
 // When that equals the host path's block size, the simulator (host backend) reproduces the host path bit for
-// bit; otherwise GPTQ's result differs by fp32 rounding only (lazy batches do not change the math), while
-// SparseGPT's unstructured masks are chosen per block and may differ (the reports give the block size used).
+// bit; otherwise GPTQ's result differs by fp32 rounding only with GroupGrid::kCurrent (lazy batches do not
+// change the math), while the default kBlockStart takes a group's grid from W as its block began (the
+// reference's rule), so there the block size is part of the answer, as are SparseGPT's unstructured masks,
+// chosen per block (the reports give the block size used).
 #pragma once
 
 #include <algorithm>
@@ -228,6 +230,7 @@ struct FusedConfig {
   bool symmetric;
   std::int64_t group_size;  // 0: per-channel
   bool act_order, static_groups;
+  bool group_grid_current;  // GroupGrid::kCurrent (else kBlockStart, the reference's rule)
   GridChoice grid;
   std::int64_t block_size;  // requested
   DampingOptions damping;
@@ -466,6 +469,7 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
   a.g_idx = static_grids ? out.g_idx : nullptr;
   a.quantize = quantize ? 1 : 0;
   a.dynamic_groups = quantize && !static_grids ? 1 : 0;
+  a.group_grid_current = cfg.group_grid_current ? 1 : 0;
   a.group_size = G;
   a.grid = cfg.grid;
   a.scales = out.scales;

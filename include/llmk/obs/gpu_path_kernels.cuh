@@ -310,7 +310,10 @@ struct ColumnLoopArgs {
   const std::int32_t* g_idx;  // [cols] original column -> group (static grids; null for dynamic groups)
   // quantization
   int quantize;        // 0: kept weights stay as they are
-  int dynamic_groups;  // grids set from the current weights when column j % group_size == 0 is reached
+  int dynamic_groups;  // grids set when column j % group_size == 0 is reached
+  // ... from the current weights (GroupGrid::kCurrent), else from W as the block began (kBlockStart: global
+  // W, which this launch only reads)
+  int group_grid_current;
   std::int64_t group_size;
   GridChoice grid;
   float* scales;  // [groups, rows]
@@ -414,14 +417,15 @@ LLMK_DEVICE void column_loop_row(const ColumnLoopArgs& a, const ColumnLoopSmem& 
       if (a.dynamic_groups) {
         if (jj == next_group) {
           next_group += a.group_size;
-          // The group's columns: this block's from the registers (current), those past the block (only when
-          // it starts at the block's first column) from global W, which the trailing updates made current.
+          // The group's columns: this block's from the registers (current) or from global W (as the block
+          // began), those past the block (only when it starts at the block's first column) from global W,
+          // which the trailing updates made current.
           const std::int64_t tail_end = a.group_size - (count - jj);
           p = warp_group_params<Q>(a.grid, [&](auto&& f) {
 #pragma unroll
             for (int k = 0; k < kFusedSlots; ++k) {
               const int t = lane + 32 * k;
-              if (t >= jj && t < count && t < jj + a.group_size) f(w[k]);
+              if (t >= jj && t < count && t < jj + a.group_size) f(a.group_grid_current ? w[k] : wrow[t]);
             }
             for (std::int64_t t = lane; t < tail_end; t += 32) f(wrow[count + t]);
           });

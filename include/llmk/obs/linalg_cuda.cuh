@@ -63,6 +63,8 @@ struct MirrorSmem {
 // and its transposed destination tile, through shared memory so that reads and writes are both coalesced.
 // On a diagonal tile source and destination are the same tile but disjoint elements (strict triangles), and
 // the barrier separates the reads from the writes. Blocks above the diagonal exit at once (whole block).
+// A template only for inline linkage (a header's plain kernel would be defined in every translation unit).
+template <int kUnused = 0>
 __global__ void __launch_bounds__(256)
     mirror_triangle_kernel(float* a, std::int64_t n, std::int64_t lda, bool from_lower) {
   if (blockIdx.y < blockIdx.x) return;
@@ -102,7 +104,7 @@ inline Status mirror_triangle(Uplo uplo, std::int64_t n, float* a, std::int64_t 
   if (tiles > 65535)
     return Status::invalid_argument("n", str_cat("must be <= 65535 * ", detail::kMirrorTile, ", got ", n));
   return launch(
-      detail::mirror_triangle_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(tiles)),
+      detail::mirror_triangle_kernel<>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(tiles)),
       dim3(detail::kMirrorTile, 8), sizeof(detail::MirrorSmem), stream, a, n, lda, uplo == Uplo::kLower);
 }
 
@@ -165,6 +167,7 @@ inline cublasOperation_t cublas_op(Op op) {
 
 // *info = 1 + the first i with a[i, i] == 0, or 0: LAPACK's spotri reports a singular factor that way, and
 // cusolverDnSpotri does not (an H100 run returned info 0 for a zero pivot). One block of 256 threads.
+template <int kUnused = 0>  // inline linkage
 __global__ void __launch_bounds__(256)
     first_zero_diagonal_kernel(const float* a, std::int64_t n, std::int64_t lda, int* info) {
   __shared__ int first;
@@ -238,7 +241,7 @@ class CudaLinalgBackend final : public LinalgBackend {
     LLMK_RETURN_IF_ERROR(ensure_handles());
     // A zero on the factor's diagonal: report it as LAPACK does (cuSOLVER's potri would divide by it).
     LLMK_RETURN_IF_ERROR(
-        launch(detail::first_zero_diagonal_kernel, dim3(1), dim3(256), 0, stream_, a, n, lda, info_));
+        launch(detail::first_zero_diagonal_kernel<>, dim3(1), dim3(256), 0, stream_, a, n, lda, info_));
     LLMK_RETURN_IF_ERROR(read_info("first_zero_diagonal", failed));
     if (*failed != 0) return {};
     const int nn = static_cast<int>(n), ld = static_cast<int>(lda);

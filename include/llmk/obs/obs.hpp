@@ -86,6 +86,15 @@ struct DampingReport {
 };
 
 /// Dampening and the retry policy (defaults: GPTQ's 0.01, then x10 up to 6 more times: 0.1 .. 10^4).
+/// Where GPTQ's (and SparseGPT's joint quantization's) dynamic group grids come from when a group begins
+/// inside a lazy-batch block (group size not a multiple of the block size, e.g. 32 or 64 with block 128):
+enum class GroupGrid {
+  kBlockStart,  ///< W as the block began (the reference code: find_params(W[:, j:j+G]) reads W, not the
+                ///< block's working copy, so the block's earlier columns' errors are not in the grid)
+  kCurrent,     ///< the current, compensated weights (the paper's algorithm; 0.92-1.06x the reference's loss
+                ///< in an independent emulation, so not always better: docs/obs.md)
+};
+
 struct DampingOptions {
   double percdamp = 0.01;  ///< first attempt: H_ii += percdamp * mean(diag H); >= 0
   double damp_growth =
@@ -100,6 +109,12 @@ enum class InverseForm {
 };
 
 namespace detail {
+
+inline Status check_group_grid(GroupGrid g) {
+  if (g != GroupGrid::kBlockStart && g != GroupGrid::kCurrent)
+    return Status::invalid_argument("group_grid", "must be GroupGrid::kBlockStart or GroupGrid::kCurrent");
+  return {};
+}
 
 inline Status check_damping(const DampingOptions& o) {
   if (!(o.percdamp >= 0.0) || !std::isfinite(o.percdamp))
@@ -380,7 +395,37 @@ quant::QuantParams group_params(const float* x, std::int64_t count, bool mse, in
   return quant::to_quant_params<Q>(quant::ClipRange{mm.min(), mm.max()});
 }
 
-// GPTQ's and SparseGPT's dynamic group grids: the grid of the group [j, j + G) is set when the column loop of
+// GPTQ's and SparseGPT's dynamic group grids, GroupGrid::kBlockStart (the reference code's rule, the
+// default): the grid of the group [j, j + G) is set when the column loop of block [i1, i2) reaches column j,
+// from W as it stood when the block began: the block's columns from `start` (W[:, i1:i2] copied at the block
+// start, [n, i2 - i1]), those past the block from wp, which this block's errors have not reached yet (the
+// reference's find_params(W[:, j:j+G]) reads W, not the block's working copy W1). Calls set(r, values).
+template <class Set>
+void block_start_group_values(const std::vector<float>& start, const std::vector<float>& wp, std::int64_t n,
+                              std::int64_t d, std::int64_t j, std::int64_t G, std::int64_t i1,
+                              std::int64_t i2, std::vector<float>& group_vals, Set set) {
+  const std::int64_t count = i2 - i1, inside = std::min(G, i2 - j);
+  group_vals.resize(static_cast<std::size_t>(G));
+  for (std::int64_t r = 0; r < n; ++r) {
+    for (std::int64_t t = 0; t < inside; ++t)
+      group_vals[static_cast<std::size_t>(t)] = start[static_cast<std::size_t>(r * count + j - i1 + t)];
+    for (std::int64_t t = inside; t < G; ++t)
+      group_vals[static_cast<std::size_t>(t)] = wp[static_cast<std::size_t>(r * d + j + t)];
+    set(r, group_vals.data());
+  }
+}
+
+// The W[:, i1:i2] copy block_start_group_values reads, taken at the start of block [i1, i2).
+inline void copy_block_start(const std::vector<float>& wp, std::int64_t n, std::int64_t d, std::int64_t i1,
+                             std::int64_t i2, std::vector<float>& start) {
+  const std::int64_t count = i2 - i1;
+  start.resize(static_cast<std::size_t>(n * count));
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t t = 0; t < count; ++t)
+      start[static_cast<std::size_t>(r * count + t)] = wp[static_cast<std::size_t>(r * d + i1 + t)];
+}
+
+// GroupGrid::kCurrent: the grid of the group [j, j + G) is set when the column loop of
 // block [i1, i2) reaches column j, from the current weights. The group's columns past the block have not
 // received this block's updates yet: they are added to a copy, tmp = W[:, i2:j+G] - Err[:, :j-i1] U[i1:j,
 // i2:j+G] (wp [n, d], err [n, bs], u [d, d], all row-major). Calls set(r, values) with the G current values

@@ -8,10 +8,11 @@
 //                 each method's reference rule:
 //                   magnitude  per layer: llround(sparsity * rows * cols) weights of the lowest scores of the
 //                              whole layer (the usual rule; per row costs +15.6% loss on the outlier layer)
-//                   Wanda      per row: every row loses exactly llround(sparsity * cols) (Wanda's per-output
-//                              comparison group)
-//                 kPerRow / kPerLayer force either rule for both. Counts are exact: the reference scripts'
-//                 `score <= sorted[int(numel * sparsity)]` prunes one more weight (and every tie) per group.
+//                   Wanda      per row: every row loses exactly int(sparsity * cols), the fp64 product
+//                              truncated (Wanda's per-output comparison group and count)
+//                 kPerRow / kPerLayer force either rule (and its count) for both. Counts are exact: the
+//                 magnitude reference's `score <= sorted[int(numel * sparsity)]` prunes one more weight (and
+//                 every tie).
 //   n:m           n of every m consecutive columns of every row (2:4, 4:8; cols % m == 0)
 // The rank rule (also SparseGPT's, and its GPU kernel's): among the candidates, rank_t = #{u : s_u < s_t or
 // (s_u == s_t and u < t)}; the k candidates of rank < k are pruned (ties go to the lower index; a candidate
@@ -36,7 +37,8 @@ namespace llmk::obs {
 enum class PruneScope {
   kReference,  ///< each method's reference rule: magnitude per layer, Wanda per row, SparseGPT per block
                ///< (one threshold over all rows of a block of columns, as the SparseGPT reference code)
-  kPerRow,     ///< every row loses exactly llround(sparsity * cols) weights (and rows stay independent)
+  kPerRow,     ///< every row loses exactly int(sparsity * cols) weights (Wanda's truncated count; SparseGPT:
+               ///< llround, cumulative over its blocks)
   kPerLayer,   ///< magnitude / Wanda: llround(sparsity * rows * cols) over the whole layer (not SparseGPT)
 };
 
@@ -76,6 +78,14 @@ inline Status check_prune_pattern(double sparsity, int n, int m, std::int64_t co
 // [0, i) it is the cumulative count SparseGPT's blocks use, so the per-block counts add up to the row's.
 inline std::int64_t prune_count(double sparsity, std::int64_t cols) {
   return static_cast<std::int64_t>(std::llround(sparsity * static_cast<double>(cols)));
+}
+
+// Weights the baselines prune from each row when every row is its own candidate set: Wanda's count,
+// `int(W_metric.shape[1] * args.sparsity_ratio)` in its reference code (lib/prune.py), the fp64 product
+// truncated: 2457 of 4096 at 0.6 (llround would prune 2458), 28 of 100 at 0.29 (0.29 * 100 is
+// 28.999999999999996).
+inline std::int64_t row_prune_count(double sparsity, std::int64_t cols) {
+  return static_cast<std::int64_t>(sparsity * static_cast<double>(cols));
 }
 
 // The rank rule: clears keep[t] for the k entries of scores[0, count) of rank < k, rank by (score, index).
@@ -144,7 +154,7 @@ Status prune_by_score(const float* w, std::int64_t rows, std::int64_t cols, std:
     prune_lowest(s.data(), rows * cols, prune_count(opt.sparsity, rows * cols), res.mask.data(), idx);
   } else {
     const std::int64_t group = nm ? opt.prune_m : cols;
-    const std::int64_t k = nm ? opt.prune_n : prune_count(opt.sparsity, cols);
+    const std::int64_t k = nm ? opt.prune_n : row_prune_count(opt.sparsity, cols);
     std::vector<double> s(static_cast<std::size_t>(group));
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t g0 = 0; g0 < cols; g0 += group) {

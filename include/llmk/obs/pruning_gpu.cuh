@@ -44,6 +44,7 @@
 #include "llmk/config.cuh"
 #include "llmk/core/device_algorithms.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 #include "llmk/obs/pruning.hpp"
 #include "llmk/obs/select_gpu.cuh"
 
@@ -88,7 +89,9 @@ struct KeyOf<true> {
   using type = unsigned long long;
   LLMK_DEVICE static unsigned long long get(const float* wr, const float* h, std::int64_t ldh,
                                             std::int64_t c) {
-    const double s = fabs(static_cast<double>(wr[c])) * sqrt(static_cast<double>(h[c * ldh + c]));
+    // fabs(h): a -0 diagonal (a dead column; the checks take it, as -0 < 0 is false) must score +0, as on the
+    // host; sqrt(-0) is -0, whose bits would rank above every positive score.
+    const double s = fabs(static_cast<double>(wr[c])) * sqrt(fabs(static_cast<double>(h[c * ldh + c])));
     return static_cast<unsigned long long>(__double_as_longlong(s));
   }
 };
@@ -275,7 +278,9 @@ inline Status plan_prune(std::int64_t rows, std::int64_t cols, bool wanda, const
                         " selection (32-bit counts and indices), got ", rows, " x ", cols));
   plan->segments = layer ? 1 : rows;
   plan->length = layer ? rows * cols : cols;
-  plan->k = nm ? 0 : detail::prune_count(opt.sparsity, plan->length);
+  plan->k = nm      ? 0
+            : layer ? detail::prune_count(opt.sparsity, plan->length)
+                    : detail::row_prune_count(opt.sparsity, plan->length);
   if (plan->device_sort) {
     const auto n = static_cast<std::size_t>(rows * cols);
     plan->keys_bytes = align256(n * (wanda ? 8 : 4));
@@ -346,6 +351,10 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
         overlaps(temp, t_bytes, out, out_bytes) || overlaps(temp, t_bytes, mask, mask_bytes))
       return Status::invalid_argument("temp", "must not overlap w, h, out_weights or mask");
   }
+  // fp32 loads and stores (the first word of out is also the kernels' flag word for atomicOr).
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("w", w));
+  if (wanda) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("h", h));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("out_weights", out));
   LLMK_RETURN_IF_ERROR(check_device_pointer("w", w));
   if (wanda) LLMK_RETURN_IF_ERROR(check_device_pointer("h", h));
   LLMK_RETURN_IF_ERROR(check_device_pointer("out_weights", out));

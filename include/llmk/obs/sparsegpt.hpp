@@ -65,7 +65,8 @@ struct SparseGptOptions {
   bool symmetric = true;          ///< as GptqOptions
   SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< as GptqOptions
   std::int64_t group_size = 0;  ///< as GptqOptions (0: per-channel; must be 0 when bits == 0)
-  bool mse_clip = false;        ///< GPTQ's MSE clip search for each grid (as GptqOptions)
+  GroupGrid group_grid = GroupGrid::kBlockStart;  ///< as GptqOptions
+  bool mse_clip = false;                          ///< GPTQ's MSE clip search for each grid (as GptqOptions)
   int mse_grid = 100;
   double mse_maxshrink = 0.8;
   double mse_norm = 2.4;
@@ -119,6 +120,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     return Status::invalid_argument("group_size",
                                     str_cat("must be 0 without quantization (bits 0), got ", opt.group_size));
   }
+  LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
 
@@ -189,7 +191,8 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     std::vector<float> err(static_cast<std::size_t>(n * bs)), tmp,
         scores(static_cast<std::size_t>(per_block ? n * bs : bs));
     std::vector<std::uint8_t> block_keep(static_cast<std::size_t>(per_block ? n * bs : 0));
-    std::vector<float> group_vals(static_cast<std::size_t>(grouped ? G : 0));
+    std::vector<float> group_vals(static_cast<std::size_t>(grouped ? G : 0)), block_start;
+    const bool from_start = opt.group_grid == GroupGrid::kBlockStart;
     std::vector<std::int64_t> idx;
     // fp32 saliency of the current weight of row r, column t (the GPU kernel computes the same expression).
     auto score = [&](std::int64_t r, std::int64_t t) {
@@ -199,6 +202,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     double loss_est = 0.0;
     for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
       const std::int64_t i2 = std::min(i1 + bs, d), count = i2 - i1;
+      if (grouped && from_start) detail::copy_block_start(wp, n, d, i1, i2, block_start);
       if (per_block) {
         const std::int64_t k =
             detail::prune_count(opt.sparsity, n * i2) - detail::prune_count(opt.sparsity, n * i1);
@@ -223,9 +227,12 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
       }
       for (std::int64_t j = i1; j < i2; ++j) {
         if (grouped && j % G == 0) {
-          LLMK_RETURN_IF_ERROR(detail::current_group_values(
-              wp, n, d, j, G, i1, i2, err, bs, u, la, tmp, group_vals,
-              [&](std::int64_t r, const float* values) { set_params(j / G, r, values); }));
+          const auto set = [&](std::int64_t r, const float* values) { set_params(j / G, r, values); };
+          if (from_start)
+            detail::block_start_group_values(block_start, wp, n, d, j, G, i1, i2, group_vals, set);
+          else
+            LLMK_RETURN_IF_ERROR(
+                detail::current_group_values(wp, n, d, j, G, i1, i2, err, bs, u, la, tmp, group_vals, set));
         }
         if (nm && (j - i1) % m == 0)
           for (std::int64_t r = 0; r < n; ++r) {

@@ -115,6 +115,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
     return Status::invalid_argument("group_size",
                                     str_cat("must be 0 without quantization (bits 0), got ", opt.group_size));
   }
+  LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   const std::int64_t bs = sparsegpt_gpu_block_size(cols, opt);
   if (bs == 0)
@@ -154,6 +155,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   cfg.group_size = quantize ? opt.group_size : 0;
   cfg.act_order = false;
   cfg.static_groups = false;
+  cfg.group_grid_current = opt.group_grid == GroupGrid::kCurrent;
   cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm,
                                 opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
   cfg.block_size = opt.block_size;

@@ -122,7 +122,8 @@ Status check_quantize_io(const In* x, std::int64_t ldx, const void* q, std::int6
   if (Q::kAsymmetric && zero_points == nullptr)
     return Status::invalid_argument(zero_points_name, "must not be null for an asymmetric quantizer");
   LLMK_RETURN_IF_ERROR(::llmk::check_element_alignment<float>(scales_name, scales));
-  LLMK_RETURN_IF_ERROR(::llmk::check_element_alignment<std::int32_t>(zero_points_name, zero_points));
+  if (Q::kAsymmetric)  // ignored otherwise, whatever it points at
+    LLMK_RETURN_IF_ERROR(::llmk::check_element_alignment<std::int32_t>(zero_points_name, zero_points));
   return ::llmk::check_element_alignment<In>("x", x);
 }
 

@@ -53,6 +53,7 @@ struct OutlierCompactSmem {
 // place by the sorted list of the columns with max >= threshold, then -1 up to cols, and writes the count.
 // In place is safe: a chunk's values are read before the barrier, its indices written after, and an index is
 // only ever written at a position <= its column.
+template <int kUnused = 0>  // inline linkage (a plain kernel in a header is defined in every TU)
 __global__ void __launch_bounds__(kCompactThreads)
     outlier_compact_kernel(std::int32_t* data, std::int64_t cols, float threshold, std::int32_t* count_out) {
   auto& smem = shared_storage<OutlierCompactSmem>();
@@ -242,7 +243,7 @@ Status find_outlier_columns(const In* x, std::int64_t ldx, std::int64_t rows, st
   if (cols > 0)
     LLMK_RETURN_IF_ERROR((detail::launch_column_absmax<In, true>(
         x, ldx, rows, cols, reinterpret_cast<unsigned*>(outlier_cols), stream)));
-  return launch(detail::outlier_compact_kernel, dim3(1), dim3(detail::kCompactThreads),
+  return launch(detail::outlier_compact_kernel<>, dim3(1), dim3(detail::kCompactThreads),
                 sizeof(detail::OutlierCompactSmem), stream, outlier_cols, cols, threshold, num_outliers);
 }
 
@@ -287,7 +288,7 @@ Status find_outlier_columns(void* temp, std::size_t* temp_bytes, const In* x, st
   auto* found = reinterpret_cast<std::int64_t*>(base + ws.amax + ws.flags + ws.iota);
   void* select_temp = base + ws.amax + ws.flags + ws.iota + ws.count;
   if (cols == 0)  // writes the count 0
-    return launch(detail::outlier_compact_kernel, dim3(1), dim3(detail::kCompactThreads),
+    return launch(detail::outlier_compact_kernel<>, dim3(1), dim3(detail::kCompactThreads),
                   sizeof(detail::OutlierCompactSmem), stream, outlier_cols, cols, threshold, num_outliers);
   const dim3 grid(static_cast<unsigned>(min<std::int64_t>(ceil_div<std::int64_t>(cols, 256), 4096)));
   LLMK_RETURN_IF_ERROR((detail::launch_column_absmax<In, true>(x, ldx, rows, cols, amax, stream)));

@@ -68,6 +68,7 @@ LLMK_DEVICE float reduce_abs(float v) {
 }
 
 /// out[i] = value for i < count.
+template <int kUnused = 0>  // inline linkage (a plain kernel in a header is defined in every TU)
 __global__ void __launch_bounds__(256) fill_u32_kernel(unsigned* out, std::int64_t count, unsigned value) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
@@ -138,7 +139,7 @@ template <class In, bool kKeepInf>
 Status launch_column_absmax(const In* x, std::int64_t ldx, std::int64_t rows, std::int64_t cols,
                             unsigned* out_bits, cudaStream_t stream) {
   const std::int64_t fill_blocks = ceil_div<std::int64_t>(cols, 256);
-  LLMK_RETURN_IF_ERROR(launch(fill_u32_kernel,
+  LLMK_RETURN_IF_ERROR(launch(fill_u32_kernel<>,
                               dim3(static_cast<unsigned>(fill_blocks < 4096 ? fill_blocks : 4096)), dim3(256),
                               0, stream, out_bits, cols, 0u));
   if (rows == 0) return {};

@@ -240,11 +240,17 @@ LLMK_SIM_BOOKKEEPING std::string describe_waited_mbarriers(const Block& b) {
 // --- fences, waits and bulk stores
 // ---------------------------------------------------------------------------
 
-LLMK_SIM_BOOKKEEPING void fence_async_view(Block& b, const Thread& t) {
+LLMK_SIM_BOOKKEEPING void mark_inits_fenced(Block& b, const Thread& t) {
   SimStateScope scope;
-  bookkeeping_copy(async_view(b), b.smem, b.smem_bytes);
   for (auto& [off, m] : b.async.barriers)
     if (m->init_thread == t.linear) m->init_fenced = true;
+}
+LLMK_SIM_BOOKKEEPING void fence_async_view(Block& b, const Thread& t) {
+  {
+    SimStateScope scope;
+    bookkeeping_copy(async_view(b), b.smem, b.smem_bytes);
+  }
+  mark_inits_fenced(b, t);
 }
 LLMK_SIM_BOOKKEEPING void poison_async_view(Block& b, std::size_t off, std::size_t n) {
   SimStateScope scope;
@@ -435,14 +441,23 @@ inline bool mbarrier_test_wait_parity(void* bar, unsigned parity,
   return false;
 }
 
-/// fence.mbarrier_init / fence.proxy.async by the calling thread: the async proxy now sees shared memory as
-/// the generic proxy does (the simulator applies every thread's stores, a superset of what the fence orders),
-/// and the mbarriers this thread initialised may be signalled by bulk copies.
+/// fence.proxy.async by the calling thread: the async proxy now sees shared memory as the generic proxy does
+/// (the simulator applies every thread's stores, a superset of what the fence orders), and the mbarriers this
+/// thread initialised may be signalled by bulk copies.
 inline void fence_proxy_async(std::source_location loc = std::source_location::current()) {
   detail::Thread& t = detail::current_thread();
   detail::Block& b = *t.block;
   (void)loc;
   detail::fence_async_view(b, t);
+}
+
+/// fence.mbarrier_init by the calling thread: the mbarriers it initialised may now be signalled by bulk
+/// copies (and by the cluster's other blocks). It orders those inits only: shared-memory data that the async
+/// proxy reads still needs fence.proxy.async, so the async view is left as it was.
+inline void fence_mbarrier_init(std::source_location loc = std::source_location::current()) {
+  detail::Thread& t = detail::current_thread();
+  (void)loc;
+  detail::mark_inits_fenced(*t.block, t);
 }
 
 /// A bulk copy into shared memory of `bytes` (already in their shared-memory order), landing later and

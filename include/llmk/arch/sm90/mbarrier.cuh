@@ -3,8 +3,8 @@
 //
 //   mbarrier_init(bar, count)              mbarrier.init.shared::cta.b64: `count` arrivals per phase, phase 0
 //   fence_mbarrier_init()                  fence.mbarrier_init.release.cluster: the inits of this thread
-//   become
-//                                          visible to the async proxy (follow it with __syncthreads)
+//                                          become visible to the async proxy (follow it with __syncthreads);
+//                                          inits only: data the async proxy reads needs fence_proxy_async
 //   mbarrier_inval(bar)                    mbarrier.inval.shared::cta.b64 (before reusing the 8 bytes)
 //   mbarrier_arrive(bar)                   mbarrier.arrive.shared::cta.b64 (release.cta), one arrival
 //   mbarrier_arrive_count(bar, n)          the same with n arrivals
@@ -58,7 +58,7 @@ LLMK_DEVICE void fence_mbarrier_init(LLMK_LOC_ONLY) {
 #if LLMK_SM90_ASM
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #elif defined(LLMK_SIM)
-  ::llmk::sim::fence_proxy_async(LLMK_LOC_FWD);
+  ::llmk::sim::fence_mbarrier_init(LLMK_LOC_FWD);
 #else
   LLMK_SM90_UNAVAILABLE();
 #endif

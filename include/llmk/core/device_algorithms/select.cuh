@@ -234,10 +234,10 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
                                std::int64_t length, std::int64_t k, std::uint8_t* keep, cudaStream_t stream) {
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
   if (length < 0) return Status::invalid_argument("length", str_cat("must be >= 0, got ", length));
-  const std::int64_t count = segments * length;
   if (length > 0 && segments > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()) / length)
     return Status::invalid_argument(
         "count", str_cat("segments * length must be < 2^32 (32-bit indices), got ", segments, " x ", length));
+  const std::int64_t count = segments * length;  // < 2^32 (checked first: the product could overflow)
   using Index = std::uint32_t;
   static_assert(sizeof(Key) >= sizeof(Index), "the segment keys reuse the sorted keys' storage");
   const std::size_t n = static_cast<std::size_t>(count);
