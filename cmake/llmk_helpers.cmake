@@ -16,6 +16,11 @@
 #   llmk_add_host_test(NAME <name> SOURCES <a.cpp>... [LABELS <label>...])
 #       doctest test of host-only C++ (no LLMK_SIM, no nvcc), built by the plain host compiler, with the
 #       sanitizer of the build; CTest labels host;<labels>. Only where the _sim targets are built.
+#   llmk_add_compile_fail_tests(PREFIX <prefix> NAME <name> SOURCE <x.cpp> [DEFINES <def>...] LABELS <label>...
+#                               CASES "<n>|<regex>"...)
+#       Compile-time checks: the host compiler, syntax only, -DLLMK_INVALID_CASE=<n>. Case 0 must compile
+#       (test <prefix>_<name>_compiles); every other case must fail with an error matching its regex
+#       (<prefix>_invalid_<name>_<n>, through scripts/expect_output.sh). CTest labels sim;<labels>.
 #   llmk_add_benchmark(NAME <name> SOURCES <a.cu>... [SIM_ONLY] [CUDA_ONLY] [OPTIONAL] [CUSTOM_MAIN])
 #       Google Benchmark; links benchmark::benchmark_main unless CUSTOM_MAIN (then the sources define main).
 #       Benchmarks are built, not registered with CTest.
@@ -299,6 +304,32 @@ function(llmk_add_host_test)
   _llmk_apply_sanitizer(${arg_NAME})
   add_test(NAME ${arg_NAME} COMMAND ${arg_NAME})
   _llmk_sim_test_properties(${arg_NAME} "${arg_LABELS};host" "")
+endfunction()
+
+function(llmk_add_compile_fail_tests)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "PREFIX;NAME;SOURCE" "DEFINES;LABELS;CASES")
+  if(NOT arg_PREFIX OR NOT arg_NAME OR NOT arg_SOURCE OR NOT arg_CASES OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llmk_add_compile_fail_tests(PREFIX <p> NAME <n> SOURCE <x.cpp> [DEFINES <d>...] "
+                        "LABELS <l>... CASES \"<n>|<regex>\"...)")
+  endif()
+  cmake_path(ABSOLUTE_PATH arg_SOURCE BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE)
+  list(TRANSFORM arg_DEFINES PREPEND "-D")
+  foreach(entry IN LISTS arg_CASES)
+    string(REPLACE "|" ";" parts "${entry}")
+    list(GET parts 0 case)
+    set(compile ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only -I${LLMK_ROOT_DIR}/include ${arg_DEFINES}
+        -DLLMK_INVALID_CASE=${case} ${arg_SOURCE})
+    if(case EQUAL 0)
+      set(test_name ${arg_PREFIX}_${arg_NAME}_compiles)
+      add_test(NAME ${test_name} COMMAND ${compile})
+    else()
+      list(GET parts 1 message)
+      set(test_name ${arg_PREFIX}_invalid_${arg_NAME}_${case})
+      add_test(NAME ${test_name}
+               COMMAND ${LLMK_ROOT_DIR}/scripts/expect_output.sh --exit nonzero -e "${message}" -- ${compile})
+    endif()
+    set_tests_properties(${test_name} PROPERTIES LABELS "sim;${arg_LABELS}")
+  endforeach()
 endfunction()
 
 function(llmk_add_benchmark)

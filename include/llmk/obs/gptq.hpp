@@ -145,22 +145,18 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
         for (std::int64_t g = 0; g < res.groups; ++g) set_params(g, r, wd.data() + r * d + g * G);
 
     const std::int64_t bs = std::min(opt.block_size, d);
-    std::vector<float> err(static_cast<std::size_t>(n * bs)), tmp;
-    std::vector<float> group_vals(static_cast<std::size_t>(G)), block_start;
-    const bool dynamic = grouped && !static_groups, from_start = opt.group_grid == GroupGrid::kBlockStart;
+    std::vector<float> err(static_cast<std::size_t>(n * bs));
+    const bool dynamic = grouped && !static_groups;
+    detail::DynamicGroupGrids grids(opt.group_grid);
     double loss_est = 0.0;
     for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
       const std::int64_t i2 = std::min(i1 + bs, d), count = i2 - i1;
-      if (dynamic && from_start) detail::copy_block_start(wp, n, d, i1, i2, block_start);
+      if (dynamic) grids.begin_block(wp, n, d, i1, i2);
       for (std::int64_t j = i1; j < i2; ++j) {
-        if (dynamic && j % G == 0) {
-          const auto set = [&](std::int64_t r, const float* values) { set_params(j / G, r, values); };
-          if (from_start)
-            detail::block_start_group_values(block_start, wp, n, d, j, G, i1, i2, group_vals, set);
-          else
-            LLMK_RETURN_IF_ERROR(
-                detail::current_group_values(wp, n, d, j, G, i1, i2, err, bs, u, la, tmp, group_vals, set));
-        }
+        if (dynamic && j % G == 0)
+          LLMK_RETURN_IF_ERROR(
+              grids.at_group(wp, n, d, j, G, i1, i2, err, bs, u, la,
+                             [&](std::int64_t r, const float* v) { set_params(j / G, r, v); }));
         const float ujj = u[static_cast<std::size_t>(j * d + j)];
         const std::int64_t c = perm[static_cast<std::size_t>(j)];
         const std::int64_t g = res.g_idx[static_cast<std::size_t>(c)];

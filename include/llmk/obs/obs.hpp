@@ -457,6 +457,32 @@ Status current_group_values(const std::vector<float>& wp, std::int64_t n, std::i
   return {};
 }
 
+// The dynamic group grids of GPTQ's and SparseGPT's column loops under either GroupGrid rule: begin_block at
+// each block start (kBlockStart keeps W[:, i1:i2] as it is then), at_group when column j begins a group.
+class DynamicGroupGrids {
+ public:
+  explicit DynamicGroupGrids(GroupGrid rule) : rule_(rule) {}
+  void begin_block(const std::vector<float>& wp, std::int64_t n, std::int64_t d, std::int64_t i1,
+                   std::int64_t i2) {
+    if (rule_ == GroupGrid::kBlockStart) copy_block_start(wp, n, d, i1, i2, block_start_);
+  }
+  // Calls set(r, values) with the G values row r's grid of group [j, j + G) is computed from.
+  template <class Set>
+  Status at_group(const std::vector<float>& wp, std::int64_t n, std::int64_t d, std::int64_t j,
+                  std::int64_t G, std::int64_t i1, std::int64_t i2, const std::vector<float>& err,
+                  std::int64_t bs, const std::vector<float>& u, LinalgBackend& la, Set set) {
+    if (rule_ == GroupGrid::kBlockStart) {
+      block_start_group_values(block_start_, wp, n, d, j, G, i1, i2, values_, set);
+      return {};
+    }
+    return current_group_values(wp, n, d, j, G, i1, i2, err, bs, u, la, tmp_, values_, set);
+  }
+
+ private:
+  GroupGrid rule_;
+  std::vector<float> block_start_, tmp_, values_;
+};
+
 }  // namespace detail
 
 // ---- OBS pruning

@@ -188,11 +188,10 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
       for (std::int64_t r = 0; r < n; ++r) set_params(0, r, wp.data() + r * d);
 
     const bool per_block = !nm && opt.scope == PruneScope::kReference;
-    std::vector<float> err(static_cast<std::size_t>(n * bs)), tmp,
+    std::vector<float> err(static_cast<std::size_t>(n * bs)),
         scores(static_cast<std::size_t>(per_block ? n * bs : bs));
     std::vector<std::uint8_t> block_keep(static_cast<std::size_t>(per_block ? n * bs : 0));
-    std::vector<float> group_vals(static_cast<std::size_t>(grouped ? G : 0)), block_start;
-    const bool from_start = opt.group_grid == GroupGrid::kBlockStart;
+    detail::DynamicGroupGrids grids(opt.group_grid);
     std::vector<std::int64_t> idx;
     // fp32 saliency of the current weight of row r, column t (the GPU kernel computes the same expression).
     auto score = [&](std::int64_t r, std::int64_t t) {
@@ -202,7 +201,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     double loss_est = 0.0;
     for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
       const std::int64_t i2 = std::min(i1 + bs, d), count = i2 - i1;
-      if (grouped && from_start) detail::copy_block_start(wp, n, d, i1, i2, block_start);
+      if (grouped) grids.begin_block(wp, n, d, i1, i2);
       if (per_block) {
         const std::int64_t k =
             detail::prune_count(opt.sparsity, n * i2) - detail::prune_count(opt.sparsity, n * i1);
@@ -226,14 +225,10 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
           }
       }
       for (std::int64_t j = i1; j < i2; ++j) {
-        if (grouped && j % G == 0) {
-          const auto set = [&](std::int64_t r, const float* values) { set_params(j / G, r, values); };
-          if (from_start)
-            detail::block_start_group_values(block_start, wp, n, d, j, G, i1, i2, group_vals, set);
-          else
-            LLMK_RETURN_IF_ERROR(
-                detail::current_group_values(wp, n, d, j, G, i1, i2, err, bs, u, la, tmp, group_vals, set));
-        }
+        if (grouped && j % G == 0)
+          LLMK_RETURN_IF_ERROR(
+              grids.at_group(wp, n, d, j, G, i1, i2, err, bs, u, la,
+                             [&](std::int64_t r, const float* v) { set_params(j / G, r, v); }));
         if (nm && (j - i1) % m == 0)
           for (std::int64_t r = 0; r < n; ++r) {
             for (std::int64_t t = 0; t < m; ++t) scores[static_cast<std::size_t>(t)] = score(r, j + t);
