@@ -337,6 +337,11 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
   if (ld_mask < cols)
     return Status::invalid_argument("ld_mask",
                                     str_cat("must be >= cols (cols=", cols, ", ld_mask=", ld_mask, ")"));
+  // fp32 loads and stores (the first word of out is also the kernels' flag word for atomicOr); checked before
+  // the overlaps, which assume whole elements.
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("w", w));
+  if (wanda) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("h", h));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("out_weights", out));
   const std::int64_t w_bytes = ((rows - 1) * ldw + cols) * 4,
                      h_bytes = wanda ? ((cols - 1) * ldh + cols) * 4 : 0;
   const std::int64_t out_bytes = ((rows - 1) * ld_out + cols) * 4, mask_bytes = (rows - 1) * ld_mask + cols;
@@ -351,10 +356,6 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
         overlaps(temp, t_bytes, out, out_bytes) || overlaps(temp, t_bytes, mask, mask_bytes))
       return Status::invalid_argument("temp", "must not overlap w, h, out_weights or mask");
   }
-  // fp32 loads and stores (the first word of out is also the kernels' flag word for atomicOr).
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("w", w));
-  if (wanda) LLMK_RETURN_IF_ERROR(check_element_alignment<float>("h", h));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("out_weights", out));
   LLMK_RETURN_IF_ERROR(check_device_pointer("w", w));
   if (wanda) LLMK_RETURN_IF_ERROR(check_device_pointer("h", h));
   LLMK_RETURN_IF_ERROR(check_device_pointer("out_weights", out));

@@ -31,8 +31,10 @@
 
 // Simulator bookkeeping that fibers of one block share (wait states, rendezvous slots) must stay invisible
 // to TSan: fibers switch without synchronisation, so TSan would report the simulator instead of the kernel.
+// `inline` for linkage (these are header functions: tests/core/header_linkage links two translation units),
+// noinline so that no instrumented copy is inlined into a TSan-instrumented caller.
 #if defined(LLMK_SIM_TSAN)
-#define LLMK_SIM_BOOKKEEPING __attribute__((no_sanitize_thread, noinline))
+#define LLMK_SIM_BOOKKEEPING inline __attribute__((no_sanitize_thread, noinline))
 #else
 #define LLMK_SIM_BOOKKEEPING inline
 #endif
