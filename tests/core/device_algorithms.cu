@@ -316,6 +316,13 @@ TEST_CASE("device algorithms: bad arguments are named") {
                                                               dev::SortOrder::kAscending, nullptr),
             "segments"));
   CHECK(has(dev::lowest_k_mask<unsigned>(nullptr, &bytes, k.data(), -3, 1, nullptr, nullptr), "count"));
+  // Each null pointer is named itself (not the first pointer of the list).
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &bytes, k.data(), k.data(), v.data(), nullptr,
+                                                    8, dev::SortOrder::kAscending, nullptr),
+            "values_out"));
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &bytes, k.data(), nullptr, v.data(), v.data(),
+                                                    8, dev::SortOrder::kAscending, nullptr),
+            "keys_out"));
 }
 
 TEST_CASE("sort_keys and segmented_sort_keys: stable (signed zeros keep their order), both orders, empty") {
@@ -588,10 +595,10 @@ TEST_CASE("device algorithms: the new entries name their bad arguments") {
   llmk::DeviceBuffer<unsigned char> temp(bytes);
   CHECK(has(
       dev::segmented_kth_value<float>(temp.data(), &bytes, k.data(), 8, 2, nullptr, 1, out.data(), nullptr),
-      "out"));
+      "offsets"));  // each null pointer named itself
   CHECK(has(dev::segmented_lowest_k_mask<float>(temp.data(), &bytes, k.data(), 8, 2, ks.data(), nullptr,
                                                 nullptr, nullptr),
-            "keys"));
+            "ks"));
 #if defined(LLMK_SIM)  // offsets are read on the host only in the simulator (on a GPU: the caller's contract)
   const std::vector<std::int64_t> bad_end = {0, 3, 7};
   llmk::DeviceBuffer<std::int64_t> doff(bad_end);

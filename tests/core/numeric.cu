@@ -634,6 +634,9 @@ TEST_CASE("int4 round trip over every value, masking and saturation") {
 // ===================================================================================================
 TEST_CASE("integer helpers") {
   static_assert(llmk::ceil_div(100, 32) == 4 && llmk::ceil_div(96, 32) == 3 && llmk::ceil_div(0, 32) == 0);
+  // Near the type's maximum (value + divisor - 1 would wrap: the 16-bit GEMM's K bytes at K = 2^30 - 8).
+  static_assert(llmk::ceil_div(2147483632, 128) == 16777216 && llmk::ceil_div(INT32_MAX, 64) == 33554432 &&
+                llmk::ceil_div(4294967295u, 2u) == 2147483648u);
   static_assert(llmk::round_up(100, 32) == 128 && llmk::round_up(int64_t(1) << 40, int64_t(3)) % 3 == 0);
   static_assert(llmk::is_pow2(1) && llmk::is_pow2(64) && !llmk::is_pow2(0) && !llmk::is_pow2(-4) &&
                 !llmk::is_pow2(12));

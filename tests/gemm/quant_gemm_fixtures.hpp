@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <type_traits>
@@ -156,10 +157,20 @@ inline std::vector<double> fp8_gpu_allowance(const std::vector<e4m3>& a, std::in
 }
 
 // |got - ref| <= |ref| * (output rounding + a few fp32 roundings) + atol (+ the fp8 GPU allowance, when
-// given), element-wise; NaN (poison) fails.
+// given), element-wise; NaN (poison) fails. Columns n .. ldd - 1 of each row must still hold the poison
+// (0xFF bytes: device buffers start so): a store into the padding (a TMA box or a split-K quad bounded by
+// ldd instead of n) fails.
 template <class Out>
 void check_close(const std::vector<Out>& got, std::int64_t ldd, const std::vector<double>& ref, int m, int n,
                  double scale_bound, const std::vector<double>& allowance = {}) {
+  int padding_written = 0;
+  for (int i = 0; i < m; ++i)
+    for (std::int64_t j = n; j < ldd && static_cast<std::size_t>(i * ldd + j) < got.size(); ++j) {
+      unsigned char bytes[sizeof(Out)];
+      std::memcpy(bytes, &got[static_cast<std::size_t>(i * ldd + j)], sizeof(Out));
+      for (unsigned char b : bytes) padding_written += b != 0xFF;
+    }
+  CHECK_MESSAGE(padding_written == 0, "bytes written in the padding columns n .. ldd - 1");
   int bad = 0;
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {

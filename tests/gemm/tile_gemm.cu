@@ -188,6 +188,16 @@ TEST_CASE("tile_gemm split-K over a workspace: the plan, in bound, deterministic
   CHECK(gemm::tile_gemm(g, nullptr).ok());
 }
 
+TEST_CASE("the K-major main loop's slicing of K near the 2^30 limit (no 32-bit wrap)") {
+  using llmk::gemm::detail::k_slicing;
+  static_assert(k_slicing(200, 64).tiles == 4 && k_slicing(200, 64).first == -56);
+  static_assert(k_slicing(256, 64).tiles == 4 && k_slicing(256, 64).first == 0);
+  // K = 2^30 - 8 fp16 (2^31 - 16 bytes): the old ceil_div and k_tiles * kSlice wrapped to -16777215 slices.
+  static_assert(k_slicing(2147483632, 128).tiles == 16777216 && k_slicing(2147483632, 128).first == -16);
+  static_assert(k_slicing(2147483632, 64).tiles == 33554432 && k_slicing(2147483632, 64).first == -16);
+  CHECK(k_slicing(7, 128).tiles == 1);
+}
+
 TEST_CASE("tile_gemm's tile by shape: the large tile only for M > 64 with a large tile per SM") {
   using gemm::detail::tile_gemm_takes_large;
   CHECK(tile_gemm_takes_large(4096, 4096, 132));       // 1024 large tiles

@@ -62,12 +62,15 @@ TEST_CASE("w8a8: raw int32 accumulators are exact, every M tile, odd N and K") {
     const auto got = d_d.to_host();
     std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * ldd);
     llmk::reference::gemm_s8s8_s32(a.data(), lda, w.data(), ldw, s.m, s.n, s.k, want.data(), ldd, false);
-    int bad = 0;
-    for (int i = 0; i < s.m; ++i)
+    int bad = 0, padding = 0;
+    for (int i = 0; i < s.m; ++i) {
       for (int j = 0; j < s.n; ++j)
         if (got[i * ldd + j] != want[i * ldd + j] && bad++ < 5)
           MESSAGE("acc[" << i << "][" << j << "] = " << got[i * ldd + j] << ", want " << want[i * ldd + j]);
+      for (std::int64_t j = s.n; j < ldd; ++j) padding += got[i * ldd + j] != -1;  // still the poison
+    }
     CHECK(bad == 0);
+    CHECK(padding == 0);
   }
 }
 
@@ -139,6 +142,14 @@ TEST_CASE("w8a8: weight_column_sums is exact") {
 }
 
 TEST_CASE("w8a8: .satfinite clamps where plain int32 accumulation wraps (K = 131104, all -128)") {
+  {  // K % 32 == 16: the mma.sync tiles' clamp steps (from K's end) would not be the reference's (from 0)
+    llmk::DeviceBuffer<std::int8_t> a48(48), w48(8 * 48);
+    llmk::DeviceBuffer<std::int32_t> d8(8);
+    gemm::QuantGemmArgs<std::int8_t> bad{a48.data(), 48, w48.data(), 48, 1, 8, 48, {}, d8.data(), 8};
+    const llmk::Status st = gemm::w8a8_gemm_with_tile<std::int32_t, gemm::QGemmSmall, true>(bad, nullptr);
+    CHECK(st.message().find("'k'") != std::string::npos);
+    CHECK(st.message().find("multiple of 32") != std::string::npos);
+  }
   if (llmk::test::fast()) return;      // 4 million MACs per output: the plain simulator run covers it
   const int m = 1, n = 8, k = 131104;  // 16384 * 131104 > 2^31 - 1
   std::vector<std::int8_t> a(k, std::int8_t(-128)), w(static_cast<std::size_t>(n) * k, std::int8_t(-128));
@@ -581,12 +592,13 @@ TEST_CASE(
     p.d = d_split.data();
     for (int call = 0; call < 2; ++call) {  // the second call finds the first one's arrival words
       CAPTURE(call);
+      d_split.poison();  // the second call must store every output again
       const llmk::Status st = gemm::w8a8_gemm<f16>(p, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.message());
       const auto want = bits_of(d_one.to_host()), got = bits_of(d_split.to_host());
       int bad = 0;
       for (int i = 0; i < c.m; ++i)
-        for (int j = 0; j < c.n; ++j)
+        for (std::int64_t j = 0; j < c.ldd; ++j)  // the padding past N: poison in both
           if (got[i * c.ldd + j] != want[i * c.ldd + j] && bad++ < 5)
             MESSAGE("d[" << i << "][" << j << "] bits " << got[i * c.ldd + j] << ", unsplit "
                          << want[i * c.ldd + j]);
@@ -647,6 +659,65 @@ TEST_CASE(
   REQUIRE_MESSAGE(st.ok(), st.message());
   check_close(d3.to_host(), s.n, ref, s.m, s.n, bound, gpu);
 }
+
+#if defined(LLMK_SIM)
+namespace {
+// Sets a simulator setting for the scope (LLMK_SIM_ARCH: the device architecture).
+struct ScopedArch {
+  ScopedArch(const char* arch) { setenv("LLMK_SIM_ARCH", arch, 1); }
+  ~ScopedArch() { unsetenv("LLMK_SIM_ARCH"); }
+};
+}  // namespace
+
+TEST_CASE("8-bit GEMMs at M > 64 on simulated sm_80 / sm_89: the large mma.sync tile's epilogue and split-K") {
+  // The default simulated device is an sm_90, where M > 64 runs the wgmma kernel: this is the large tile's
+  // dequantizing epilogue (per-token scales and zero points, per-channel scales, bias) and its split-K.
+  std::mt19937 rng(514);
+  const Shape s = llmk::test::fast() ? Shape{70, 40, 96} : Shape{130, 72, 208};
+  CAPTURE(s.m);
+  {
+    ScopedArch sm80("800");
+    REQUIRE(gemm::choose_qgemm_tile(s.m) == gemm::QGemmTileKind::kLarge);
+    const auto a = random_int8(s.m, s.k, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
+    llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+    Scales sc;
+    make_scales(sc, s.m, s.n, true, true, true, true, rng);
+    REQUIRE(gemm::weight_column_sums(d_w.data(), s.k, s.n, s.k, sc.sums.data(), nullptr).ok());
+    sc.dev.w_column_sums = sc.sums.data();
+    std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+    llmk::reference::gemm_dequant_fp64(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+    const double bound = 128.0 * 128.0 * s.k * 2e-2 * 2e-2;
+    const std::int64_t ldd = s.n + 8;
+    gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), s.k, d_w.data(), s.k, s.m, s.n, s.k, sc.dev, nullptr, ldd};
+    llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * ldd);
+    p.d = d.data();
+    REQUIRE(gemm::w8a8_gemm<f16>(p, nullptr).ok());
+    const auto unsplit = d.to_host();
+    check_close(unsplit, ldd, ref, s.m, s.n, bound);
+    p.split_k = 2;  // the large tile over a workspace: bit for bit the unsplit result
+    const std::size_t bytes = gemm::quant_gemm_workspace_bytes(p);
+    REQUIRE(bytes > 0);
+    auto ws = dirty_workspace(bytes, rng);
+    p.workspace = ws.data();
+    p.workspace_bytes = bytes;
+    d.poison();
+    const llmk::Status st = gemm::w8a8_gemm<f16>(p, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(bits_of(d.to_host()) == bits_of(unsplit));
+  }
+  {
+    ScopedArch sm89("890");
+    Fp8Problem f;
+    make_fp8_problem(f, s, rng);
+    const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+    gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, nullptr, s.n};
+    llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
+    p.d = d.data();
+    REQUIRE(gemm::fp8_gemm<float>(p, nullptr).ok());
+    check_close(d.to_host(), s.n, f.ref, s.m, s.n, bound);
+  }
+}
+#endif
 
 TEST_CASE("8-bit GEMMs: split-K arguments are checked and named") {
   llmk::DeviceBuffer<std::int8_t> buf(64 * 1024);

@@ -282,6 +282,14 @@ TEST_CASE("hessian: bad arguments name the argument") {
         std::string::npos);
   CHECK(msg(llmk::obs::hessian_update(h.data(), 8, 8, 0, xh.data(), 2, 4, nullptr)).find("'ldx'") !=
         std::string::npos);
+  // misaligned element pointers (checked before anything is launched)
+  auto shifted = [](auto* p, int bytes) {
+    return reinterpret_cast<decltype(p)>(reinterpret_cast<unsigned char*>(p) + bytes);
+  };
+  CHECK(msg(llmk::obs::hessian_update(shifted(h.data(), 2), 4, 4, 0, xh.data(), 4, 4, nullptr)).find("'h'") !=
+        std::string::npos);
+  CHECK(msg(llmk::obs::hessian_update(h.data(), 4, 4, 0, shifted(xh.data(), 1), 4, 4, nullptr)).find("'x'") !=
+        std::string::npos);
   CHECK(msg(llmk::obs::dampen(h.data(), 4, 4, -0.1, nullptr)).find("'percdamp'") != std::string::npos);
   CHECK(msg(llmk::obs::fix_dead_columns(h.data(), 4, 4, nullptr, 2, 4, nullptr)).find("'w'") !=
         std::string::npos);
@@ -322,5 +330,8 @@ TEST_CASE("mirror_triangle: fills the other triangle of a symmetric matrix exact
       llmk::obs::mirror_triangle(llmk::obs::Uplo::kLower, 2, h.data(), 1, nullptr).message().find("'lda'") !=
       std::string::npos);
   CHECK(llmk::obs::mirror_triangle(llmk::obs::Uplo::kLower, -1, h.data(), 1, nullptr).message().find("'n'") !=
+        std::string::npos);
+  float* misaligned = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(h.data()) + 2);
+  CHECK(llmk::obs::mirror_triangle(llmk::obs::Uplo::kLower, 1, misaligned, 1, nullptr).message().find("'a'") !=
         std::string::npos);
 }

@@ -349,6 +349,36 @@ TEST_CASE("obs: several prunes: the saliency sum equals the constrained optimum 
   }
 }
 
+TEST_CASE("obs: the public OBS step (obs_update, obs_downdate) on a 3 x 3 inverse; bad arguments named") {
+  // H^-1 = [[2, 1, 0], [1, 2, 1], [0, 1, 2]] (positive definite), w = (1, -2, 3): prune q = 1.
+  std::vector<double> hinv = {2, 1, 0, 1, 2, 1, 0, 1, 2}, w = {1, -2, 3};
+  double loss = -1.0;
+  REQUIRE(llmk::obs::obs_update(w.data(), 3, hinv.data(), 3, 1, 0.0, &loss).ok());
+  CHECK(loss == doctest::Approx(1.0));  // (0 - -2)^2 / (2 * 2)
+  CHECK(w[0] == doctest::Approx(2.0));  // w + (2 / 2) H^-1[1, :] = (2, 0, 4)
+  CHECK(w[1] == 0.0);
+  CHECK(w[2] == doctest::Approx(4.0));
+  REQUIRE(llmk::obs::obs_downdate(hinv.data(), 3, 3, 1).ok());
+  CHECK(hinv[0] == doctest::Approx(1.5));  // 2 - 1 * 1 / 2
+  CHECK(hinv[2] == doctest::Approx(-0.5));
+  CHECK(hinv[1] == 0.0);
+  CHECK(hinv[4] == 0.0);
+  auto named = [](const llmk::Status& s, const char* arg) {
+    CHECK(!s.ok());
+    CHECK_MESSAGE(s.message().find(arg) != std::string::npos, s.message());
+  };
+  const std::vector<double> keep = w;
+  named(llmk::obs::obs_update<double>(nullptr, 3, hinv.data(), 3, 0), "'w'");
+  named(llmk::obs::obs_update<double>(w.data(), 3, nullptr, 3, 0), "'hinv'");
+  named(llmk::obs::obs_update(w.data(), 0, hinv.data(), 3, 0), "'d'");
+  named(llmk::obs::obs_update(w.data(), 3, hinv.data(), 2, 0), "'ldh'");
+  named(llmk::obs::obs_update(w.data(), 3, hinv.data(), 3, 3), "'q'");
+  named(llmk::obs::obs_update(w.data(), 3, hinv.data(), 3, 1), "'hinv'");  // row 1 was downdated: 0 pivot
+  named(llmk::obs::obs_downdate(hinv.data(), 3, 3, -1), "'q'");
+  named(llmk::obs::obs_downdate(hinv.data(), 3, 3, 1), "'hinv'");
+  CHECK(w == keep);  // nothing changed on error
+}
+
 TEST_CASE("obs: damped inverse retries a singular Hessian and reports it; bad arguments") {
   llmk::obs::HostLapackBackend la;
   // rank 1: H = 2 x x^T

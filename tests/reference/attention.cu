@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "llmk/attention/mask.cuh"
+#include "llmk/attention/online_softmax.cuh"
 #include "llmk/core/numeric.cuh"
 #include "llmk/reference/attention.hpp"
 
@@ -255,6 +256,18 @@ TEST_CASE("merge_states: edge cases") {
     CHECK(lse == -kInf);
     llmk::reference::merge_states(0, 3, &o[0][0], l, out, nullptr);
     CHECK(out[1] == 0.0);
+  }
+  SUBCASE("a NaN lse makes the row NaN, also beside -inf parts (fmax would drop it), as the kernels' merge") {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const double other : {-kInf, 0.75}) {
+      const double l[2] = {other, nan};
+      llmk::reference::merge_states(2, 3, &o[0][0], l, out, &lse);
+      CHECK(std::isnan(out[0]));
+      CHECK(std::isnan(out[2]));
+      CHECK(std::isnan(lse));
+      float w_a = 0.0f, w_b = 0.0f;  // the split kernels' merge of two normalized parts (base-2 lse)
+      CHECK(std::isnan(llmk::attention::merge_normalized(static_cast<float>(other), NAN, w_a, w_b)));
+    }
   }
   SUBCASE("equal lse: the mean, lse + log 2") {
     const double l[2] = {1.5, 1.5};

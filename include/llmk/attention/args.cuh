@@ -25,9 +25,11 @@ struct AttentionOptions {
   int window_right = -1;  // -1: unbounded (causal forces <= 0)
 };
 
-/// 1 / sqrt(head_dim), the scale of "Attention Is All You Need".
+/// 1 / sqrt(head_dim), the scale of "Attention Is All You Need"; 0 for head_dim <= 0 (which the launchers
+/// then reject by name: options.softmax_scale must be > 0).
+///   args.options.softmax_scale = llmk::attention::default_scale(128);  // 0.0883883
 inline float default_scale(int head_dim) {
-  return 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return head_dim > 0 ? 1.0f / std::sqrt(static_cast<float>(head_dim)) : 0.0f;
 }
 
 /// Arguments of prefill(): a batch of variable-length sequences, every query attending to its own sequence's

@@ -84,6 +84,7 @@ inline constexpr int kMaxBatchInvariantSplits = 65535;
 ///     count or the SM count. The optional num_splits fixes the grid's width (e.g. a plan made once for the
 ///     longest history a CUDA graph will see); by default it is ceil(longest visible history / k).
 ///
+///   namespace attn = llmk::attention;
 ///   attn::DecodePlan plan;   // the same bits for a request whatever else is in the batch
 ///   LLMK_RETURN_IF_ERROR(attn::plan_decode(a, &plan, attn::DecodeSplits::batch_invariant()));
 struct DecodeSplits {
@@ -107,10 +108,12 @@ struct DecodePlan {
 };
 
 /// Split heuristic: enough blocks for about two per SM, but at least 4 key tiles per split, at most
-/// kMaxDecodeSplits. `blocks` is batch * num_kv_heads * ceil(group / 16).
+/// kMaxDecodeSplits. `blocks` is batch * num_kv_heads * ceil(group / 16); 1 (no split) when blocks,
+/// max_kv_len or block_keys is not positive.
+///   const int splits = llmk::attention::choose_decode_splits(8 * 8, 4096, 64, 132);  // 5: 320 of the 264 blocks wanted
 inline int choose_decode_splits(long long blocks, int max_kv_len, int block_keys, int num_sms) {
   const long long target = 2LL * (num_sms > 0 ? num_sms : 1);
-  if (blocks >= target || max_kv_len <= 0) return 1;
+  if (blocks <= 0 || blocks >= target || max_kv_len <= 0 || block_keys <= 0) return 1;
   const long long wanted = ceil_div<long long>(target, blocks);
   const long long by_length = max<long long>(1, max_kv_len / (4LL * block_keys));
   return static_cast<int>(min<long long>(min<long long>(wanted, by_length), kMaxDecodeSplits));

@@ -27,10 +27,10 @@ LLMK_HOST_DEVICE constexpr T max(T a, T b) {
 }
 
 /// Number of `divisor`-sized pieces that cover `value`:  llmk::ceil_div(100, 32) == 4.
-/// Requires value >= 0 and divisor > 0.
+/// Requires value >= 0 and divisor > 0. Never overflows (value + divisor - 1 would, near the type's maximum).
 template <class T>
 LLMK_HOST_DEVICE constexpr T ceil_div(T value, T divisor) {
-  return (value + divisor - 1) / divisor;
+  return static_cast<T>(value / divisor + (value % divisor != 0 ? 1 : 0));
 }
 /// `value` rounded up to a multiple of `multiple`:  llmk::round_up(100, 32) == 128.
 template <class T>

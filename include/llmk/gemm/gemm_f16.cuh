@@ -95,7 +95,7 @@ Status gemm_f16_sm90(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
 /// keep the SMs busy, split_k = 1). The splits' fp32 partials are summed in split order:
 /// deterministic for a given split count.
 ///
-///   llmk::gemm::GemmF16Args<llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};   // as for the call
+///   llmk::gemm::GemmF16Args<llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};   // d: float (Out)
 ///   const std::size_t bytes = llmk::gemm::gemm_f16_workspace_bytes(g);
 template <class Cfg = void, class T, class Out>
 std::size_t gemm_f16_workspace_bytes(const GemmF16Args<T, Out>& p) {

@@ -697,9 +697,10 @@ Status fp8_gemm_sm90(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
 ///
 ///   llmk::gemm::Fp8BlockGemmArgs g;
 ///   g.a = x_q; g.lda = K; g.w = w_q; g.ldw = K; g.m = M; g.n = N; g.k = K;
-///   g.scales = {x_scales_t, M, w_scale_inv, nullptr};   // x_scales_t [ceil(K/128), M], w [ceil(N/128),
-///   ceil(K/128)] g.d = y; g.ldd = N; llmk::Status s = llmk::gemm::fp8_gemm_blockwise<llmk::bfloat16>(g,
-///   stream);
+///   // x_scales_t [ceil(K/128), M], w_scale_inv [ceil(N/128), ceil(K/128)]:
+///   g.scales = {x_scales_t, M, w_scale_inv, nullptr};
+///   g.d = y; g.ldd = N;
+///   llmk::Status s = llmk::gemm::fp8_gemm_blockwise<llmk::bfloat16>(g, stream);
 template <class Out, class Cfg = Sm90GemmConfig<float8_e4m3>>
 Status fp8_gemm_blockwise(const Fp8BlockGemmArgs& p, cudaStream_t stream) {
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, half> || std::is_same_v<Out, bfloat16>,

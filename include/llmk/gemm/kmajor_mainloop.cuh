@@ -126,6 +126,19 @@ struct KMajorOperands {
   int m, n, k;
 };
 
+namespace detail {
+/// k_bytes of K in slice-byte slices: how many, and the K byte where slice 0 begins (<= 0: slice 0 is the
+/// partial one when slice does not divide k_bytes). Computed without k_bytes + slice - 1 or tiles * slice,
+/// which pass 2^31 near the GEMMs' K limit (16-bit K = 2^30 - 8: 2^31 - 16 bytes).
+struct KSlicing {
+  int tiles, first;
+};
+LLMK_HOST_DEVICE constexpr KSlicing k_slicing(int k_bytes, int slice) {
+  const int rest = k_bytes % slice;
+  return {k_bytes / slice + (rest != 0 ? 1 : 0), rest != 0 ? rest - slice : 0};
+}
+}  // namespace detail
+
 /// acc += A[block_m.., :] * B[block_n.., :]^T for this warp's sub-tile, through the ring in `smem` (Tile::
 /// Bytes<E>::kSmemBytes bytes). Mma is the atom (its fragments are 32 bytes of K); Acc its accumulator type.
 /// Ends with every copy landed and a barrier, so the caller may reuse `smem` afterwards. Accumulators of rows
@@ -138,11 +151,12 @@ LLMK_DEVICE void kmajor_mainloop(const KMajorOperands& op, int block_m, int bloc
   const int warp_m = warp / Tile::WarpsN, warp_n = warp % Tile::WarpsN;
   const std::int64_t lda = op.lda * kElementBytes, ldb = op.ldb * kElementBytes;
   const int k_bytes = op.k * kElementBytes;
-  const int k_tiles = ceil_div(k_bytes, B::kSlice);
+  const detail::KSlicing slicing = detail::k_slicing(k_bytes, B::kSlice);
+  const int k_tiles = slicing.tiles;
   unsigned char* ring_a = smem;
   unsigned char* ring_b = smem + Tile::Stages * B::kStageBytesA;
   // Slice kt covers K bytes [k_first + kt * kSlice, + kSlice): the partial one (if any) is slice 0.
-  const int k_first = k_bytes - k_tiles * B::kSlice;
+  const int k_first = slicing.first;
   detail::KMajorSliceCopy<Tile, kElementBytes, Tile::BM> copy_a(static_cast<const unsigned char*>(op.a), lda,
                                                                 op.m, block_m, k_first);
   detail::KMajorSliceCopy<Tile, kElementBytes, Tile::BN> copy_b(static_cast<const unsigned char*>(op.b), ldb,

@@ -329,10 +329,11 @@ Status validate_f16_gemm_args(const GemmF16Args<T, Out>& p) {
 /// 108 SMs: 64 small tiles x 8 splits), fp32 partials summed in split order (deterministic for a split
 /// count).
 ///
-///   llmk::gemm::GemmF16Args<llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};
-///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::tile_gemm_workspace_bytes(g),
-///   1)); g.workspace = ws.data(), g.workspace_bytes = ws.size(); llmk::Status s = llmk::gemm::tile_gemm(g,
-///   stream);
+///   llmk::gemm::GemmF16Args<llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};   // d: float (Out)
+///   const std::size_t bytes = llmk::gemm::tile_gemm_workspace_bytes(g);
+///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(bytes, 1));
+///   g.workspace = ws.data(), g.workspace_bytes = ws.size();
+///   llmk::Status s = llmk::gemm::tile_gemm(g, stream);
 template <class Tile = void, class T, class Out>
 Status tile_gemm(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm_args(p));

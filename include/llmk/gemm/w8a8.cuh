@@ -295,7 +295,7 @@ __global__ void weight_column_sums_kernel(const W* w, std::int64_t ldw, int n, i
       static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
   if (row >= n) return;  // whole warps leave together
   std::int32_t s = 0;
-  for (int c = lane * 16; c < k; c += 32 * 16) {
+  for (std::int64_t c = lane * 16; c < k; c += 32 * 16) {  // 64-bit: c + 512 passes 2^31 at K near 2^31
     const Vector16<W> v = load16(w + static_cast<std::int64_t>(row) * ldw + c);
 #pragma unroll
     for (int e = 0; e < 16; ++e) s += v.elements[e];
@@ -327,7 +327,9 @@ inline Status weight_column_sums(const std::int8_t* w, std::int64_t ldw, int n, 
 
 /// W8A8 GEMM with an explicit tile; kSaturate uses mma .satfinite (the int32 accumulator clamps at +-2^31
 /// instead of wrapping; it only matters for K > 2^31 / 128^2 = 131072) and never splits K (a clamp per
-/// split is not the clamp of the whole sum). Split-K as in QuantGemmArgs, with
+/// split is not the clamp of the whole sum). The clamp falls after every 32-element step of K counted from
+/// k = 0 (reference::gemm_s8s8_s32, and the Hopper kernel); these tiles step from K's end, so with kSaturate
+/// K must be a multiple of 32 (where both agree). Split-K as in QuantGemmArgs, with
 /// quant_gemm_workspace_bytes<Tile>(p) bytes of workspace.
 template <class Out, class Tile, bool kSaturate = false>
 Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
@@ -336,6 +338,9 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
                 "W8A8 outputs: std::int32_t (raw accumulator), float, llmk::half, llmk::bfloat16");
   LLMK_RETURN_IF_ERROR(
       (detail::validate_quant_gemm<std::int8_t, Out>(p, !std::is_same_v<Out, std::int32_t>)));
+  if (kSaturate && p.k % 32 != 0)
+    return Status::invalid_argument(
+        "k", str_cat("must be a multiple of 32 with .satfinite (the clamp steps of 32 from k = 0), got ", p.k));
   LLMK_RETURN_IF_ERROR(detail::check_grid(p.m, Tile::BM));
   detail::QGemmSplitPlan plan;
   LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split<Tile>(p, !kSaturate, plan));
@@ -467,7 +472,7 @@ Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stre
 /// fp8_gemm_with_tile with the tile chosen by M (as w8a8_gemm).
 ///
 ///   llmk::gemm::QuantGemmArgs<llmk::float8_e4m3> g;   // a [M, K], w [N, K], K-major
-///   g.scales.a_scales = &s_x; g.scales.a_per_token = false;   // per tensor
+///   g.scales.a_scales = s_x; g.scales.a_per_token = false;    // per tensor: one device float
 ///   g.scales.w_scales = s_w;                                   // per channel
 ///   llmk::Status s = llmk::gemm::fp8_gemm<llmk::bfloat16>(g, stream);
 template <class Out>

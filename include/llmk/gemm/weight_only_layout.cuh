@@ -219,9 +219,9 @@ inline Status weight_only_unpack_host(const void* packed, int n, int k, int bits
   if (packed == nullptr) return Status::invalid_argument("packed", "must not be null");
   if (w == nullptr) return Status::invalid_argument("w", "must not be null");
   if (bits != 4 && bits != 8) return Status::invalid_argument("bits", str_cat("must be 4 or 8, got ", bits));
-  if (n < 1 || k < 16 || k % 16 != 0)
-    return Status::invalid_argument(
-        "k", str_cat("n >= 1 and k a positive multiple of 16 needed, got n=", n, " k=", k));
+  if (n < 1) return Status::invalid_argument("n", str_cat("must be >= 1, got ", n));
+  if (k < 16 || k % 16 != 0)
+    return Status::invalid_argument("k", str_cat("must be a positive multiple of 16, got ", k));
   if (ld_bytes < (bits == 4 ? (k + 1) / 2 : k))
     return Status::invalid_argument("ld_bytes", "must be >= the bytes of one row");
   const std::uint8_t* in = static_cast<const std::uint8_t*>(packed);
@@ -269,9 +269,9 @@ template <class Unused = void>
 __global__ void __launch_bounds__(256)
     act_order_gather_kernel(const std::int32_t* sorted_groups, const std::int32_t* sorted_cols, int k,
                             int group_size, std::int32_t* perm) {
-  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < k;
-       i += static_cast<int>(gridDim.x * blockDim.x)) {
-    const int g = i / group_size, c = i % group_size;
+  // 64-bit i: i + the grid's stride passes 2^31 when k is within 2^18 of it.
+  for (std::int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) {
+    const int g = static_cast<int>(i / group_size), c = static_cast<int>(i % group_size);
     int lo = 0, hi = k;  // the first sorted position whose group is >= g
     while (lo < hi) {
       const int mid = lo + (hi - lo) / 2;
@@ -280,16 +280,15 @@ __global__ void __launch_bounds__(256)
       else
         hi = mid;
     }
-    const bool in_group = lo + c < k && sorted_groups[lo + c] == g;
+    const bool in_group = c < k - lo && sorted_groups[lo + c] == g;
     perm[i] = in_group ? sorted_cols[lo + c] : -1;
   }
 }
 
 template <class Unused = void>
 __global__ void __launch_bounds__(256) act_order_iota_kernel(std::int32_t* out, int k) {
-  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < k;
-       i += static_cast<int>(gridDim.x * blockDim.x))
-    out[i] = i;
+  for (std::int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x)
+    out[i] = static_cast<std::int32_t>(i);
 }
 
 }  // namespace detail

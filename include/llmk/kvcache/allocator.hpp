@@ -130,8 +130,8 @@ concept BlockTableLike = std::default_initializable<T> && std::movable<T> && req
 ///   LLMK_RETURN_IF_ERROR(kv.add_sequence(prompt, &a));        // 40 tokens: 3 blocks, the last holds 8
 ///   LLMK_RETURN_IF_ERROR(kv.fork(a, &b));                     // b shares all 3 (refcounts 2)
 ///   std::vector<llmk::kvcache::CopyOp> copies;
-///   LLMK_RETURN_IF_ERROR(kv.append_tokens(b, next_b, &copies));  // b: new last block, copies = {{last_a,
-///   new, 8}}
+///   // b gets a new last block: copies = {{last_a, new, 8}}
+///   LLMK_RETURN_IF_ERROR(kv.append_tokens(b, next_b, &copies));
 ///
 /// Thread safety: see the file comment (not thread-safe; concurrent const calls only).
 class KvCacheManager {
@@ -346,8 +346,8 @@ class KvCacheManager {
   /// (replaced). invalid_argument for an unknown sequence or more than INT32_MAX pages in total; *out is
   /// unchanged then.
   ///   llmk::kvcache::CsrPageTable csr;                     // kvcache/cache_ops.cuh
-  ///   LLMK_RETURN_IF_ERROR(kv.export_csr(batch, &csr));    // upload csr.indptr, csr.indices,
-  ///   csr.last_page_len
+  ///   // then upload csr.indptr, csr.indices and csr.last_page_len:
+  ///   LLMK_RETURN_IF_ERROR(kv.export_csr(batch, &csr));
   template <CsrPageTableLike Csr>
   Status export_csr(std::span<const SeqId> seqs, Csr* out) const {
     if (out == nullptr) return Status::invalid_argument("out", "must not be null");

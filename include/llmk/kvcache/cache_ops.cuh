@@ -155,10 +155,11 @@ __global__ void __launch_bounds__(256)
   const int from = src[pair], to = dst[pair];
   if (!detail::checked_index(from, num_pages) || !detail::checked_index(to, num_pages)) return;
   const std::int64_t src_page = from * strides.page, dst_page = to * strides.page;
-  const int rows = page_size * kv_heads;
+  const int rows = page_size * kv_heads;  // < 2^31 (copy_pages checks it); the counters are 64-bit: row + 8
+                                          // and r + 256 pass 2^31 when rows is that close to it
 #pragma unroll 1
-  for (int row = static_cast<int>(threadIdx.x / 32); row < rows; row += static_cast<int>(blockDim.x / 32)) {
-    const int slot = row / kv_heads, head = row - slot * kv_heads;
+  for (std::int64_t row = threadIdx.x / 32; row < rows; row += blockDim.x / 32) {
+    const std::int64_t slot = row / kv_heads, head = row - slot * kv_heads;
     const std::int64_t in_page = slot * strides.slot + head * strides.head;
 #pragma unroll 1
     for (int c = lane * kVec; c < head_dim; c += 32 * kVec) {
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(256)
   }
   // Per-token-head scales of a quantized cache: page_size * kv_heads consecutive floats per page.
   if (k_scales != nullptr)
-    for (int r = static_cast<int>(threadIdx.x); r < rows; r += static_cast<int>(blockDim.x)) {
+    for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
       k_scales[static_cast<std::int64_t>(to) * rows + r] =
           k_scales[static_cast<std::int64_t>(from) * rows + r];
       v_scales[static_cast<std::int64_t>(to) * rows + r] =

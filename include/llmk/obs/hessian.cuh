@@ -36,6 +36,7 @@
 #include "llmk/core/math.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/core/smem.cuh"
+#include "llmk/core/tensor_view.cuh"
 #endif
 
 namespace llmk::obs {
@@ -411,6 +412,8 @@ template <class T>
 Status hessian_update(float* h, std::int64_t d, std::int64_t ldh, std::int64_t samples, const T* x,
                       std::int64_t rows, std::int64_t ldx, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::validate_hessian_update(h, d, ldh, samples, x, rows, ldx));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("h", h));  // the kernels' element loads and stores
+  LLMK_RETURN_IF_ERROR(check_element_alignment<T>("x", x));
   if (rows == 0) return {};
   const double total = static_cast<double>(samples) + static_cast<double>(rows);
   const float keep = static_cast<float>(static_cast<double>(samples) / total);

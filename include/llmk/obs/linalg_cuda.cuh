@@ -39,6 +39,7 @@
 #include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
 #include "llmk/core/smem.cuh"
+#include "llmk/core/tensor_view.cuh"
 #include "llmk/core/status.cuh"
 #include "llmk/obs/linalg.hpp"
 
@@ -97,6 +98,7 @@ __global__ void __launch_bounds__(256)
 inline Status mirror_triangle(Uplo uplo, std::int64_t n, float* a, std::int64_t lda, cudaStream_t stream) {
   if (n < 0) return Status::invalid_argument("n", str_cat("must be >= 0, got ", n));
   if (a == nullptr && n > 0) return Status::invalid_argument("a", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("a", a));
   if (lda < (n > 1 ? n : 1))
     return Status::invalid_argument("lda", str_cat("must be >= max(1, n) (n=", n, ", lda=", lda, ")"));
   if (n <= 1) return {};

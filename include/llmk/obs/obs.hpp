@@ -44,11 +44,10 @@ inline double obs_saliency(double w_q, double hinv_qq, double target = 0.0) {
   return delta * delta / (2.0 * hinv_qq);
 }
 
-/// The optimal update for fixing weight q at target: w <- w + ((target - w_q) / [H^-1]_qq) H^-1[q, :]
-/// (H^-1 symmetric [d, d], ld ldh), then w_q = target exactly. Returns the saliency (the loss increase).
-///   double loss = llmk::obs::obs_update(w.data(), d, hinv.data(), d, q);          // prune q
+namespace detail {
+// The OBS step without argument checks (the algorithms' inner loops; the public forms below check first).
 template <class T>
-double obs_update(T* w, std::int64_t d, const T* hinv, std::int64_t ldh, std::int64_t q, T target = T(0)) {
+double obs_update_unchecked(T* w, std::int64_t d, const T* hinv, std::int64_t ldh, std::int64_t q, T target) {
   const T hqq = hinv[q * ldh + q];
   const T scale = (target - w[q]) / hqq;
   const double saliency =
@@ -57,12 +56,8 @@ double obs_update(T* w, std::int64_t d, const T* hinv, std::int64_t ldh, std::in
   w[q] = target;
   return saliency;
 }
-
-/// Removes weight q from the inverse Hessian: H^-1 <- H^-1 - H^-1[:, q] H^-1[q, :] / [H^-1]_qq. Row and
-/// column q become 0 (exactly); the rest is the inverse Hessian of the weights still free.
-///   llmk::obs::obs_downdate(hinv.data(), d, d, q);
 template <class T>
-void obs_downdate(T* hinv, std::int64_t d, std::int64_t ldh, std::int64_t q) {
+void obs_downdate_unchecked(T* hinv, std::int64_t d, std::int64_t ldh, std::int64_t q) {
   const T hqq = hinv[q * ldh + q];
   std::vector<T> col(static_cast<std::size_t>(d));
   for (std::int64_t i = 0; i < d; ++i) col[static_cast<std::size_t>(i)] = hinv[i * ldh + q];
@@ -71,6 +66,46 @@ void obs_downdate(T* hinv, std::int64_t d, std::int64_t ldh, std::int64_t q) {
     for (std::int64_t j = 0; j < d; ++j) hinv[i * ldh + j] -= f * col[static_cast<std::size_t>(j)];
   }
   for (std::int64_t i = 0; i < d; ++i) hinv[i * ldh + q] = hinv[q * ldh + i] = T(0);
+}
+// d >= 1, ldh >= d, q in [0, d), H^-1_qq finite and > 0 (a positive definite inverse's diagonal).
+template <class T>
+Status check_obs_step(const T* hinv, std::int64_t d, std::int64_t ldh, std::int64_t q) {
+  if (hinv == nullptr) return Status::invalid_argument("hinv", "must not be null");
+  if (d < 1) return Status::invalid_argument("d", str_cat("must be >= 1, got ", d));
+  if (ldh < d) return Status::invalid_argument("ldh", str_cat("must be >= d (", d, "), got ", ldh));
+  if (q < 0 || q >= d) return Status::invalid_argument("q", str_cat("must be in [0, d = ", d, "), got ", q));
+  const T hqq = hinv[q * ldh + q];
+  if (!(hqq > T(0)) || !std::isfinite(static_cast<double>(hqq)))
+    return Status::invalid_argument("hinv", str_cat("[H^-1]_qq must be finite and > 0, got ", hqq));
+  return {};
+}
+}  // namespace detail
+
+/// The optimal update for fixing weight q at target: w <- w + ((target - w_q) / [H^-1]_qq) H^-1[q, :]
+/// (H^-1 symmetric [d, d], ld ldh), then w_q = target exactly. The saliency (the loss increase) goes to
+/// *saliency when not null. Errors name w, hinv (null, or [H^-1]_qq not finite and > 0), d, ldh, q; nothing
+/// changes on error.
+///   double loss = 0.0;
+///   llmk::Status s = llmk::obs::obs_update(w.data(), d, hinv.data(), d, q, 0.0, &loss);   // prune q
+template <class T>
+Status obs_update(T* w, std::int64_t d, const T* hinv, std::int64_t ldh, std::int64_t q, T target = T(0),
+                  double* saliency = nullptr) {
+  if (w == nullptr) return Status::invalid_argument("w", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_obs_step(hinv, d, ldh, q));
+  const double s = detail::obs_update_unchecked(w, d, hinv, ldh, q, target);
+  if (saliency != nullptr) *saliency = s;
+  return {};
+}
+
+/// Removes weight q from the inverse Hessian: H^-1 <- H^-1 - H^-1[:, q] H^-1[q, :] / [H^-1]_qq. Row and
+/// column q become 0 (exactly); the rest is the inverse Hessian of the weights still free. Errors as
+/// obs_update's; nothing changes on error.
+///   llmk::Status s = llmk::obs::obs_downdate(hinv.data(), d, d, q);
+template <class T>
+Status obs_downdate(T* hinv, std::int64_t d, std::int64_t ldh, std::int64_t q) {
+  LLMK_RETURN_IF_ERROR(detail::check_obs_step<T>(hinv, d, ldh, q));
+  detail::obs_downdate_unchecked(hinv, d, ldh, q);
+  return {};
 }
 
 // ---- damped inverse with retry
@@ -548,8 +583,9 @@ inline Status obs_prune(const float* w, std::int64_t rows, std::int64_t cols, st
           best = c;
         }
       }
-      res.row_loss[static_cast<std::size_t>(r)] += obs_update(row.data(), cols, hi.data(), cols, best);
-      obs_downdate(hi.data(), cols, cols, best);
+      res.row_loss[static_cast<std::size_t>(r)] +=
+          detail::obs_update_unchecked(row.data(), cols, hi.data(), cols, best, 0.0);
+      detail::obs_downdate_unchecked(hi.data(), cols, cols, best);
       mask[best] = 0;
       for (std::int64_t c = 0; c < cols; ++c)  // keep pruned weights exactly 0 (the downdated rows are 0)
         if (!mask[c]) row[static_cast<std::size_t>(c)] = 0.0;
@@ -643,8 +679,8 @@ double obq_row(const float* w, std::int64_t cols, const std::vector<float>& hinv
         best_out = out;
       }
     }
-    saliency_sum += obs_update(row.data(), cols, hi.data(), cols, best, best_t);
-    obs_downdate(hi.data(), cols, cols, best);
+    saliency_sum += detail::obs_update_unchecked(row.data(), cols, hi.data(), cols, best, best_t);
+    detail::obs_downdate_unchecked(hi.data(), cols, cols, best);
     const std::size_t ub = static_cast<std::size_t>(best);
     done[ub] = 1;
     codes[ub] = best_code;

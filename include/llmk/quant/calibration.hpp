@@ -11,7 +11,7 @@
 //   MinMaxCalibrator      running finite min, max and absmax (amax = max|x|). Exact and order independent.
 //   PercentileCalibrator  the p-th percentile of |x| from a 2048-bin histogram of |x| (AbsHistogram below).
 //   KLCalibrator          TensorRT "entropy" calibration: the threshold whose clipped-and-quantized histogram
-//                         is closest to the observed one in KL divergence (kl_threshold() below).
+//                         is closest to the observed one in KL divergence (kl_search() below).
 //   mse_clip_search()     GPTQ's MSE-optimal clipping grid search over a span (per tensor, row or group):
 //                         shrink factors p = 1 - i / grid, i = 0 .. int(maxshrink * grid) - 1; keep the
 //                         candidate with the least sum |dequant(quant(x)) - x|^norm.
@@ -47,7 +47,7 @@ struct ClipRange {
 
 /// QuantParams of quantizer Q for a clipping range: symmetric and fp8 quantizers use
 /// params_from_absmax(amax), asymmetric ones params_from_range(min, max) (which widens the range to hold 0).
-///   auto p = llmk::quant::to_quant_params<Quantizer<llmk::int4_t, Asymmetric, PerTensor>>(cal.range());
+///   auto p = llmk::quant::to_quant_params<llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::PerTensor>>(cal.range());
 template <class Q>
 QuantParams to_quant_params(ClipRange r) {
   if constexpr (Q::kAsymmetric)
@@ -187,7 +187,7 @@ class AbsHistogram {
   }
   void reset() { *this = AbsHistogram(); }
 
-  /// Counts per bin (all zero while nothing non-zero was seen: zeros are then in zero_count()).
+  /// Counts per bin (all zero while nothing non-zero was seen: the zeros seen so far are then kept aside, added to bin 0 once a non-zero value arrives).
   const std::array<std::uint64_t, kBins>& counts() const { return counts_; }
   /// Bin width w (0 while no non-zero finite value was seen).
   double bin_width() const { return exponent_ == kNoRange ? 0.0 : std::ldexp(1.0, exponent_ - kLog2Bins); }
@@ -385,7 +385,7 @@ class PercentileCalibrator : public AbsHistogram {
 /// accumulated AbsHistogram with num_quant_bins levels (128 for int8, 8 for int4).
 ///   llmk::quant::KLCalibrator cal;                  // int8
 ///   for (auto& b : batches) cal.observe(b.data(), b.size());
-///   auto p = llmk::quant::to_quant_params<Quantizer<int8_t, Symmetric, PerTensor>>(cal.range());
+///   auto p = llmk::quant::to_quant_params<llmk::quant::Quantizer<int8_t, llmk::quant::Symmetric, llmk::quant::PerTensor>>(cal.range());
 class KLCalibrator : public AbsHistogram {
  public:
   explicit KLCalibrator(int num_quant_bins = 128) : num_quant_bins_(num_quant_bins) {
@@ -421,7 +421,7 @@ struct MseClipResult {
 /// The defaults are GPTQ's (grid 100, maxshrink 0.8, norm 2.4): p runs from 1.00 down to 0.21. Apply per
 /// tensor, per row or per group by passing the corresponding span (mse_clip_search_rows does rows and
 /// groups). Cost: int(maxshrink * grid) quantize/dequantize passes over the span.
-///   using Q = Quantizer<llmk::int4_t, Asymmetric, GroupWise<128>>;
+///   using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::GroupWise<128>>;
 ///   auto r = llmk::quant::mse_clip_search<Q>(std::span<const float>(row + g * 128, 128));
 template <class Q, class T>
 MseClipResult mse_clip_search(std::span<const T> x, int grid = 100, double maxshrink = 0.8,

@@ -70,7 +70,7 @@ Status check_weight(const WeightView<T>& w, std::int64_t k, const char* name) {
 /// empty or all-zero column). No clamp here (smoothing_factors applies it).
 ///   const llmk::quant::WeightView<const float> ws[] = {{q, Nq, K, K}, {k_proj, Nk, K, K}, {v, Nv, K, K}};
 ///   std::vector<float> w_amax(K);
-///   llmk::Status st = llmk::quant::weight_column_amax(std::span(ws), K, w_amax.data());
+///   llmk::Status st = llmk::quant::weight_column_amax<const float>(ws, K, w_amax.data());  // T not deduced
 template <class T>
 Status weight_column_amax(std::span<const WeightView<T>> weights, std::int64_t k, float* weight_amax) {
   if (k < 0) return Status::invalid_argument("k", str_cat("must be >= 0, got ", k));
@@ -139,7 +139,8 @@ Status smooth_weight(WeightView<T> w, const float* scales) {
 
 /// Folds 1/s into a preceding normalization: gamma_j /= s_j and, when beta is not null, beta_j /= s_j
 /// (fp32 quotient rounded once to T). The normalization then outputs X diag(1/s).
-///   llmk::Status st = llmk::quant::fold_smoothing_into_norm(ln_gamma, ln_beta /*or nullptr*/, K, s);
+///   llmk::Status st = llmk::quant::fold_smoothing_into_norm(ln_gamma, ln_beta, K, s);
+///   // RMSNorm (no beta): a typed null, e.g. static_cast<llmk::half*>(nullptr), or <llmk::half> given
 template <class T>
 Status fold_smoothing_into_norm(T* gamma, T* beta, std::int64_t k, const float* scales) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
@@ -159,9 +160,9 @@ Status fold_smoothing_into_norm(T* gamma, T* beta, std::int64_t k, const float* 
 /// column absmax over `weights`, s = smoothing_factors(act_amax, ., alpha), scales every weight's columns by
 /// s and folds 1/s into gamma (and beta when not null). Writes s to `scales` [K] when not null. Validates
 /// everything before changing anything.
-///   llmk::quant::WeightView<llmk::half> ws[] = {{wq, 4096, 4096, 4096}, {wk, 1024, 4096, 4096}, ...};
-///   llmk::Status st = llmk::quant::smoothquant_apply(act_amax.data(), 4096, 0.5f, std::span(ws), gamma,
-///                                                    nullptr, s.data());
+///   const llmk::quant::WeightView<llmk::half> ws[] = {{wq, 4096, 4096, 4096}, {wk, 1024, 4096, 4096}};
+///   llmk::Status st = llmk::quant::smoothquant_apply<llmk::half, llmk::half>(  // W, G: not deduced
+///       act_amax.data(), 4096, 0.5f, ws, gamma, /*beta (RMSNorm)*/ nullptr, s.data());
 template <class W, class G>
 Status smoothquant_apply(const float* act_amax, std::int64_t k, float alpha,
                          std::span<const WeightView<W>> weights, G* gamma, G* beta, float* scales) {

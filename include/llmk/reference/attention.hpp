@@ -291,8 +291,9 @@ void attention_naive(const AttentionProblem& p, const T* q, const T* k, const T*
 /// Merges partial attention results over disjoint key sets into the result over their union, in fp64:
 ///   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) * o_i.
 /// o_parts is [parts, dim] (part i's output row), lse_parts [parts] (natural log). A part with lse = -inf saw
-/// no key and contributes nothing; when every part is -inf (or parts == 0), out = 0 and lse = -inf. lse may
-/// be null. For [rows, heads] tensors call it once per (row, head).
+/// no key and contributes nothing; when every part is -inf (or parts == 0), out = 0 and lse = -inf. A NaN
+/// lse_i makes out and lse NaN (as the kernels' merges: a NaN is never dropped, even beside -inf parts). lse
+/// may be null. For [rows, heads] tensors call it once per (row, head).
 ///
 ///   double o[2][4] = {...}, l[2] = {...}, merged[4], merged_lse;
 ///   llmk::reference::merge_states(2, 4, &o[0][0], l, merged, &merged_lse);
@@ -300,7 +301,14 @@ inline void merge_states(int parts, int dim, const double* o_parts, const double
                          double* lse) {
   const double neg_inf = -std::numeric_limits<double>::infinity();
   double m = neg_inf;
-  for (int i = 0; i < parts; ++i) m = std::fmax(m, lse_parts[i]);
+  for (int i = 0; i < parts; ++i) {
+    if (std::isnan(lse_parts[i])) {  // std::fmax would drop it
+      for (int d = 0; d < dim; ++d) out[d] = std::numeric_limits<double>::quiet_NaN();
+      if (lse) *lse = std::numeric_limits<double>::quiet_NaN();
+      return;
+    }
+    m = std::fmax(m, lse_parts[i]);
+  }
   for (int d = 0; d < dim; ++d) out[d] = 0.0;
   if (m == neg_inf) {  // no part saw a key
     if (lse) *lse = neg_inf;

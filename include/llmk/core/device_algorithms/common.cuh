@@ -3,6 +3,9 @@
 // SortOrder, and small element-wise launches. The interface and its rules: llmk/core/device_algorithms.cuh.
 #pragma once
 
+#include <initializer_list>
+#include <utility>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +53,13 @@ namespace detail {
 #if defined(LLMK_SIM)
 inline constexpr std::size_t kSimTempBytes = 16;  // see the file comment
 #endif
+
+// The first null pointer of `args` as an invalid_argument naming it; OK when none is null.
+inline Status check_not_null(std::initializer_list<std::pair<const char*, const void*>> args) {
+  for (const auto& [name, pointer] : args)
+    if (pointer == nullptr) return Status::invalid_argument(name, "must not be null");
+  return {};
+}
 
 // The common argument checks; `needs` is what the implementation asks for (nothing runs when temp is null).
 inline Status check_temp(const void* temp, std::size_t* temp_bytes, std::size_t needs, bool* query) {

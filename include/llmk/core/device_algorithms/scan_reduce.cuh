@@ -8,7 +8,7 @@ namespace llmk::device {
 
 namespace detail {
 inline Status check_in_out(const void* in, const void* out) {
-  if (in == nullptr || out == nullptr) return Status::invalid_argument("in", "in and out must not be null");
+  LLMK_RETURN_IF_ERROR(check_not_null({{"in", in}, {"out", out}}));
   return {};
 }
 // A reduction's output is written even for count 0; its input is read only for count > 0.
@@ -18,8 +18,7 @@ inline Status check_reduce(const void* in, const void* out, std::int64_t count) 
   return {};
 }
 inline Status check_segmented(const void* in, const void* out, const std::int64_t* offsets) {
-  if (in == nullptr || out == nullptr || offsets == nullptr)
-    return Status::invalid_argument("in", "in, out and offsets must not be null");
+  LLMK_RETURN_IF_ERROR(check_not_null({{"in", in}, {"out", out}, {"offsets", offsets}}));
   return {};
 }
 // The segmented reductions take no element count: the simulator checks that the segments do not decrease.

@@ -19,8 +19,7 @@ Status select_flagged(void* temp, std::size_t* temp_bytes, const T* in, const st
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   auto checks = [&]() -> Status {
     if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
-    if (count > 0 && (in == nullptr || flags == nullptr || out == nullptr))
-      return Status::invalid_argument("in", "in, flags and out must not be null");
+    if (count > 0) LLMK_RETURN_IF_ERROR(detail::check_not_null({{"in", in}, {"flags", flags}, {"out", out}}));
     return {};
   };
 #if defined(LLMK_SIM)
@@ -254,8 +253,7 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
   if (query || count == 0) return {};
-  if (keys == nullptr || keep == nullptr)
-    return Status::invalid_argument("keys", "keys and keep must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"keep", keep}}));
   auto* base = static_cast<unsigned char*>(temp);
   auto* index = reinterpret_cast<Index*>(base);                      // positions; later the sorted segments
   auto* by_key = reinterpret_cast<Index*>(base + idx_bytes);         // positions sorted by key
@@ -306,8 +304,7 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, l.total, &query));
   if (query || count == 0) return {};
-  if (keys == nullptr || keep == nullptr || offsets == nullptr || ks == nullptr)
-    return Status::invalid_argument("keys", "keys, offsets, ks and keep must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"offsets", offsets}, {"ks", ks}, {"keep", keep}}));
   LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
   const std::uint32_t *grouped = nullptr, *group_seg = nullptr;
   LLMK_RETURN_IF_ERROR(
@@ -333,8 +330,7 @@ Status segmented_kth_value(void* temp, std::size_t* temp_bytes, const Key* keys,
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, l.total, &query));
   if (query || segments == 0) return {};
-  if (out == nullptr || offsets == nullptr)
-    return Status::invalid_argument("out", "out and offsets must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_not_null({{"out", out}, {"offsets", offsets}}));
   if (count > 0 && keys == nullptr) return Status::invalid_argument("keys", "must not be null");
   LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
   const std::uint32_t *grouped = nullptr, *group_seg = nullptr;
@@ -391,8 +387,7 @@ Status select_less_than(void* temp, std::size_t* temp_bytes, const Key* keys, st
   const detail::LessAt<Key, Index> pred{keys, threshold};
   auto checks = [&]() -> Status {
     if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
-    if (count > 0 && (keys == nullptr || indices_out == nullptr))
-      return Status::invalid_argument("keys", "keys and indices_out must not be null");
+    if (count > 0) LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"indices_out", indices_out}}));
     return {};
   };
 #if defined(LLMK_SIM)
@@ -501,8 +496,9 @@ Status segmented_select_less_than(void* temp, std::size_t* temp_bytes, const Key
   if (query) return {};
   if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
   if (segments > 0 && offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
-  if (count > 0 && (keys == nullptr || indices_out == nullptr || thresholds == nullptr))
-    return Status::invalid_argument("keys", "keys, thresholds and indices_out must not be null");
+  if (count > 0)
+    LLMK_RETURN_IF_ERROR(
+        detail::check_not_null({{"keys", keys}, {"thresholds", thresholds}, {"indices_out", indices_out}}));
   if (segments > 0) LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
   auto* flags = static_cast<std::uint8_t*>(temp);
   if (count > 0)

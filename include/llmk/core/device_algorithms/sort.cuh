@@ -16,8 +16,8 @@ Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* 
                   cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   auto checks = [&]() -> Status {
-    if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
-      return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
+    LLMK_RETURN_IF_ERROR(detail::check_not_null(
+        {{"keys_in", keys_in}, {"keys_out", keys_out}, {"values_in", values_in}, {"values_out", values_out}}));
     return {};
   };
 #if defined(LLMK_SIM)
@@ -51,8 +51,7 @@ Status sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* k
                  SortOrder order, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   auto checks = [&]() -> Status {
-    if (keys_in == nullptr || keys_out == nullptr)
-      return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
+    LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys_in", keys_in}, {"keys_out", keys_out}}));
     return {};
   };
 #if defined(LLMK_SIM)
