@@ -130,11 +130,13 @@ struct PhaseCounters {
     loss = run_loss;
   }
   // n x k layer, block b. FLOPs: the inverse 4/3 k^3 (Cholesky, inverse, Cholesky), the trailing GEMMs
-  // n k^2, the column loops n k b, the reported loss 2 n k^2. Bytes (the minimal traffic): W[:, i2:] in and
-  // out once per block (4 n k^2 / b), H / U / Err workspaces (~16 k^2), W in and the outputs out (~9 n k).
-  void report(benchmark::State& state, double n, double k, double b) const {
-    llmk::bench::set_throughput(state, 4.0 / 3.0 * k * k * k + n * k * k + n * k * b + 2.0 * n * k * k,
-                                4.0 * n * k * k / b + 16.0 * k * k + 9.0 * n * k);
+  // n k^2, the column loops n k b, the reported loss 2 n k^2 (only when it is computed: `with_loss`).
+  // Bytes (the minimal traffic): W[:, i2:] in and out once per block (4 n k^2 / b), H / U / Err workspaces
+  // (~16 k^2), W in and the outputs out (~9 n k).
+  void report(benchmark::State& state, double n, double k, double b, bool with_loss = true) const {
+    llmk::bench::set_throughput(
+        state, 4.0 / 3.0 * k * k * k + n * k * k + n * k * b + (with_loss ? 2.0 * n * k * k : 0.0),
+        4.0 * n * k * k / b + 16.0 * k * k + 9.0 * n * k);
     auto avg = [](double v) { return benchmark::Counter(v, benchmark::Counter::kAvgIterations); };
     state.counters["prepare_s"] = avg(sum.prepare_s);
     state.counters["inverse_s"] = avg(sum.inverse_s);
@@ -162,7 +164,8 @@ void BM_Hessian(benchmark::State& state) {
   if (!llmk::bench::skip_unless_ok(state,
                                    obs::hessian_update(h.data(), d, d, 0, x.data(), rows, ldx, nullptr)))
     return;
-  llmk::throw_if_error(llmk::device_synchronize());
+  // A failure errors this row (skip_unless_ok), not the whole binary (an exception would end it).
+  if (!llmk::bench::skip_unless_ok(state, llmk::device_synchronize())) return;
   llmk::bench::time_rotating(
       state, copies,
       [&](std::size_t c) {
@@ -240,7 +243,7 @@ void BM_GptqHostNoLoss(benchmark::State& state) {
     }
     phases.add(q.timings, 0.0);
   }
-  phases.report(state, static_cast<double>(n), static_cast<double>(k), 128.0);
+  phases.report(state, static_cast<double>(n), static_cast<double>(k), 128.0, opt.report_loss);
   state.SetLabel("blas=" LLMK_BENCH_BLAS);
 }
 

@@ -31,15 +31,27 @@
 // targets are in /work/shared/targets.md (the project's "what we aim to beat", Attention section). Both
 // numbers also compare against BM_DeviceCopy as bench/attention_decode.cu describes.
 //
-// BM_AppendKv<T>: append_kv of num_tokens new K and V rows [tokens, kv_heads, d] into a page-size-16 NHD pool
-// through an int64 slot_mapping. Two cases: a decode step (64 tokens, one per sequence of a batch of 64, each
-// at a random slot of its own page) and a prefill chunk (4096 consecutive tokens of one sequence, starting at
-// a random slot of its first page, over shuffled pages).
+// BM_AppendKv<T[, Code]>: append_kv of num_tokens new K and V rows [tokens, kv_heads, d] into a
+// page-size-16 NHD pool through an int64 slot_mapping. Two cases: a decode step (64 tokens, one per sequence
+// of a batch of 64, each at a random slot of its own page) and a prefill chunk (4096 consecutive tokens of
+// one sequence, starting at a random slot of its first page, over shuffled pages). Code = std::int8_t
+// (per-token- head scales, computed and written with every row) or llmk::float8_e4m3 (one per-tensor scale,
+// read): quantize-on-write into an 8-bit cache.
 //   Arguments: tokens, seqs, kv_heads, d, page_size.
-//   Counters: bytes/s with bytes = num_tokens * kv_heads * d * 2 (K and V) * sizeof(T), the bytes WRITTEN to
-//   the pool (the kernel also reads as many from the new rows: compare against BM_DeviceCopy's read + write
-//   bytes/s accordingly, i.e. 2x this counter is the traffic); kv_copies as below. The decode step moves
-//   256 KiB and is bound by launch latency, not bandwidth.
+//   Counters: bytes/s with bytes = the new rows read (2 * tokens * kv_heads * d * sizeof(T), K and V) + the
+//   rows written to the pool (the same at sizeof(Code)) + the int8 cache's scales written (2 * tokens *
+//   kv_heads * 4) + the slot mapping read (8 * tokens): read + written, like BM_DeviceCopy's (before
+//   2026-11-29 it counted the written bytes only). FLOP/s (8-bit caches only; the 16-bit append is a copy):
+//   one per value quantized, 2 * tokens * kv_heads * d, as bench/quantize.cu counts. kv_copies as below. The
+//   decode step moves about 0.5 MiB and is bound by launch latency, not bandwidth.
+//
+// BM_CopyPages<T>: copy_pages of `pairs` pages src[i] -> dst[i] (copy-on-write after a fork), K and V, page
+// size 16, all in one shuffled pool; T = std::int8_t also copies the pages' per-token-head scales.
+//   Arguments: pairs, kv_heads, d, page_size. 64 pairs (one page per sequence of a batch of 64) is
+//   launch-bound; 4096 pairs (a 64k-token prefix) measures bandwidth. Counters: bytes/s with bytes = the
+//   pages read and written (4 * pairs * page_size * kv_heads * d * sizeof(T)) + the int8 scales read and
+//   written (4 * pairs * page_size * kv_heads * 4) + src and dst ids (8 * pairs); no FLOP/s (a copy, as
+//   BM_DeviceCopy); kv_copies as below.
 //
 // BM_DeviceCopy: cudaMemcpyAsync device-to-device of a 1 GiB buffer (simulator: 1 MiB with
 // llmk::device_copy);
@@ -222,15 +234,24 @@ void BM_PagedDecode(benchmark::State& state) {
   state.counters["page_size"] = page_size;
 }
 
-template <class T>
+// A positive scale for the fp8 cache's per-tensor scale (any value works; the codes' range fits N(0, 1)
+// rows).
+float fp8_kv_scale(std::mt19937&) {
+  return 1.0f / 64.0f;
+}
+
+template <class T, class Code = T>
 void BM_AppendKv(benchmark::State& state) {
+  constexpr bool kQuantized = !std::is_same_v<T, Code>;
+  constexpr bool kPerRowScales = std::is_same_v<Code, std::int8_t>;
   const int tokens = static_cast<int>(state.range(0)), seqs = static_cast<int>(state.range(1)),
             kv_heads = static_cast<int>(state.range(2)), d = static_cast<int>(state.range(3)),
             page_size = static_cast<int>(state.range(4));
   const int per_seq = tokens / seqs;  // tokens of each sequence, consecutive
   const std::size_t row_count = static_cast<std::size_t>(tokens) * kv_heads * d;  // new K (or V)
-  const std::size_t written = 2 * row_count * sizeof(T);
-  const std::size_t copies = copies_for(2 * written);  // the new rows read + the pages written
+  const double scale_bytes = kPerRowScales ? 2.0 * tokens * kv_heads * sizeof(float) : 0.0;
+  const double bytes = 2.0 * row_count * (sizeof(T) + sizeof(Code)) + scale_bytes + 8.0 * tokens;
+  const std::size_t copies = copies_for(static_cast<std::size_t>(bytes));
 
   // Each sequence starts at a random slot of a page, so its tokens span up to ceil((page_size - 1 + per_seq)
   // / page_size) pages; every copy takes that many pages per sequence from one shuffled pool.
@@ -255,13 +276,20 @@ void BM_AppendKv(benchmark::State& state) {
 
   const kv::PageStrides strides = kv::make_nhd_strides(page_size, kv_heads, d);
   const std::size_t pool_count = total_pages * static_cast<std::size_t>(strides.page);
-  llmk::DeviceBuffer<T> k_new(copies * row_count), v_new(copies * row_count), k_pool(pool_count),
-      v_pool(pool_count);
+  llmk::DeviceBuffer<T> k_new(copies * row_count), v_new(copies * row_count);
+  llmk::DeviceBuffer<Code> k_pool(pool_count), v_pool(pool_count);
+  // int8: a scale per slot and head, written; fp8: one per-tensor scale, read.
+  llmk::DeviceBuffer<float> k_scales(kPerRowScales ? total_pages * page_size * kv_heads : 1),
+      v_scales(k_scales.size());
+  if constexpr (kQuantized && !kPerRowScales) {
+    llmk::bench::fill_random(k_scales, 8, fp8_kv_scale);
+    llmk::bench::fill_random(v_scales, 9, fp8_kv_scale);
+  }
   fill_normal(k_new, 4);
   fill_normal(v_new, 5);
   llmk::DeviceBuffer<std::int64_t> d_slots(slots);
 
-  kv::AppendArgs<T> a;
+  kv::AppendArgs<T, Code> a;
   a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(kv_heads) * d;
   a.k_stride_head = a.v_stride_head = d;
   a.num_tokens = tokens;
@@ -272,15 +300,61 @@ void BM_AppendKv(benchmark::State& state) {
   a.strides = strides;
   a.page_size = page_size;
   a.num_pages = static_cast<int>(total_pages);
+  if constexpr (kQuantized) {
+    a.scale_mode = kPerRowScales ? kv::KvScale::kPerTokenHead : kv::KvScale::kPerTensor;
+    a.k_scales = k_scales.data();
+    a.v_scales = v_scales.data();
+  }
 
   llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
-    kv::AppendArgs<T> step = a;
+    kv::AppendArgs<T, Code> step = a;
     step.k = k_new.data() + c * row_count;
     step.v = v_new.data() + c * row_count;
     step.slot_mapping = d_slots.data() + c * tokens;
     return kv::append_kv(step, nullptr);
   });
-  llmk::bench::set_bandwidth(state, static_cast<double>(written));
+  if constexpr (kQuantized)
+    llmk::bench::set_throughput(state, 2.0 * static_cast<double>(row_count), bytes);
+  else
+    llmk::bench::set_bandwidth(state, bytes);  // a copy: no FLOPs, as BM_DeviceCopy
+  state.counters["kv_copies"] = static_cast<double>(copies);
+}
+
+template <class T>
+void BM_CopyPages(benchmark::State& state) {
+  constexpr bool kScales = std::is_same_v<T, std::int8_t>;
+  const int pairs = static_cast<int>(state.range(0)), kv_heads = static_cast<int>(state.range(1)),
+            d = static_cast<int>(state.range(2)), page_size = static_cast<int>(state.range(3));
+  const double rows = static_cast<double>(pairs) * page_size * kv_heads;  // rows of K (or V) copied
+  const double bytes =
+      4.0 * rows * d * sizeof(T) + (kScales ? 4.0 * rows * sizeof(float) : 0.0) + 8.0 * pairs;
+  const std::size_t copies = copies_for(static_cast<std::size_t>(bytes));
+
+  // Copy c reads pages ids[2c * pairs, (2c + 1) * pairs) and writes the next `pairs` of one shuffled pool.
+  const std::size_t total_pages = copies * 2 * static_cast<std::size_t>(pairs);
+  if (total_pages > static_cast<std::size_t>(INT32_MAX)) {
+    state.SkipWithError("page pool too large for int32 page ids");
+    return;
+  }
+  std::vector<int> ids(total_pages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(11));
+  const llmk::bench::PagePool<T> pool(total_pages, page_size, kv_heads, d);
+  llmk::DeviceBuffer<float> k_scales(kScales ? total_pages * page_size * kv_heads : 1),
+      v_scales(k_scales.size());
+  if constexpr (kScales) {
+    fill_normal(k_scales, 6);
+    fill_normal(v_scales, 7);
+  }
+  llmk::DeviceBuffer<int> d_ids(ids);
+
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    const int* src = d_ids.data() + 2 * c * pairs;
+    return kv::copy_pages(pool.k.data(), pool.v.data(), pool.strides, page_size,
+                          static_cast<int>(total_pages), kv_heads, d, src, src + pairs, pairs, nullptr,
+                          kScales ? k_scales.data() : nullptr, kScales ? v_scales.data() : nullptr);
+  });
+  llmk::bench::set_bandwidth(state, bytes);  // a copy: no FLOPs, as BM_DeviceCopy
   state.counters["kv_copies"] = static_cast<double>(copies);
 }
 
@@ -311,6 +385,11 @@ void append_args(benchmark::internal::Benchmark* b) {
   b->Args({64, 64, kKvHeads, kDim, 16});
   b->Args({4096, 1, kKvHeads, kDim, 16});
 }
+// pairs, kv_heads, d, page_size: one page per sequence of a batch of 64, a 64k-token prefix.
+void copy_args(benchmark::internal::Benchmark* b) {
+  b->Args({64, kKvHeads, kDim, 16});
+  b->Args({4096, kKvHeads, kDim, 16});
+}
 #define LLMK_COPY_MIB ->Arg(1024)
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMicrosecond)
 #else
@@ -333,6 +412,9 @@ void append_args(benchmark::internal::Benchmark* b) {
   b->Args({2, 2, 2, 64, 16});
   b->Args({128, 1, 2, 64, 16});
 }
+void copy_args(benchmark::internal::Benchmark* b) {
+  b->Args({4, 2, 64, 16});
+}
 #define LLMK_COPY_MIB ->Arg(1)
 #define LLMK_BENCH_UNIT ->UseManualTime()->Unit(benchmark::kMillisecond)
 #endif
@@ -347,9 +429,14 @@ BENCHMARK_TEMPLATE(BM_PagedDecode, bfloat16)->Apply(paged_args_bf16) LLMK_PAGED_
 BENCHMARK_TEMPLATE(BM_PagedDecode, half, std::int8_t)->Apply(paged_args) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
 BENCHMARK_TEMPLATE(BM_PagedDecode, half, llmk::float8_e4m3)
     ->Apply(paged_args) LLMK_PAGED_NAMES LLMK_BENCH_UNIT;
-BENCHMARK_TEMPLATE(BM_AppendKv, half)
-    ->Apply(append_args)
-    ->ArgNames({"tokens", "seqs", "kv_heads", "d", "page_size"}) LLMK_BENCH_UNIT;
+#define LLMK_APPEND_NAMES ->ArgNames({"tokens", "seqs", "kv_heads", "d", "page_size"})
+BENCHMARK_TEMPLATE(BM_AppendKv, half)->Apply(append_args) LLMK_APPEND_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_AppendKv, half, std::int8_t)->Apply(append_args) LLMK_APPEND_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_AppendKv, half, llmk::float8_e4m3)
+    ->Apply(append_args) LLMK_APPEND_NAMES LLMK_BENCH_UNIT;
+#define LLMK_COPY_PAGES_NAMES ->ArgNames({"pairs", "kv_heads", "d", "page_size"})
+BENCHMARK_TEMPLATE(BM_CopyPages, half)->Apply(copy_args) LLMK_COPY_PAGES_NAMES LLMK_BENCH_UNIT;
+BENCHMARK_TEMPLATE(BM_CopyPages, std::int8_t)->Apply(copy_args) LLMK_COPY_PAGES_NAMES LLMK_BENCH_UNIT;
 BENCHMARK(BM_DeviceCopy) LLMK_COPY_MIB->ArgNames({"MiB"}) LLMK_BENCH_UNIT;
 
 }  // namespace

@@ -154,7 +154,8 @@ struct Shape {
 template <class Call>
 void run_timed(benchmark::State& state, const Shape& s, double bytes, std::size_t copies, Call call) {
   if (!llmk::bench::skip_unless_ok(state, call(std::size_t{0}))) return;
-  llmk::throw_if_error(llmk::device_synchronize());
+  // A failure errors this row (skip_unless_ok), not the whole binary (an exception would end it).
+  if (!llmk::bench::skip_unless_ok(state, llmk::device_synchronize())) return;
   llmk::bench::time_rotating(state, copies, call, 1);
   llmk::bench::set_throughput(state, s.flops(), bytes);
   state.counters["weight_copies"] = static_cast<double>(copies);

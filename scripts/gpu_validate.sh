@@ -18,7 +18,10 @@
 #      exact command, logs, the static gate report of this build (static/), summary.md and plots/;
 #   6. prints, last, the summary table (scripts/perf/summarize.py): kernel, shape, llmk time, anchor time, ratio,
 #      % of roofline, predicted time.
-# Exit status: 0 only if the build, every GPU test (none skipped) and every benchmark binary succeeded.
+# Exit status: 0 only if the build, every GPU test (none skipped) and every benchmark binary succeeded, and the
+# results check found nothing (scripts/perf/summarize.py --check: no errored or skipped row outside the allowlist of
+# bench/model/checks.py, every binary's and the anchor's JSON present, every llmk row's anchor measured; with
+# --bench-filter, anchors the filter excluded and binaries it left empty are warnings).
 #
 # Usage (on the GPU machine; prepare .gpu-deps here first: scripts/gpu_prepare.sh, then carry it):
 #   scripts/gpu_validate.sh [--out DIR] [--min-time SECONDS] [--bench-filter REGEX] [--skip-tests]
@@ -286,6 +289,22 @@ done
 if ((${#not_run[@]})); then
   printf '%s\n' "${not_run[@]}" >"$out/not_run.txt"
   problems+=("not run (time budget ${budget} s): ${not_run[*]}")
+  status=1
+fi
+
+# ---- the results themselves (bench/model/checks.py) ----------------------------------------------------------------
+# Exit codes are not enough: Google Benchmark exits 0 after SkipWithError and when a filter matches nothing, and a
+# binary that was never built (LAPACK, cuBLASLt absent) leaves nothing to fail. The folder is checked: errored or
+# skipped rows (outside checks.ALLOWED), missing or empty JSON, llmk rows without their anchor each fail the run.
+echo "== checking the results (errored / skipped rows, missing outputs and anchors)"
+check_args=(--check "$out")
+[[ -n "$bench_filter" ]] && check_args+=(--bench-filter "$bench_filter")
+timeout "$(left 60)" python3 scripts/perf/summarize.py "${check_args[@]}" >"$out/logs/check.log" 2>&1
+rc=$?
+sed 's/^/   /' "$out/logs/check.log"
+if ((rc != 0)); then
+  while IFS= read -r line; do problems+=("${line#FAIL: }"); done < <(grep '^FAIL: ' "$out/logs/check.log")
+  grep -q '^FAIL: ' "$out/logs/check.log" || problems+=("the results check failed (exit $rc, logs/check.log)")
   status=1
 fi
 

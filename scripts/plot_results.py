@@ -142,11 +142,12 @@ def plot_anchor(plt, family: str, rows: list[report.Row], out: Path) -> Path | N
     fig, (top, bot) = plt.subplots(2, 1, figsize=(max(6.0, 0.9 * len(sel) + 3), 6.4), sharex=True)
     w = 0.4
     top.bar([i - w / 2 for i in x], [r.time_s * 1e6 for r in sel], w, label="llmk")
-    top.bar([i + w / 2 for i in x], [r.anchor_time * 1e6 for r in sel], w, label=sel[0].anchor)
+    anchor = sel[0].anchor + (" (cross-dtype)" if sel[0].anchor_cross else "")  # pairs.py: another precision
+    top.bar([i + w / 2 for i in x], [r.anchor_time * 1e6 for r in sel], w, label=anchor)
     top.set_yscale("log")
     top.set_ylabel("time (us)")
     top.legend(fontsize=7)
-    top.set_title(f"{family} vs {sel[0].anchor}", fontsize=9)
+    top.set_title(f"{family} vs {anchor}", fontsize=9)
     ratios = [r.ratio for r in sel]
     bot.bar(x, ratios, color=["tab:green" if q >= 1 else "tab:red" for q in ratios])
     bot.axhline(1.0, color="k", linewidth=0.8)

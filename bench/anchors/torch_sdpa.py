@@ -25,8 +25,10 @@ Timing, comparable with llmk's (bench/support/gpu_timer.hpp, bench_data.hpp):
 - Decode rotates ceil(4 x L2 / cache bytes) copies of the K/V cache, iteration i reading copy i % copies (llmk's
   copies_for / time_rotating): every iteration reads K/V from DRAM. Prefill is not rotated (neither is llmk's).
 Output: Google Benchmark JSON (context + benchmarks), rewritten after every case so that a run killed by a time
-limit leaves the cases it finished. A failing case is recorded with error_occurred and its message.
-Exit: 0 (even with failed cases), 2 without torch or without a CUDA GPU (one line on stderr).
+limit leaves the cases it finished. A failing case is recorded with error_occurred and its message, and the other
+cases still run.
+Exit: 0 when every case ran, 1 when a case failed (after the whole JSON is written; one line on stderr names the
+failed cases), 2 without torch or without a CUDA GPU (one line on stderr).
 """
 from __future__ import annotations
 
@@ -259,7 +261,16 @@ def main(argv=None) -> int:
     save(args.out, context, benchmarks)
     if args.out:
         print(f"torch_sdpa: {len(benchmarks)} cases -> {args.out}", file=sys.stderr)
-    return 0
+    return exit_code(benchmarks)
+
+
+def exit_code(benchmarks: list[dict]) -> int:
+    """1 when a case failed (its entry has error_occurred; gpu_validate.sh then fails), else 0."""
+    failed = [b["name"] for b in benchmarks if b.get("error_occurred")]
+    if failed:
+        print(f"torch_sdpa: {len(failed)} of {len(benchmarks)} cases FAILED: {', '.join(failed[:5])}"
+              + (" ..." if len(failed) > 5 else ""), file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

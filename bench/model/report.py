@@ -29,6 +29,8 @@ class Row:
     roof: predict.Roofline | None = None
     anchor: str | None = None  # anchor family
     anchor_what: str = ""
+    anchor_cross: str = ""  # '' or what differs: a cross-dtype pair (pairs.py)
+    anchor_keys: tuple[str, ...] | None = None  # the arguments the anchor must match (None: all)
     anchor_entry: Entry | None = None
     anchor_error: str | None = None
     pred: predict.Prediction | None = None
@@ -112,8 +114,8 @@ def _find_anchor(row: Row, entries: list[Entry], errors: list[Entry]) -> None:
     found = pairs.anchor_for(row.family)
     if not found:
         return
-    anchor, keys, what = found
-    row.anchor, row.anchor_what = anchor, what
+    anchor, keys, what, cross = found
+    row.anchor, row.anchor_what, row.anchor_cross, row.anchor_keys = anchor, what, cross, keys
     want = {k: row.args.get(k) for k in keys} if keys else row.args
     for pool, is_error in ((entries, False), (errors, True)):
         for e in pool:

@@ -2,8 +2,10 @@
 
 Google Benchmark JSON: every entry has name, run_type ('iteration' or 'aggregate'), real_time in time_unit and its
 counters as top-level keys. Repetitions are collapsed to one entry per file and run name: the 'median' aggregate when
-there is one, else 'mean', else the median of the iteration entries. An entry with error_occurred is kept as an
-error (never dropped); a file that is not JSON is listed as unreadable.
+there is one, else 'mean', else the median of the iteration entries. An entry with error_occurred (SkipWithError:
+error_message) or skipped (SkipWithMessage, Google Benchmark >= 1.8: skip_message) is kept as an error, and so is
+one without a real_time (never dropped); a file that is not JSON is listed as unreadable, an empty one (a binary
+whose --benchmark_filter matched nothing writes 0 bytes) as empty.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from .units import TIME_UNIT_S
 # Google Benchmark's own keys: every other numeric top-level key is a counter
 GB_ENTRY_KEYS = {"name", "family_index", "per_family_instance_index", "run_name", "run_type", "repetitions",
                  "repetition_index", "threads", "iterations", "real_time", "cpu_time", "time_unit",
-                 "aggregate_name", "aggregate_unit", "error_occurred", "error_message", "label", "skipped"}
+                 "aggregate_name", "aggregate_unit", "error_occurred", "error_message", "label", "skipped",
+                 "skip_message"}
 
 
 class Unreadable(Exception):
@@ -42,12 +45,14 @@ class Results:
     folder: Path
     meta: dict
     entries: list[Entry]  # measured, collapsed
-    errors: list[Entry]  # error_occurred
+    errors: list[Entry]  # error_occurred, skipped, or no real_time
     unreadable: list[tuple[str, str]]  # (file, why)
     notes: list[str]
     contexts: dict[str, dict] = field(default_factory=dict)  # file -> its Google Benchmark "context"
     not_run: list[str] = field(default_factory=list)  # not_run.txt: benchmarks the run's time budget cut
     problems: list[str] = field(default_factory=list)  # problems.txt: what gpu_validate.sh reported failed
+    files: list[str] = field(default_factory=list)  # every bench/ and anchors/ JSON found (relative), read or not
+    empty: list[str] = field(default_factory=list)  # 0-byte JSON: the binary's filter matched nothing
 
 
 def _entry(b: dict, rel: str) -> Entry:
@@ -57,10 +62,10 @@ def _entry(b: dict, rel: str) -> Entry:
     counters = {k: float(v) for k, v in b.items()
                 if k not in GB_ENTRY_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
     err = None
-    if b.get("error_occurred") or b.get("skipped") in ("error", True):
+    if b.get("error_occurred"):  # SkipWithError
         err = b.get("error_message") or "error_occurred (no message)"
-    elif b.get("error_message") and not b.get("iterations"):  # SkipWithMessage (Google Benchmark >= 1.8)
-        err = f"skipped: {b['error_message']}"
+    elif b.get("skipped"):  # SkipWithMessage (Google Benchmark >= 1.8 writes skipped / skip_message)
+        err = f"skipped: {b.get('skip_message') or b.get('error_message') or '(no message)'}"
     return Entry(run_name, rel, names.parse(run_name), float(t) * unit if isinstance(t, (int, float)) else None,
                  int(b.get("iterations", 0) or 0), counters, err)
 
@@ -81,11 +86,17 @@ def collapse(raw: list[tuple[dict, Entry]]) -> tuple[list[Entry], list[Entry]]:
         if "median" in aggs or "mean" in aggs:
             which = "median" if "median" in aggs else "mean"
             e = aggs[which]
+            if e.time_s is None:
+                e.error = f"no real_time in the {which} aggregate"
+                errors.append(e)
+                continue
             e.collapsed = f"{which} of {len(its) or '?'} repetitions"
             measured.append(e)
         elif its:
             usable = [e for e in its if e.time_s is not None]
-            if not usable:
+            if not usable:  # no time to report: an error, not a silent gap
+                its[0].error = "no real_time in the JSON entry"
+                errors.append(its[0])
                 continue
             if len(usable) == 1:
                 measured.append(usable[0])
@@ -94,6 +105,10 @@ def collapse(raw: list[tuple[dict, Entry]]) -> tuple[list[Entry], list[Entry]]:
                 mid.time_s = statistics.median(e.time_s for e in usable)
                 mid.collapsed = f"median of {len(usable)} repetitions"
                 measured.append(mid)
+        else:  # aggregates without a mean or median: nothing to report as a time
+            e = items[0][1]
+            e.error = "no iteration entry and no mean / median aggregate"
+            errors.append(e)
     return measured, errors
 
 
@@ -131,11 +146,14 @@ def load(folder: Path) -> Results:
     files = sorted((folder / "bench").glob("*.json")) + sorted((folder / "anchors").glob("*.json"))
     if not files:
         raise Unreadable(f"{folder}: no JSON in bench/ or anchors/")
-    raw, unreadable, contexts = [], [], {}
+    raw, unreadable, contexts, empty = [], [], {}, []
     for p in files:
         rel = p.relative_to(folder).as_posix()
         try:
             text = p.read_text()
+            if not text.strip():  # Google Benchmark opens --benchmark_out before it finds no benchmark to run
+                empty.append(rel)
+                continue
             try:
                 doc = json.loads(text)
             except ValueError:
@@ -161,4 +179,4 @@ def load(folder: Path) -> Results:
         p = folder / name
         return [l.strip() for l in p.read_text(errors="replace").splitlines() if l.strip()] if p.is_file() else []
     return Results(folder, meta, measured, errors, unreadable, notes, contexts, lines("not_run.txt"),
-                   lines("problems.txt"))
+                   lines("problems.txt"), [p.relative_to(folder).as_posix() for p in files], empty)

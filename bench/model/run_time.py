@@ -8,8 +8,9 @@ operands, several weight copies of up to ~180 MiB), so a benchmark costs about
     framework:  sum over its calls of (setup + (iterations + 1) x (t + overhead))     (4.4 calls on average)
     one pass:   setup + (samples + 1) x (t + overhead),  samples = clamp(min_time / t, 5, 200)
 
-where t is the kernel's time, overhead the per-sample cost around it (the 20 us spin kernel, two events and a
-synchronization: about 40 us) and `+ 1` the warm-up call. One pass is bench/support/gpu_timer.hpp's
+where t is the kernel's time, overhead the per-sample cost around it (the spin kernel, at least 20 us, two events and
+a synchronization: about 40 us) and `+ 1` the warm-up call (two since 2026-11-29, the second timing the host's
+share to size the spin: one more t, left out of the model). One pass is bench/support/gpu_timer.hpp's
 LLMK_BENCH_ONE_PASS_S mode, which scripts/gpu_validate.sh uses.
 
 Setup per call is fitted, not measured: the 2026-11-25 run at 2bcc0c2 stopped the quant GEMM binary at its 220 s

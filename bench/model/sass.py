@@ -307,10 +307,10 @@ def sm90_f16_splits(m: int, n: int, k: int, sms: int = 132) -> int:
     return math.ceil(k_tiles / per)
 
 
-def _sm90_f16(out: str):
+def _sm90_f16(out: str, elem: str = "half"):
     def f(a, t):
         name = "gemm_sm90_split_kernel" if sm90_f16_splits(a["M"], a["N"], a["K"]) > 1 else "gemm_sm90_kernel"
-        return (rf"^gemm::{name}<gemm::Sm90GemmConfig<half,{_sm90_bn(a)},4,false,false>,"
+        return (rf"^gemm::{name}<gemm::Sm90GemmConfig<{elem},{_sm90_bn(a)},4,false,false>,"
                 rf"gemm::LinearEpilogue<{out}>")
     return f
 
@@ -351,6 +351,15 @@ def _sm90_8bit_blocks(a, hopper: bool = False) -> int:
         return math.ceil(a["N"] / _sm90_bn(a)) * math.ceil(a["M"] / 128) * sm90_splits(a["M"], a["N"], a["K"])
     t = _qgemm_tile(a["M"])
     return math.ceil(a["N"] / t[1]) * math.ceil(a["M"] / t[0]) * qgemm_splits(a["M"], a["N"], a["K"])
+
+
+def _tile_gemm_kernel(elem: str):
+    return lambda a, t: ((r"^gemm::tile_gemm_split_kernel<" if tile_gemm_splits(a) > 1 else r"^gemm::tile_gemm_kernel<")
+                         + rf"{elem},float,gemm::KMajorTile<{_csv(_tile_gemm_tile(a))}>")
+
+
+def _tile_gemm_blocks(a, t) -> int:
+    return math.ceil(a["N"] / _tile_gemm_tile(a)[1]) * math.ceil(a["M"] / _tile_gemm_tile(a)[0]) * tile_gemm_splits(a)
 
 
 # family base -> (kernel regex from (args, template args), thread blocks the launch has, or None: enough for all SMs)
@@ -398,15 +407,14 @@ KERNEL_MAP: dict[str, tuple[KernelRegex, Callable[[dict, tuple], int] | None]] =
     # the K sweep: BN and the cluster size are the template arguments, never split
     "BM_Sm90KSweepF16": (lambda a, t: _sweep_kernel("half", t) + r"gemm::LinearEpilogue<half", _sweep_blocks),
     "BM_Sm90KSweepI8": (lambda a, t: _sweep_kernel("signed char", t) + r"gemm::QuantEpilogue<half,", _sweep_blocks),
-    "BM_TileGemmF16": (lambda a, t: (r"^gemm::tile_gemm_split_kernel<" if tile_gemm_splits(a) > 1
-                                     else r"^gemm::tile_gemm_kernel<")
-                       + rf"half,float,gemm::KMajorTile<{_csv(_tile_gemm_tile(a))}>",
-                       lambda a, t: math.ceil(a["N"] / _tile_gemm_tile(a)[1]) * math.ceil(a["M"] / _tile_gemm_tile(a)[0])
-                       * tile_gemm_splits(a)),
+    "BM_TileGemmF16": (_tile_gemm_kernel("half"), _tile_gemm_blocks),
+    "BM_TileGemmBF16": (_tile_gemm_kernel("bfloat16"), _tile_gemm_blocks),
+    "BM_GemmBF16": (_sm90_f16("float", "bfloat16"), _sm90_f16_blocks),
     "BM_HessianF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<half>", None),
     "BM_HessianBF16": (lambda a, t: r"^obs::detail::hessian_mma_kernel<bfloat16>", None),
     "BM_HessianF32": (lambda a, t: r"^obs::detail::hessian_update_kernel<float>", None),
-    "BM_AppendKv": (lambda a, t: rf"^kvcache::append_kv_kernel<{_t(t)},", None),
+    "BM_AppendKv": (lambda a, t: rf"^kvcache::append_kv_kernel<{_t(t)},{re.escape(_code(t))}\s*>", None),
+    "BM_CopyPages": (lambda a, t: rf"^kvcache::copy_pages_kernel<{re.escape(_code(t))}\s*>", None),
 }
 
 

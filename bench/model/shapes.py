@@ -105,7 +105,7 @@ def quant_gemm_cases(anchors: bool) -> list[str]:
 
 
 def tile_gemm_cases(anchors: bool) -> list[str]:
-    out = _mnk("BM_TileGemmF16", TILE_SHAPES) + _mnk("BM_GemmF16", TILE_SHAPES)
+    out = [c for fam in ("BM_TileGemmF16", "BM_GemmF16", "BM_TileGemmBF16", "BM_GemmBF16") for c in _mnk(fam, TILE_SHAPES)]
     if anchors:
         for t in ("half", "bfloat16"):
             out += _mnk(f"BM_CublasGemm<{t}>", TILE_SHAPES)
@@ -132,7 +132,11 @@ def paged_cases() -> list[str]:
                 "BM_PagedPrefill<half, llmk::float8_e4m3>"):
         out += [_name(fam, list(zip(ck, (b, q, L, 32, 8, 128, 16)))) for b, q, L in chunks]
     ak = ("tokens", "seqs", "kv_heads", "d", "page_size")
-    out += [_name("BM_AppendKv<half>", list(zip(ak, s))) for s in ((64, 64, 8, 128, 16), (4096, 1, 8, 128, 16))]
+    for fam in ("BM_AppendKv<half>", "BM_AppendKv<half, std::int8_t>", "BM_AppendKv<half, llmk::float8_e4m3>"):
+        out += [_name(fam, list(zip(ak, s))) for s in ((64, 64, 8, 128, 16), (4096, 1, 8, 128, 16))]
+    cp = ("pairs", "kv_heads", "d", "page_size")
+    for fam in ("BM_CopyPages<half>", "BM_CopyPages<std::int8_t>"):
+        out += [_name(fam, list(zip(cp, s))) for s in ((64, 8, 128, 16), (4096, 8, 128, 16))]
     return out
 
 

@@ -6,8 +6,8 @@ runs without a measurement and a measurement's counters can be cross-checked (ra
 Work fields:
   flops        the FLOP/s counter's amount per iteration (useful work; causal counts half, GQA counts query heads)
   bytes        the bytes/s counter's amount per iteration
-  traffic      the DRAM bytes the roofline charges: == bytes, except BM_AppendKv, whose counter counts the bytes
-               written only (the kernel reads as many): traffic = 2 x bytes there
+  traffic      the DRAM bytes the roofline charges: == bytes (every bytes counter counts read + written, as
+               BM_DeviceCopy's; BM_AppendKv's counted the written bytes only before 2026-11-29)
   tensor_work  the FLOPs the tensor cores actually execute (mma tiles are 16 rows: a GEMM with M = 1 computes 16
                rows; decode computes 16 query-head rows per KV head). Used by the SASS prediction only.
 Compute kinds (which peak the roofline takes, before static/report.tsv refines it): see predict.KINDS.
@@ -85,9 +85,12 @@ def decode(a, t, code_size=None, per_row_scales=False):
     return Work(flops, byts, byts, tensor)
 
 
+INT8 = ("std::int8_t", "int8_t", "signed char")
+
+
 def paged_decode(a, t):
     code = t[1] if len(t) > 1 else (t[0] if t else "half")
-    int8 = code in ("std::int8_t", "int8_t", "signed char")
+    int8 = code in INT8
     return decode(a, t[:1], code_size=SIZEOF.get(code, 2), per_row_scales=int8)
 
 
@@ -103,13 +106,26 @@ def chunk_prefill(a, t, code_size=None, per_row_scales=False):  # bench/paged_pr
 
 def paged_chunk_prefill(a, t):
     code = t[1] if len(t) > 1 else (t[0] if t else "half")
-    int8 = code in ("std::int8_t", "int8_t", "signed char")
+    int8 = code in INT8
     return chunk_prefill(a, t[:1], code_size=SIZEOF.get(code, 2), per_row_scales=int8)
 
 
-def append_kv(a, t):
-    written = a["tokens"] * a["kv_heads"] * a["d"] * 2.0 * _size(t)
-    return Work(0.0, written, 2.0 * written, 0.0, "counter = bytes written; traffic = read + written")
+def append_kv(a, t):  # new rows read (T) + written (Code) + int8 scales written + slot mapping read
+    tokens = a["tokens"]
+    rows = tokens * a["kv_heads"]
+    code = t[1] if len(t) > 1 else (t[0] if t else "half")
+    quantized = len(t) > 1 and t[1] != t[0]
+    scales = 2.0 * rows * 4 if code in INT8 else 0.0
+    byts = 2.0 * rows * a["d"] * (_size(t) + SIZEOF.get(code, 2)) + scales + 8.0 * tokens
+    flops = 2.0 * rows * a["d"] if quantized else 0.0  # one per value quantized (8-bit caches)
+    return Work(flops, byts, byts, 0.0)
+
+
+def copy_pages(a, t):  # pages read + written (K and V), int8 scales read + written, src / dst ids
+    rows = a["pairs"] * a["page_size"] * a["kv_heads"]
+    code = t[0] if t else "half"
+    byts = 4.0 * rows * a["d"] * SIZEOF.get(code, 2) + (4.0 * rows * 4 if code in INT8 else 0.0) + 8.0 * a["pairs"]
+    return Work(0.0, byts, byts, 0.0)
 
 
 def device_copy(a, t):
@@ -242,11 +258,15 @@ def hessian(dtype):
     return f
 
 
-def obs_layer(a, t):  # GPTQ / SparseGPT, block 128
+def obs_layer(a, t, loss=True):  # GPTQ / SparseGPT, block 128; the loss GEMM 2 n k^2 only when reported
     n, k, b = float(a["N"]), float(a["K"]), float(OBS_BLOCK)
-    flops = 4.0 / 3.0 * k**3 + n * k * k + n * k * b + 2.0 * n * k * k
+    flops = 4.0 / 3.0 * k**3 + n * k * k + n * k * b + (2.0 * n * k * k if loss else 0.0)
     byts = 4.0 * n * k * k / b + 16.0 * k * k + 9.0 * n * k
     return Work(flops, byts, byts, 0.0, "whole algorithm (cuSOLVER/cuBLAS + kernels), wall time")
+
+
+def obs_layer_no_loss(a, t):  # BM_GptqHostNoLoss: report_loss = false
+    return obs_layer(a, t, loss=False)
 
 
 MNK = ("M", "N", "K")
@@ -257,6 +277,9 @@ _F = [
            "bench/attention_prefill.cu (prefill(): the Hopper kernel on sm_90)"),
     Family("BM_PrefillMma", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "llmk",
            "bench/attention_prefill.cu (prefill_mma: the mma.sync kernel)"),
+    Family("BM_PrefillMmaTile", ("batch", "seq", "heads", "kv_heads", "d", "causal"),
+           lambda a, t: prefill(a, ("half",)), "mma_f16", "llmk",
+           "bench/attention_prefill.cu (the mma.sync kernel at other tiles, half; template argument = the tile)"),
     Family("BM_PrefillFp8", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill_fp8, "wgmma_f8", "llmk",
            "bench/attention_prefill.cu (prefill_fp8: e4m3 Q/K/V on the Hopper kernel)"),
     Family("SDPA_Prefill", ("batch", "seq", "heads", "kv_heads", "d", "causal"), prefill, "mma_f16", "anchor",
@@ -273,6 +296,8 @@ _F = [
            "bench/paged_prefill.cu (prefill_paged_with_config: the Hopper kernel's producer gathers pages)"),
     Family("BM_AppendKv", ("tokens", "seqs", "kv_heads", "d", "page_size"), append_kv, "none", "llmk",
            "bench/paged_attention.cu"),
+    Family("BM_CopyPages", ("pairs", "kv_heads", "d", "page_size"), copy_pages, "none", "llmk",
+           "bench/paged_attention.cu (copy_pages: copy-on-write of whole pages)"),
     Family("BM_DeviceCopy", ("MiB",), device_copy, "none", "anchor", "bench/support/bench_data.hpp"),
     Family("BM_W8A8", MNK, w8a8, "mma_i8", "llmk", "bench/quant_gemm.cu"),
     # fp8 mma.sync on sm_90 is emulated by ptxas with HMMA (perf-audit.md headline 2): the fp16 mma.sync rate
@@ -296,6 +321,8 @@ _F = [
     Family("BM_CublasLtFp8", MNK, cublaslt_fp8, "wgmma_f8", "anchor", "bench/quant_gemm.cu"),
     Family("BM_TileGemmF16", MNK, tile_gemm, "mma_f16", "llmk", "bench/tile_gemm.cu"),
     Family("BM_GemmF16", MNK, tile_gemm, "wgmma_f16", "llmk", "bench/tile_gemm.cu"),
+    Family("BM_TileGemmBF16", MNK, tile_gemm, "mma_f16", "llmk", "bench/tile_gemm.cu (bf16 A and B)"),
+    Family("BM_GemmBF16", MNK, tile_gemm, "wgmma_f16", "llmk", "bench/tile_gemm.cu (bf16 A and B)"),
     Family("BM_CublasGemm", MNK, tile_gemm, "wgmma_f16", "anchor", "bench/tile_gemm.cu"),
     Family("BM_QuantizeDynamic", ("rows", "cols"), quantize, "none", "llmk", "bench/quantize.cu"),
     Family("BM_Quantize", ("rows", "cols"), quantize, "none", "llmk", "bench/quantize.cu"),
@@ -312,6 +339,8 @@ _F = [
     Family("BM_GptqGpu", ("N", "K"), obs_layer, "fp32", "llmk", "bench/obs.cu"),
     Family("BM_SparseGptGpu", ("N", "K"), obs_layer, "fp32", "llmk", "bench/obs.cu"),
     Family("BM_GptqHost", ("N", "K"), obs_layer, "fp32", "host", "bench/obs.cu"),
+    Family("BM_GptqHostNoLoss", ("N", "K"), obs_layer_no_loss, "fp32", "host",
+           "bench/obs.cu (BM_GptqHost without the loss GEMM: the GPTQ reference's comparison)"),
     Family("BM_SparseGptHost", ("N", "K"), obs_layer, "fp32", "host", "bench/obs.cu"),
 ]
 FAMILIES = {f.base: f for f in _F}

@@ -2,6 +2,7 @@
 """Summary of a GPU results folder: every llmk benchmark next to its anchor, its roofline and the cost model.
 
   scripts/perf/summarize.py <results folder> [--static FILE] [--full]
+  scripts/perf/summarize.py --check <results folder> [--bench-filter REGEX]
 
 Reads <folder>/bench/*.json and <folder>/anchors/*.json (Google Benchmark JSON), meta.json (the GPU) and the static
 gate report (--static, default <folder>/static/report.tsv when present). Pairs each llmk benchmark with its anchor
@@ -14,6 +15,10 @@ Writes <folder>/summary.md and <folder>/summary.txt and prints the table LAST. S
 listed, never dropped. --full: every row (anchors and host runs too) and more columns.
 Exit: 0 (a report, whatever the ratios), 2 when the folder, meta.json, a JSON file or the static report is unreadable
 (the table of what could be read is still printed).
+--check: no table; the run's verdict (bench/model/checks.py): one 'FAIL: ...' line per failure (errored or skipped
+rows outside the allowlist, missing or unreadable JSON, llmk rows without their anchor) and 'warning: ...' lines;
+exit 1 on any failure, 0 when none, 2 when the folder is unreadable. --bench-filter: the run's filter (missing
+anchors it excluded are warnings; empty binaries too). scripts/gpu_validate.sh runs it after the benchmarks.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model import gemm_rounds, hardware, pairs, report, results, sass  # noqa: E402
+from model import checks, gemm_rounds, hardware, pairs, report, results, sass  # noqa: E402
 from model.units import fmt_pct, fmt_rate, fmt_ratio, fmt_time, table  # noqa: E402
 
 HEADERS = ["kernel", "shape", "llmk time", "anchor", "anchor time", "ratio", "% of roofline", "% copy",
@@ -41,11 +46,12 @@ def rel(p: Path) -> str:
 def anchor_cells(r: report.Row) -> tuple[str, str]:
     if r.anchor is None:
         return "-", "-"
+    name = r.anchor + (" (cross-dtype)" if r.anchor_cross else "")  # pairs.py: another precision, deliberately
     if r.anchor_entry is not None:
-        return r.anchor, fmt_time(r.anchor_time)
+        return name, fmt_time(r.anchor_time)
     if r.anchor_error is not None:
-        return f"{r.anchor} (error)", "n/a"
-    return f"{r.anchor} (missing)", "n/a"
+        return f"{name} (error)", "n/a"
+    return f"{name} (missing)", "n/a"
 
 
 def cells(r: report.Row, full: bool) -> list[str]:
@@ -103,8 +109,12 @@ def pairing_lines() -> list[str]:
 
 def problem_lines(rep: report.Report, res: results.Results) -> list[str]:
     out = [f"== skipped / errored benchmarks: {len(rep.errors)}"]
+    arch = str(res.meta.get("arch", ""))
     for e in rep.errors:
-        out.append(f"   {e.file}: {e.name}: {e.error}")
+        why = checks.allowed_reason(e, arch)
+        out.append(f"   {e.file}: {e.name}: {e.error}" + (f" (expected, checks.ALLOWED: {why})" if why else ""))
+    if res.empty:
+        out.append(f"== empty JSON (the filter matched nothing there): {', '.join(res.empty)}")
     if res.not_run:
         out.append(f"== not run (not_run.txt: the run's time budget): {', '.join(res.not_run)}")
     if res.problems:
@@ -160,6 +170,8 @@ def main(argv=None) -> int:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--static", type=Path, help="static gate report.tsv (default: <folder>/static/report.tsv)")
     ap.add_argument("--full", action="store_true", help="print every row and more columns")
+    ap.add_argument("--check", action="store_true", help="only the run's verdict (exit 1 on a failure)")
+    ap.add_argument("--bench-filter", help="with --check: the --bench-filter the run was given")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
@@ -169,6 +181,15 @@ def main(argv=None) -> int:
         print(f"summarize: unreadable input: {e}", file=sys.stderr)
         return 2
     gpu, gpu_note = hardware.pick_gpu(res.meta.get("gpu"))
+    if args.check:
+        v = checks.check(res, report.build(res, gpu, gpu_note, None).rows, args.bench_filter or None)
+        for e, why in v.allowed:
+            print(f"expected: {e.name}: {e.error} ({why})")
+        print("\n".join([f"warning: {w}" for w in v.warnings] + [f"FAIL: {f}" for f in v.failures]))
+        if v.ok:
+            print(f"check: ok ({len(res.entries)} rows" + ("; see the warnings above)" if v.warnings else
+                  ", no errored row, every expected output and anchor present)"))
+        return 0 if v.ok else 1
     static_path = args.static or (args.folder / "static" / "report.tsv")
     static_rows, static_note, bad_static = None, "none (predicted time n/a)", False
     if args.static or static_path.is_file():

@@ -26,7 +26,8 @@ PLOT = ROOT / "scripts/plot_results.py"
 SDPA = ROOT / "bench/anchors/torch_sdpa.py"
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model import block_order, gemm_rounds, hardware, names, report, results, run_time, sass, shapes, work  # noqa: E402
+from model import (block_order, checks, gemm_rounds, hardware, names, pairs, report, results, run_time, sass,  # noqa: E402
+                   shapes, work)
 
 
 def run(*args, timeout=60):
@@ -161,6 +162,128 @@ class TestSummarize(SampleCopy):
         self.assertTrue(done.stdout.rstrip().splitlines()[-1].startswith("("), "the table still comes last")
 
 
+class TestResultsCheck(SampleCopy):
+    """summarize.py --check: the GPU run's verdict on its results folder (bench/model/checks.py). The sample has two
+    errored rows (bench/bench_quant_gemm_cuda.json, anchors/torch_sdpa.json), no paged prefill JSON and two llmk
+    rows whose anchor it lacks."""
+
+    def check(self, *extra):
+        return run(SUMMARIZE, "--check", self.folder, *extra)
+
+    def edit(self, rel, keep):
+        p = self.folder / rel
+        doc = json.loads(p.read_text())
+        doc["benchmarks"] = [b for b in doc["benchmarks"] if keep(b)]
+        p.write_text(json.dumps(doc, indent=2))
+
+    def make_clean(self):
+        """The sample without its errored rows, gaps and missing file: the check passes."""
+        self.edit("bench/bench_quant_gemm_cuda.json", lambda b: not b.get("error_occurred"))
+        self.edit("anchors/torch_sdpa.json", lambda b: not b.get("error_occurred"))
+        self.edit("bench/bench_quant_gemm_cuda.json", lambda b: not b["name"].startswith("BM_FP8/M:1/"))
+        self.edit("bench/bench_attention_decode_cuda.json",
+                  lambda b: not b["name"].startswith("BM_Decode<half>/batch:1/kv_len:512/heads:32/kv_heads:32/"))
+        self.edit("bench/bench_paged_attention_cuda.json", lambda b: not b["name"].startswith("BM_PagedDecode<bfloat16>"))
+        self.edit("bench/bench_quantize_cuda.json", lambda b: not b["name"].startswith("BM_TensorAmax<half>/1/"))
+        src = json.loads((self.folder / "bench/bench_paged_attention_cuda.json").read_text())
+        src["benchmarks"] = [b for b in src["benchmarks"] if b["name"].startswith("BM_DeviceCopy")]
+        (self.folder / "bench/bench_paged_prefill_cuda.json").write_text(json.dumps(src))
+
+    def test_error_rows_fail_the_run(self):
+        done = self.check()
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        fails = [l for l in done.stdout.splitlines() if l.startswith("FAIL: ")]
+        errored = next(l for l in fails if "errored / skipped" in l)
+        self.assertIn("2 errored / skipped benchmark rows", errored)
+        self.assertIn("BM_CublasLtFp8/M:1/N:4096/K:4096/manual_time", errored)
+        self.assertIn("CUBLAS_STATUS_NOT_SUPPORTED", errored)
+        self.assertIn("SDPA_Decode<half>/batch:1/kv_len:512/heads:32/kv_heads:32/d:128/manual_time", errored)
+        self.assertTrue(any("bench/bench_paged_prefill_cuda.json" in l and "missing output" in l for l in fails))
+        self.assertTrue(any("without their anchor" in l and "BM_DenseDecode<bfloat16>" in l for l in fails))
+
+    def test_clean_folder_passes_and_each_gap_fails(self):
+        self.make_clean()
+        done = self.check()
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("check: ok", done.stdout)
+        # an anchor binary that was never built (cuBLASLt absent: the anchors are not registered)
+        self.edit("bench/bench_quant_gemm_cuda.json", lambda b: not b["name"].startswith("BM_CublasHgemm"))
+        done = self.check()
+        self.assertEqual(done.returncode, 1)
+        self.assertRegex(done.stdout, r"FAIL: \d+ llmk rows without their anchor \(BM_CublasHgemm;")
+        # a binary that was not built at all (LAPACK absent: bench_obs)
+        self.make_clean()
+        (self.folder / "bench/bench_obs_cuda.json").unlink()
+        done = self.check()
+        self.assertEqual(done.returncode, 1)
+        self.assertRegex(done.stdout, r"FAIL: missing output .*bench/bench_obs_cuda.json")
+
+    def test_skipped_and_untimed_entries_are_errors(self):
+        self.make_clean()
+        p = self.folder / "bench/bench_quantize_cuda.json"
+        doc = json.loads(p.read_text())
+        first = doc["benchmarks"][0]
+        skipped = dict(first, name="BM_Skipped/1/manual_time", run_name="BM_Skipped/1/manual_time", skipped=True,
+                       skip_message="not on this GPU")  # SkipWithMessage, Google Benchmark >= 1.8
+        untimed = {k: v for k, v in first.items() if k != "real_time"}
+        untimed.update(name="BM_Untimed/1/manual_time", run_name="BM_Untimed/1/manual_time")
+        doc["benchmarks"] += [skipped, untimed]
+        p.write_text(json.dumps(doc))
+        errs = {e.name: e.error for e in results.load(self.folder).errors}
+        self.assertEqual(errs["BM_Skipped/1/manual_time"], "skipped: not on this GPU")
+        self.assertIn("no real_time", errs["BM_Untimed/1/manual_time"])
+        done = self.check()
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("2 errored / skipped benchmark rows", done.stdout)
+
+    def test_allowlist(self):
+        res = results.load(self.folder)
+        rows = report.build(res, *hardware.pick_gpu(res.meta.get("gpu")), None).rows
+        allow = [checks.Allowed(r"^BM_CublasLtFp8/M:1/", r"NOT_SUPPORTED", r".*", "test: a refused shape"),
+                 checks.Allowed(r"^SDPA_Decode<", r"No available kernel", r"^80$", "test: not on this arch")]
+        v = checks.check(res, rows, allowed=allow)
+        self.assertEqual([(e.name.split("/")[0], why) for e, why in v.allowed], [("BM_CublasLtFp8", "test: a refused shape")])
+        errored = next(f for f in v.failures if "errored" in f)
+        self.assertIn("1 errored / skipped benchmark rows: SDPA_Decode<half>", errored)  # its arch entry is not 90a
+        # the shipped list never excuses a refusal on the Hopper build
+        hopper = results.Entry("BM_Sm90Hgemm/M:1/N:1/K:1/manual_time", "bench/x.json", names.parse("BM_Sm90Hgemm/M:1"),
+                               None, 0, error="needs sm_90a code")
+        self.assertIsNone(checks.allowed_reason(hopper, "90a"))
+        self.assertIsNotNone(checks.allowed_reason(hopper, "80"))
+        for a in checks.ALLOWED:
+            self.assertTrue(a.reason)
+
+    def test_filter_warns_about_excluded_anchors(self):
+        self.make_clean()
+        (self.folder / "bench/bench_obs_cuda.json").write_text("")  # the filter matched nothing there
+        self.edit("bench/bench_quant_gemm_cuda.json", lambda b: not b["name"].startswith("BM_CublasHgemm"))
+        done = self.check("--bench-filter", "BM_W4A16/")  # excludes BM_CublasHgemm, the anchor of BM_W4A16
+        self.assertEqual(done.returncode, 0, done.stdout)
+        self.assertIn("warning: --bench-filter matched nothing in: bench/bench_obs_cuda.json", done.stdout)
+        self.assertRegex(done.stdout, r"warning: \d+ llmk rows whose anchor --bench-filter excluded")
+        # an anchor the filter takes but that is missing still fails; so does an empty file without a filter
+        done = self.check("--bench-filter", "BM_W4A16/|BM_CublasHgemm")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("without their anchor (BM_CublasHgemm", done.stdout)
+        done = self.check()
+        self.assertRegex(done.stdout, r"FAIL: no benchmark ran \(empty JSON\): bench/bench_obs_cuda.json")
+
+    def test_summary_marks_cross_dtype_pairs(self):
+        lines = run(SUMMARIZE, self.folder).stdout.splitlines()
+        self.assertRegex("\n".join(lines), r"BM_PrefillFp8<.*SDPA_Prefill<\{T\}>.*CROSS-DTYPE \(fp8 Q/K/V vs fp16")
+        q = next(l for l in lines if l.startswith("BM_AppendKv<half, std::int8_t> "))
+        self.assertIn("BM_AppendKv<half> (cross-dtype)", q)
+        q = next(l for l in lines if l.startswith("BM_PagedDecode<half, std::int8_t> "))
+        self.assertIn("BM_DenseDecode<half> (cross-dtype)", q)
+        plain = next(l for l in lines if l.startswith("BM_PagedDecode<half> "))
+        self.assertNotIn("cross-dtype", plain)
+        bf16 = next(l for l in lines if l.startswith("BM_TileGemmBF16 "))
+        self.assertIn("BM_CublasGemm<bfloat16>", bf16)
+        self.assertIn("CROSS-DTYPE (8-bit KV cache vs the fp16 cache)", "\n".join(lines))
+        self.assertEqual(pairs.anchor_for("BM_AppendKv<half, std::int8_t>")[0], "BM_AppendKv<half>")
+        self.assertIsNone(pairs.anchor_for("BM_AppendKv<half>"))
+
+
 class TestGpuValidateSummary(SampleCopy):
     """scripts/gpu_validate.sh --summary: the summary/plot step of the GPU command, on the sample (no GPU)."""
 
@@ -171,6 +294,19 @@ class TestGpuValidateSummary(SampleCopy):
         lines = done.stdout.splitlines()
         self.assertTrue(lines and lines[-1].startswith("(") and "rows" in lines[-1], lines[-3:])
         self.assertTrue((self.folder / "summary.md").is_file())
+
+    def test_results_check_step_fails_the_run(self):
+        # the script's own check block (between its markers), run on the sample: its FAIL lines become problems
+        script = (ROOT / "scripts/gpu_validate.sh").read_text()
+        left = re.search(r"^left\(\) \{.*?^\}\n", script, re.S | re.M).group(0)
+        block = re.search(r"^# ---- the results themselves.*?(?=^# ---- 5/6)", script, re.S | re.M).group(0)
+        (self.folder / "logs").mkdir(exist_ok=True)
+        harness = (f"set -uo pipefail\ncd '{ROOT}'\nout='{self.folder}'\nbench_filter=''\nproblems=()\nstatus=0\n"
+                   "budget=510\nt0=$SECONDS\n" + left + block + 'echo "status=$status"; printf "P:%s\\n" "${problems[@]}"\n')
+        done = subprocess.run(["bash", "-c", harness], capture_output=True, text=True, timeout=120)
+        self.assertIn("status=1", done.stdout, done.stdout + done.stderr)
+        self.assertRegex(done.stdout, r"P:2 errored / skipped benchmark rows: BM_CublasLtFp8/M:1/")
+        self.assertTrue((self.folder / "logs/check.log").is_file())
 
     def test_bad_arguments_exit_2(self):
         for argv in (["--no-such-option"], ["--summary", str(self.tmp / "missing")]):
@@ -404,6 +540,16 @@ class TestStaticGateRules(unittest.TestCase):
 
 
 class TestSdpaAnchor(unittest.TestCase):
+    def test_a_failed_case_fails_the_exit_code(self):
+        spec = importlib.util.spec_from_file_location("torch_sdpa", SDPA)
+        sdpa = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sdpa)
+        ok = sdpa.entry("SDPA_Decode<half>/x", "us", iterations=5, real_time=1.0)
+        bad = sdpa.entry("SDPA_Decode<half>/y", "us", iterations=0, real_time=0.0, error_occurred=True,
+                         error_message="RuntimeError: No available kernel")
+        self.assertEqual(sdpa.exit_code([ok, ok]), 0)
+        self.assertEqual(sdpa.exit_code([ok, bad]), 1)
+
     def test_list_needs_no_gpu(self):
         done = run(SDPA, "--list")
         self.assertEqual(done.returncode, 0, done.stderr)
