@@ -16,7 +16,9 @@ namespace llmk::attention {
 
 /// Options shared by prefill and decode. softmax_scale multiplies Q K^T before everything else (the usual
 /// value is 1 / sqrt(head_dim), see default_scale()); softcap > 0 applies score = softcap * tanh(score /
-/// softcap) after the scale (Gemma 2 / Grok style); the mask is described in mask.cuh.
+/// softcap) after the scale (Gemma 2 / Grok style); the mask is described in mask.cuh. The launchers reject a
+/// softmax_scale that is not finite and > 0, a softcap that is not finite and >= 0, and windows below -1.
+///   a.options = {llmk::attention::default_scale(128), /*softcap=*/0.0f, /*causal=*/true, /*window_left=*/4095};
 struct AttentionOptions {
   float softmax_scale = 0.0f;  // must be set (> 0 and finite)
   float softcap = 0.0f;        // 0: off
@@ -104,7 +106,11 @@ struct PrefillFp8Args {
 ///   Q [batch, num_heads, head_dim], O like Q; K/V [batch, max_kv_len, num_kv_heads, head_dim] with strides.
 /// Sequence b attends to its first kv_lens[b] keys (all max_kv_len when kv_lens is null). The query is the
 /// last token: a causal mask changes nothing, window_left limits the history to the last window_left + 1
-/// keys.
+/// keys. The rules each field must meet: plan_decode_with_config (decode.cuh).
+///   llmk::attention::DecodeArgs<llmk::half> a;   // q, o [B, 32, 128]; k, v [B, L, 8, 128]; o, v as q, k
+///   a.q = q; a.q_stride_batch = 32 * 128; a.q_stride_head = 128; a.k = k; a.k_stride_batch = L * 8 * 128;
+///   a.k_stride_token = 8 * 128; a.k_stride_head = 128; a.max_kv_len = L; a.batch = B; a.head_dim = 128;
+///   a.num_heads = 32; a.num_kv_heads = 8; a.options.softmax_scale = llmk::attention::default_scale(128);
 template <class T>
 struct DecodeArgs {
   const T* q = nullptr;

@@ -90,7 +90,17 @@ inline constexpr int kMaxBatchInvariantSplits = 65535;
 struct DecodeSplits {
   int num_splits = 0;      // 0: the heuristic (default mode) or just enough splits (batch-invariant mode)
   int keys_per_split = 0;  // 0: the default mode; > 0: the batch-invariant mode
+  /// The default mode: `splits` even splits (1..kMaxDecodeSplits), 0 for the heuristic. Implicit, so that an
+  /// int passes for a DecodeSplits. plan_decode* reject other counts (invalid_argument naming num_splits).
+  ///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode(a, &plan, llmk::attention::DecodeSplits(4)));
   constexpr DecodeSplits(int splits = 0) : num_splits(splits) {}  // NOLINT(google-explicit-constructor)
+  /// The batch-invariant mode: chunks of keys_per_split keys (a positive multiple of the configuration's key
+  /// tile Bc, at most 2^30) and num_splits splits (0: just enough for the longest visible history; else at
+  /// least that many and at most kMaxBatchInvariantSplits, e.g. a fixed grid for a CUDA graph). plan_decode*
+  /// check both (invalid_argument naming keys_per_split or num_splits).
+  ///   // 1024-key chunks, a grid wide enough for histories of up to 32 x 1024 keys
+  ///   const auto splits = llmk::attention::DecodeSplits::batch_invariant(1024, 32);
+  ///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode(a, &plan, splits));
   static constexpr DecodeSplits batch_invariant(int keys_per_split = kBatchInvariantKeysPerSplit,
                                                 int num_splits = 0) {
     DecodeSplits s(num_splits);
@@ -110,7 +120,8 @@ struct DecodePlan {
 /// Split heuristic: enough blocks for about two per SM, but at least 4 key tiles per split, at most
 /// kMaxDecodeSplits. `blocks` is batch * num_kv_heads * ceil(group / 16); 1 (no split) when blocks,
 /// max_kv_len or block_keys is not positive.
-///   const int splits = llmk::attention::choose_decode_splits(8 * 8, 4096, 64, 132);  // 5: 320 of the 264 blocks wanted
+///   // 8 sequences x 8 KV heads on 132 SMs: 5 splits (320 blocks of the 264 wanted)
+///   const int splits = llmk::attention::choose_decode_splits(8 * 8, 4096, 64, 132);
 inline int choose_decode_splits(long long blocks, int max_kv_len, int block_keys, int num_sms) {
   const long long target = 2LL * (num_sms > 0 ? num_sms : 1);
   if (blocks <= 0 || blocks >= target || max_kv_len <= 0 || block_keys <= 0) return 1;
@@ -693,7 +704,23 @@ constexpr const char* kPagedDecodeInstantiation =
 
 /// Plans decode_with_config(): the split count (0 lets the heuristic choose from batch, heads, length and the
 /// SM count; DecodeSplits::batch_invariant() cuts fixed chunks, see DecodeSplits) and the workspace it needs.
-/// Validates the arguments.
+///
+///   using Cfg = llmk::attention::DefaultDecodeConfig<80>;   // head dim 80: not dispatched by plan_decode
+///   llmk::attention::DecodePlan plan;
+///   LLMK_RETURN_IF_ERROR((llmk::attention::plan_decode_with_config<llmk::half, Cfg>(a, &plan)));
+///
+/// Errors (Status::invalid_argument naming the argument): plan null; head_dim != Cfg::kHeadDim; batch < 1;
+/// num_heads or num_kv_heads < 1, or num_heads not a multiple of num_kv_heads; options.softmax_scale not
+/// finite and > 0, options.softcap not finite and >= 0, options.window_left / window_right below -1; q, o, k
+/// or v null or not 16-byte aligned; a head, token or (batch > 1) batch stride not a positive multiple of 8
+/// elements, or a head stride below head_dim; lse not 4-byte aligned; overlapping output rows (need
+/// o_stride_batch >= num_heads * o_stride_head, or o_stride_head >= batch * o_stride_batch with
+/// o_stride_batch >= head_dim); max_kv_len outside [0, 2^30]; kv_lens not 4-byte aligned or given without
+/// kv_lens_host, or a kv_lens_host[b] outside [0, max_kv_len]; batch or num_kv_heads * ceil(group / 16) above
+/// 65535 (the grid). Splits: num_splits outside [0, kMaxDecodeSplits]; in the batch-invariant mode
+/// keys_per_split not a positive multiple of Cfg::kBc (at most 2^30), num_splits below 0, or not 0 and outside
+/// [ceil(visible keys / keys_per_split), kMaxBatchInvariantSplits], or a history that needs more than
+/// kMaxBatchInvariantSplits chunks.
 template <class T, class Cfg>
 Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits splits = {}) {
   if (plan == nullptr) return Status::invalid_argument("plan", "must not be null");
@@ -710,6 +737,16 @@ Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, Deco
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode(a, &plan));
 ///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::decode(a, plan, ws.data(), ws.size(), stream));
+///
+/// The explicit form takes a plan from plan_decode_with_config with the same Cfg:
+///   LLMK_RETURN_IF_ERROR((llmk::attention::decode_with_config<llmk::half, Cfg>(a, plan, ws.data(), ws.size(),
+///                                                                              stream)));
+///
+/// Errors (Status::invalid_argument naming the argument): the argument checks of plan_decode_with_config;
+/// plan.num_splits outside [1, kMaxDecodeSplits], or for a batch-invariant plan plan.keys_per_split not a
+/// positive multiple of Cfg::kBc (at most 2^30) and plan.num_splits below 1 or too few for the longest visible
+/// history; with more than one split, workspace null or not 16-byte aligned, or workspace_bytes below what
+/// the plan needs for these arguments (plan.workspace_bytes). A failed launch: Status::cuda_error.
 template <class T, class Cfg>
 Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace,
                           std::size_t workspace_bytes, cudaStream_t stream) {
@@ -721,6 +758,14 @@ Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, voi
 
 /// Plans decode_paged_with_config(): as plan_decode_with_config, with the lengths taken from the page table.
 /// args.k, args.v and args.kv_lens must be null (args.max_kv_len is ignored).
+///
+///   using Cfg = llmk::attention::DefaultDecodeConfig<80>;
+///   llmk::attention::DecodePlan plan;   // pages: a llmk::kvcache::PagedKv<llmk::half>, as for decode_paged
+///   LLMK_RETURN_IF_ERROR((llmk::attention::plan_decode_paged_with_config<llmk::half, Cfg>(a, pages, &plan)));
+///
+/// Errors (Status::invalid_argument naming the argument): those of plan_decode_with_config without the dense
+/// K/V rules (k, v, their strides, max_kv_len, kv_lens); k, v or kv_lens not null ('k/v/kv_lens'); the page
+/// view's checks (kvcache::validate_paged_kv, naming 'pages.<field>').
 template <class T, class Cfg, class Code = T>
 Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                      DecodePlan* plan, DecodeSplits splits = {}) {
@@ -742,6 +787,14 @@ Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::P
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::plan_decode_paged(a, pages, &plan));
 ///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::decode_paged(a, pages, plan, ws.data(), ws.size(), stream));
+///
+/// The explicit form takes a plan from plan_decode_paged_with_config with the same Cfg:
+///   LLMK_RETURN_IF_ERROR((llmk::attention::decode_paged_with_config<llmk::half, Cfg>(a, pages, plan, ws.data(),
+///                                                                                    ws.size(), stream)));
+///
+/// Errors (Status::invalid_argument naming the argument): the checks of plan_decode_paged_with_config, then
+/// the plan and workspace checks of decode_with_config (the longest history taken from the page table). A
+/// failed launch: Status::cuda_error.
 template <class T, class Cfg, class Code = T>
 Status decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                 const DecodePlan& plan, void* workspace, std::size_t workspace_bytes,
@@ -756,7 +809,9 @@ Status decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::PagedK
                                        detail::PagedKvRows<T, Code>{view}, max_len, stream);
 }
 
-/// plan_decode_with_config() for the runtime head dims (kRuntimeHeadDims) with default tiles.
+/// plan_decode_with_config() for the runtime head dims (kRuntimeHeadDims) with default tiles; the example is
+/// decode_with_config's. Errors: those of plan_decode_with_config, and a head dim outside kRuntimeHeadDims
+/// (invalid_argument naming 'head_dim' and the explicit instantiation to call).
 template <class T>
 Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits splits = {}) {
   return detail::dispatch_head_dim(args.head_dim, detail::kDecodeInstantiation, [&](auto dim) {
@@ -764,7 +819,8 @@ Status plan_decode(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits spl
   });
 }
 
-/// decode_with_config() for the runtime head dims (kRuntimeHeadDims) with default tiles; see there.
+/// decode_with_config() for the runtime head dims (kRuntimeHeadDims) with default tiles; see there (example
+/// and errors). A head dim outside kRuntimeHeadDims: invalid_argument naming 'head_dim'.
 template <class T>
 Status decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace, std::size_t workspace_bytes,
               cudaStream_t stream) {
@@ -774,7 +830,8 @@ Status decode(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace
   });
 }
 
-/// plan_decode_paged_with_config() for the runtime head dims.
+/// plan_decode_paged_with_config() for the runtime head dims; the example is decode_paged_with_config's.
+/// Errors: those of plan_decode_paged_with_config, and a head dim outside kRuntimeHeadDims ('head_dim').
 template <class T, class Code>
 Status plan_decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages, DecodePlan* plan,
                          DecodeSplits splits = {}) {
@@ -784,7 +841,8 @@ Status plan_decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Co
   });
 }
 
-/// decode_paged_with_config() for the runtime head dims.
+/// decode_paged_with_config() for the runtime head dims; see there (example and errors). A head dim outside
+/// kRuntimeHeadDims: invalid_argument naming 'head_dim'.
 template <class T, class Code>
 Status decode_paged(const DecodeArgs<T>& args, const kvcache::PagedKv<T, Code>& pages, const DecodePlan& plan,
                     void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {

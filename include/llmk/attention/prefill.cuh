@@ -45,7 +45,11 @@ Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
 }
 
 /// Prefill attention for the runtime head dims (kRuntimeHeadDims) with the default tiles; any other head dim
-/// returns Status::invalid_argument naming the explicit instantiation to use. See prefill_with_config().
+/// returns Status::invalid_argument naming the explicit instantiation to use. See prefill_with_config() (the
+/// arguments and the other errors, which are the same).
+///
+///   a.head_dim = 128; a.options.softmax_scale = llmk::attention::default_scale(128);   // a as there
+///   LLMK_RETURN_IF_ERROR(llmk::attention::prefill(a, stream));
 template <class T>
 Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
   return detail::dispatch_head_dim(
@@ -54,7 +58,10 @@ Status prefill(const PrefillArgs<T>& args, cudaStream_t stream) {
       });
 }
 
-/// prefill() on the mma.sync kernel on every architecture (the runtime head dims, default tiles).
+/// prefill() on the mma.sync kernel on every architecture (the runtime head dims, default tiles): the same
+/// results within the tolerance rule, e.g. to compare against the Hopper kernel. Errors: those of prefill().
+///
+///   LLMK_RETURN_IF_ERROR(llmk::attention::prefill_mma(a, stream));   // a as for prefill()
 template <class T>
 Status prefill_mma(const PrefillArgs<T>& args, cudaStream_t stream) {
   return detail::dispatch_head_dim(
@@ -73,6 +80,16 @@ Status prefill_mma(const PrefillArgs<T>& args, cudaStream_t stream) {
 ///   llmk::kvcache::PagedKv<llmk::half> pages;   // pools, strides, page_size, num_pages, one table form
 ///   a.q = chunk_q; a.cu_seqlens_q = ...; a.options.causal = true;
 ///   llmk::Status s = llmk::attention::prefill_paged(a, pages, stream);
+///   // the explicit form, e.g. for head dim 80 (not dispatched by prefill_paged):
+///   s = llmk::attention::prefill_paged_with_config<
+///       llmk::half, llmk::attention::DefaultPagedPrefillConfig<80, llmk::half>>(a, pages, stream);
+///
+/// Errors (Status::invalid_argument naming the argument): the checks of prefill_with_config on Q, O, the
+/// query lengths (cu_seqlens_q with cu_seqlens_q_host, or q_len), the heads and the options, head_dim !=
+/// Cfg::kHeadDim included; k, v or cu_seqlens_k not null ('k/v/cu_seqlens_k'); the page view's checks
+/// (kvcache::validate_paged_kv, naming 'pages.<field>': pools, page_size, num_pages, strides, a quantized
+/// cache's scale mode and scales, exactly one table form with its host copies, lengths up to 2^30). A failed
+/// launch: Status::cuda_error.
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                  cudaStream_t stream) {
@@ -82,7 +99,8 @@ Status prefill_paged_with_config(const PrefillArgs<T>& args, const kvcache::Page
   return prefill_paged_mma_with_config<T, Cfg, Code>(args, pages, stream);
 }
 
-/// prefill_paged_with_config() for the runtime head dims (kRuntimeHeadDims).
+/// prefill_paged_with_config() for the runtime head dims (kRuntimeHeadDims); see there (example and errors).
+/// A head dim outside kRuntimeHeadDims: invalid_argument naming 'head_dim' and the explicit instantiation.
 template <class T, class Code>
 Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                      cudaStream_t stream) {
@@ -93,7 +111,10 @@ Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>
       });
 }
 
-/// prefill_paged() on the mma.sync kernel on every architecture.
+/// prefill_paged() on the mma.sync kernel on every architecture. Errors: those of prefill_paged_with_config,
+/// and a head dim outside kRuntimeHeadDims ('head_dim').
+///
+///   llmk::Status s = llmk::attention::prefill_paged_mma(a, pages, stream);   // a, pages as for prefill_paged
 template <class T, class Code>
 Status prefill_paged_mma(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                          cudaStream_t stream) {

@@ -88,6 +88,9 @@ Status prefill_fp8_with_config(const PrefillFp8Args<T>& args, cudaStream_t strea
 }
 
 /// prefill_fp8_with_config with DefaultSm90Fp8PrefillConfig for the runtime head dims (kRuntimeHeadDims).
+/// Errors: those of prefill_fp8_with_config, and a head dim outside kRuntimeHeadDims ('head_dim').
+///
+///   llmk::Status s = llmk::attention::prefill_fp8(a, stream);   // a as for prefill_fp8_with_config
 template <class T>
 Status prefill_fp8(const PrefillFp8Args<T>& args, cudaStream_t stream) {
   return detail::dispatch_head_dim(
@@ -102,6 +105,14 @@ Status prefill_fp8(const PrefillFp8Args<T>& args, cudaStream_t stream) {
 ///   llmk::attention::PrefillFp8Args<llmk::half> a = ...;   // Q, O, cu_seqlens_q, descale.q, shapes
 ///   llmk::kvcache::PagedKv<llmk::half, llmk::float8_e4m3> pages = ...;   // kPerTensor or kPerHead scales
 ///   llmk::Status s = llmk::attention::prefill_paged_fp8(a, pages, stream);
+///   // the explicit form, tiles of one's own choice:
+///   s = llmk::attention::prefill_paged_fp8_with_config<
+///       llmk::half, llmk::attention::Sm90Fp8PrefillConfig<128, 128, 2>>(a, pages, stream);
+///
+/// Errors: the Status::invalid_argument checks of prefill_fp8_with_config on Q, O, the query lengths, the
+/// options and descale.q; k, v or cu_seqlens_k not null; descale.k or descale.v not null; the page view's
+/// checks (kvcache::validate_paged_kv, naming 'pages.<field>'; fp8 pages take kPerTensor or kPerHead
+/// scales); Status::unsupported as for prefill_fp8_with_config.
 template <class T, class Cfg>
 Status prefill_paged_fp8_with_config(const PrefillFp8Args<T>& args,
                                      const kvcache::PagedKv<T, float8_e4m3>& pages, cudaStream_t stream) {
@@ -115,7 +126,8 @@ Status prefill_paged_fp8_with_config(const PrefillFp8Args<T>& args,
 }
 
 /// prefill_paged_fp8_with_config with DefaultSm90Fp8PrefillConfig for the runtime head dims
-/// (kRuntimeHeadDims).
+/// (kRuntimeHeadDims); see there (example and errors). A head dim outside kRuntimeHeadDims: invalid_argument
+/// naming 'head_dim'.
 template <class T>
 Status prefill_paged_fp8(const PrefillFp8Args<T>& args, const kvcache::PagedKv<T, float8_e4m3>& pages,
                          cudaStream_t stream) {

@@ -538,7 +538,11 @@ Status prefill_mma_with_config(const PrefillArgs<T>& args, cudaStream_t stream) 
 
 /// Prefill over a paged KV cache (fp16/bf16 or int8/fp8 pages) on the mma.sync kernel on every
 /// architecture, with the tiles of Cfg; prefill_paged_with_config (prefill.cuh) is the dispatching form and
-/// documents the arguments.
+/// documents the arguments and the errors (the same checks).
+///
+///   // pages: llmk::kvcache::PagedKv<llmk::half, std::int8_t> (kPerTokenHead or kPerHead scales)
+///   llmk::Status s = llmk::attention::prefill_paged_mma_with_config<
+///       llmk::half, llmk::attention::PrefillConfig<128, 64, 64, 4, 2>>(a, pages, stream);
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_mma_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                      cudaStream_t stream) {

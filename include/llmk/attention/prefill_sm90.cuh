@@ -715,7 +715,11 @@ Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream)
 
 /// prefill_sm90_with_config() over a paged cache (the arguments and checks of prefill_paged_with_config):
 /// the producer warpgroup gathers fp16/bf16 rows from their pages with cp.async, or reads int8/fp8 codes
-/// and dequantizes them into the ring.
+/// and dequantizes them into the ring. Errors: those of prefill_paged_with_config, and Status::unsupported
+/// where the Hopper kernel cannot run (as prefill_sm90_with_config).
+///
+///   llmk::Status s = llmk::attention::prefill_paged_sm90_with_config<
+///       llmk::half, llmk::attention::Sm90PrefillConfig<128, 64, 3>>(a, pages, stream);   // as prefill_paged
 template <class T, class Cfg, class Code = T>
 Status prefill_paged_sm90_with_config(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                                       cudaStream_t stream) {

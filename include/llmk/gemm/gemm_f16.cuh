@@ -21,7 +21,9 @@
 
 namespace llmk::gemm {
 
-/// Which kernel gemm_f16 runs on this device: true for the Hopper wgmma kernel.
+/// Which kernel gemm_f16 runs on this device: true for the Hopper wgmma kernel (an sm_90 device and sm_90a
+/// code in the build), false for the mma.sync tile GEMM. Reads the current device; never fails.
+///   const char* kernel = llmk::gemm::gemm_f16_uses_sm90<llmk::bfloat16>() ? "wgmma" : "mma.sync";
 template <class T>
 bool gemm_f16_uses_sm90() {
   return sm90_detail::sm90_available<Sm90GemmConfig<T>>();

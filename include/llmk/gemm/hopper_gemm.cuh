@@ -668,7 +668,10 @@ Status w8a8_gemm_sm90(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) 
                                                              p.workspace);
 }
 
-/// FP8 (e4m3) GEMM on Hopper (QGMMA), the arguments and results of fp8_gemm.
+/// FP8 (e4m3) GEMM on Hopper (QGMMA), the arguments and results of fp8_gemm. Errors: the
+/// Status::invalid_argument checks of fp8_gemm; Status::unsupported where no sm_90a kernel can run.
+///
+///   llmk::Status s = llmk::gemm::fp8_gemm_sm90<llmk::bfloat16>(g, stream);   // g as for fp8_gemm
 template <class Out, class Cfg = Sm90GemmConfig<float8_e4m3>>
 Status fp8_gemm_sm90(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
   static_assert(std::is_same_v<typename Cfg::Elem, float8_e4m3>, "fp8_gemm_sm90 needs an e4m3 configuration");

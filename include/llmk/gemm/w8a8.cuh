@@ -331,6 +331,13 @@ inline Status weight_column_sums(const std::int8_t* w, std::int64_t ldw, int n, 
 /// k = 0 (reference::gemm_s8s8_s32, and the Hopper kernel); these tiles step from K's end, so with kSaturate
 /// K must be a multiple of 32 (where both agree). Split-K as in QuantGemmArgs, with
 /// quant_gemm_workspace_bytes<Tile>(p) bytes of workspace.
+///
+///   llmk::Status s = llmk::gemm::w8a8_gemm_with_tile<float, llmk::gemm::QGemmMedium>(g, stream);  // g: w8a8_gemm
+///   s = llmk::gemm::w8a8_gemm_with_tile<std::int32_t, llmk::gemm::QGemmLarge, /*kSaturate=*/true>(g, stream);
+///
+/// Errors (Status::invalid_argument naming the argument): those listed at w8a8_gemm (no scales needed for
+/// Out = std::int32_t), M above 65535 * Tile::BM (the grid) among them; with kSaturate, K not a multiple of 32
+/// (split_k is still range-checked, but K is never split). A failed launch: Status::cuda_error.
 template <class Out, class Tile, bool kSaturate = false>
 Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, float> ||
@@ -355,6 +362,8 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
 /// sm_90 with sm_90a code: the Hopper wgmma kernel instead of the large tile, with 128 x 64 tiles where 128 x
 /// 128 ones would leave half the SMs idle).
 enum class QGemmTileKind { kSmall, kMedium, kLarge };
+/// The tile kind for M rows: kSmall for M <= 16, kMedium for M <= 64, kLarge above. Any M; never fails.
+///   const bool decode_tile = llmk::gemm::choose_qgemm_tile(8) == llmk::gemm::QGemmTileKind::kSmall;  // true
 inline QGemmTileKind choose_qgemm_tile(int m) {
   return m <= 16 ? QGemmTileKind::kSmall : (m <= 64 ? QGemmTileKind::kMedium : QGemmTileKind::kLarge);
 }
@@ -439,6 +448,12 @@ Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
 /// FP8 GEMM (e4m3 x e4m3, fp32 accumulate) with an explicit tile. Needs sm_89+ (Ada, Hopper): on an older
 /// device it returns Status::unsupported before launching. Out: float, llmk::half, llmk::bfloat16. Scales
 /// as in DequantScales (zero points are not allowed: fp8 is symmetric).
+///
+///   llmk::Status s = llmk::gemm::fp8_gemm_with_tile<llmk::half, llmk::gemm::QGemmSmall>(g, stream);  // g: fp8_gemm
+///
+/// Errors: Status::invalid_argument for the checks listed at w8a8_gemm (scales always required), a non-null
+/// scales.a_zero_points, M above 65535 * Tile::BM; Status::unsupported on a device older than sm_89, or when
+/// the kernel was compiled without sm_89 / sm_90 code (it would trap). A failed launch: Status::cuda_error.
 template <class Out, class Tile>
 Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, half> || std::is_same_v<Out, bfloat16>,
@@ -469,7 +484,8 @@ Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stre
   return detail::launch_qgemm<Tile, Out>(fp8_kernel<Out, Tile>, p, plan, split, stream);
 }
 
-/// fp8_gemm_with_tile with the tile chosen by M (as w8a8_gemm).
+/// fp8_gemm_with_tile with the tile chosen by M (as w8a8_gemm). Errors: those of fp8_gemm_with_tile (where
+/// M > 64 runs the Hopper kernel, fp8_gemm_sm90's, the same checks).
 ///
 ///   llmk::gemm::QuantGemmArgs<llmk::float8_e4m3> g;   // a [M, K], w [N, K], K-major
 ///   g.scales.a_scales = s_x; g.scales.a_per_token = false;    // per tensor: one device float
@@ -492,6 +508,14 @@ Status fp8_gemm(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
 
 /// Mixed LLM.int8() GEMM with an explicit tile (see the file comment). The regular part must use symmetric
 /// activations (no zero points); the outlier operands are fp16 with leading dimensions multiple of 8.
+///
+///   llmk::Status s = llmk::gemm::mixed_int8_gemm_with_tile<llmk::half, llmk::gemm::QGemmMixedLarge>(g, stream);
+///
+/// Errors (Status::invalid_argument naming the argument): the checks listed at w8a8_gemm on p.regular (named
+/// without the 'regular.' prefix: 'a', 'lda', 'scales.a_scales', ...); regular.scales.a_zero_points not null;
+/// k_outliers outside [0, 2^29] or, when > 0, not a multiple of 8; a_outliers or w_outliers null or not
+/// 16-byte aligned; lda_outliers or ldw_outliers below k_outliers or not a multiple of 8; regular.workspace
+/// not null or regular.split_k > 1 (no split-K); M above 65535 * Tile::BM. A failed launch: Status::cuda_error.
 template <class Out, class Tile>
 Status mixed_int8_gemm_with_tile(const MixedInt8Args& p, cudaStream_t stream) {
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, half> || std::is_same_v<Out, bfloat16>,
@@ -539,6 +563,8 @@ Status mixed_int8_gemm_with_tile(const MixedInt8Args& p, cudaStream_t stream) {
 ///   g.a_outliers = x_out; g.lda_outliers = ld_out; g.w_outliers = w_out; g.ldw_outliers = ld_out;
 ///   g.k_outliers = ld_out;   // a multiple of 8, zero-padded
 ///   llmk::Status s = llmk::gemm::mixed_int8_gemm<llmk::half>(g, stream);
+///
+/// Errors: those of mixed_int8_gemm_with_tile.
 template <class Out>
 Status mixed_int8_gemm(const MixedInt8Args& p, cudaStream_t stream) {
   switch (choose_qgemm_tile(p.regular.m)) {

@@ -241,7 +241,11 @@ std::size_t weight_only_workspace_bytes(const WeightOnlyArgs<T>& args) {
 }
 
 /// Validates `args` as weight_only_gemm does, without launching (Status::invalid_argument naming the
-/// argument).
+/// argument): the Requirements listed at weight_only_gemm, the workspace included (null, not 16-byte aligned
+/// or smaller than weight_only_workspace_bytes(args) when the call needs one). Reads the current device.
+///
+///   // at model load, once per layer: fail early rather than at the first forward pass
+///   LLMK_RETURN_IF_ERROR(llmk::gemm::weight_only_validate(x, d_workspace, workspace_bytes));
 template <class T>
 Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, std::size_t workspace_bytes) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,

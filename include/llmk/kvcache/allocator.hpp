@@ -193,6 +193,10 @@ class KvCacheManager {
 
   /// Blocks an append of `num_new_tokens` tokens to `seq` would take from the pool (new blocks plus one for
   /// copy-on-write), for admission control: the append succeeds iff *blocks <= pool().num_available().
+  /// invalid_argument for a null `blocks`, num_new_tokens < 0 or an unknown sequence.
+  ///   std::int64_t need = 0;
+  ///   LLMK_RETURN_IF_ERROR(kv.blocks_needed(seq, 1, &need));
+  ///   if (need > kv.pool().num_available()) { /* preempt a sequence before this decode step */ }
   Status blocks_needed(SeqId seq, std::int64_t num_new_tokens, std::int64_t* blocks) const {
     if (blocks == nullptr) return Status::invalid_argument("blocks", "must not be null");
     if (num_new_tokens < 0)
@@ -335,6 +339,8 @@ class KvCacheManager {
 
   /// Evicts up to `max_blocks` evictable cached blocks, least recently used first, dropping their cache
   /// entries; returns how many. evict_cached_blocks(INT32_MAX) empties the evictable part of the cache.
+  /// Never fails; max_blocks <= 0 evicts nothing.
+  ///   const std::int32_t freed = kv.evict_cached_blocks(std::numeric_limits<std::int32_t>::max());
   std::int32_t evict_cached_blocks(std::int32_t max_blocks) {
     std::int32_t n = 0;
     for (; n < max_blocks && pool_.lru_front() != kNoBlock; ++n)
@@ -422,6 +428,7 @@ class KvCacheManager {
 
   /// Checks every invariant of the class comment plus the pool's; ok or internal("...") naming the first
   /// violation. O(N + total blocks of all tables). For tests and fuzzers.
+  ///   LLMK_RETURN_IF_ERROR(kv.check_invariants());   // after every operation of a fuzz step
   Status check_invariants() const {
     LLMK_RETURN_IF_ERROR(pool_.check_invariants());
     const std::int32_t n = pool_.num_blocks();
@@ -481,6 +488,8 @@ class KvCacheManager {
 
   /// A complete, deterministic description of the state (pool, sequences, cache entries and id counters).
   /// Equal strings <=> equal states; tests compare it before and after a failing call.
+  ///   const std::string before = kv.debug_string();
+  ///   if (!kv.append_tokens(seq, tokens, &copies).ok()) assert(kv.debug_string() == before);
   std::string debug_string() const {
     std::string s =
         str_cat("KvCacheManager{page=", page_size_, " caching=", prefix_caching_, " next_seq=", next_seq_,

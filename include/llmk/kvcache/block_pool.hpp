@@ -118,6 +118,7 @@ class BlockPool {
   BlockId lru_front() const { return lru_head_; }
 
   /// ok when `block` is an id of this pool; otherwise invalid_argument naming `argument`.
+  ///   LLMK_RETURN_IF_ERROR(pool.check_block(ids[i], "ids"));   // an id from outside, before using it
   Status check_block(BlockId block, const char* argument = "block") const {
     if (!contains(block))
       return Status::invalid_argument(argument, str_cat("block id ", block, " is not in the pool [0, ",
@@ -207,6 +208,8 @@ class BlockPool {
   /// Marks a block cacheable or not. Marking an in-use block cacheable sends it to the LRU list instead of
   /// the free list at refcount 0; un-marking a cached block frees it at once. invalid_argument for a foreign
   /// id and for marking a free block cacheable.
+  ///   LLMK_RETURN_IF_ERROR(pool.set_cacheable(b, true));   // its KV is registered in a prefix cache
+  ///   LLMK_RETURN_IF_ERROR(pool.release(b));               // refcount 0: kCached, at the back of the LRU list
   Status set_cacheable(BlockId block, bool cacheable) {
     LLMK_RETURN_IF_ERROR(check_block(block));
     const std::size_t i = idx(block);
@@ -222,7 +225,9 @@ class BlockPool {
   }
 
   /// Frees up to `max_count` cached blocks, least recently used first, appending their ids to *evicted (when
-  /// not null). Returns how many were evicted.
+  /// not null). Returns how many were evicted. Never fails; max_count <= 0 evicts nothing.
+  ///   std::vector<llmk::kvcache::BlockId> evicted;
+  ///   pool.evict_lru(4, &evicted);   // then drop the evicted blocks' prefix-cache entries
   std::int32_t evict_lru(std::int32_t max_count, std::vector<BlockId>* evicted = nullptr) {
     std::int32_t n = 0;
     for (; n < max_count && lru_head_ != kNoBlock; ++n) {
@@ -236,6 +241,7 @@ class BlockPool {
 
   /// Checks every internal invariant (states, reference counts, free list, LRU links, counters); ok or
   /// internal("...") naming the first violation. O(N). For tests and fuzzers.
+  ///   LLMK_RETURN_IF_ERROR(pool.check_invariants());
   Status check_invariants() const {
     const std::int32_t n = num_blocks();
     std::vector<std::uint8_t> seen(static_cast<std::size_t>(n), 0);
@@ -292,6 +298,8 @@ class BlockPool {
 
   /// A complete, deterministic description of the state (free list order, LRU order, per-block refcount,
   /// state and cacheable flag). Equal strings <=> equal states; tests compare it before and after an error.
+  ///   const std::string before = pool.debug_string();
+  ///   if (!pool.release(b).ok()) assert(pool.debug_string() == before);   // errors change nothing
   std::string debug_string() const {
     std::string s = str_cat("BlockPool{N=", num_blocks(), " free=[");
     for (const BlockId b : free_) s += str_cat(b, ",");

@@ -40,12 +40,15 @@ namespace llmk::kvcache {
 struct PageStrides {
   std::int64_t page = 0, slot = 0, head = 0;
 };
-/// NHD: [pages, page_size, kv_heads, head_dim].
+/// NHD: [pages, page_size, kv_heads, head_dim]. Plain arithmetic, no checks (validate_paged_kv checks the
+/// view).
+///   static_assert(llmk::kvcache::make_nhd_strides(16, 8, 128).slot == 8 * 128);   // page 16384, head 128
 constexpr PageStrides make_nhd_strides(int page_size, int kv_heads, int head_dim) {
   return {static_cast<std::int64_t>(page_size) * kv_heads * head_dim,
           static_cast<std::int64_t>(kv_heads) * head_dim, head_dim};
 }
-/// HND: [pages, kv_heads, page_size, head_dim].
+/// HND: [pages, kv_heads, page_size, head_dim]. Plain arithmetic, no checks (as make_nhd_strides).
+///   static_assert(llmk::kvcache::make_hnd_strides(16, 8, 128).head == 16 * 128);   // page 16384, slot 128
 constexpr PageStrides make_hnd_strides(int page_size, int kv_heads, int head_dim) {
   return {static_cast<std::int64_t>(kv_heads) * page_size * head_dim, head_dim,
           static_cast<std::int64_t>(page_size) * head_dim};
@@ -165,7 +168,9 @@ struct PagedKv {
 /// The rows of one page must not overlap and must fit in stride.page: token-major (NHD-like: head >=
 /// head_dim, slot >= head * kv_heads) or head-major (HND-like: slot >= head_dim, head >= slot * page_size),
 /// and (page_size - 1) * slot + (kv_heads - 1) * head + head_dim <= page. The pool must hold num_pages * page
-/// elements (a device size llmk cannot check).
+/// elements (a device size llmk cannot check). Errors: Status::invalid_argument naming 'pages.strides'
+/// (overlapping rows) or 'pages.strides.page' (a page too small for its rows). validate_paged_kv runs it.
+///   LLMK_RETURN_IF_ERROR(llmk::kvcache::check_page_strides(pages.strides, page_size, kv_heads, head_dim));
 inline Status check_page_strides(const PageStrides& s, int page_size, int kv_heads, int head_dim) {
   // Saturating products: strides are positive here (checked by the callers) but may be huge.
   const bool token_major = s.head >= head_dim && s.slot >= mul_sat(s.head, kv_heads);
@@ -301,7 +306,23 @@ inline Status check_block_table_host(const int* block_table, int max_blocks_per_
 /// Validates a paged view for `batch` sequences with `kv_heads` heads of `head_dim` and sets its page_shift;
 /// *max_len (optional) receives the longest sequence (the launchers size grids and the Hopper prefill's L2
 /// sections by it). Uses the host copies of the table lengths, and checks
-/// the page ids too when a host copy of them is given (page_indices_host / block_table_host).
+/// the page ids too when a host copy of them is given (page_indices_host / block_table_host). Every paged
+/// launcher runs it; call it directly to check a view once, e.g. when it is built.
+///
+///   int max_len = 0;   // pages: a llmk::kvcache::PagedKv<llmk::half> (not const: page_shift is set)
+///   LLMK_RETURN_IF_ERROR(llmk::kvcache::validate_paged_kv(pages, batch, kv_heads, head_dim, &max_len));
+///
+/// Errors (Status::invalid_argument naming 'pages.<field>' or 'head_dim'): k_pages or v_pages null or not
+/// 16-byte aligned; page_size or num_pages < 1; a stride not a positive multiple of 8 elements, or strides
+/// that fail check_page_strides; an unquantized cache with a scale mode other than kNone; a quantized cache
+/// with a scale mode its codes do not take (int8: kPerTokenHead or kPerHead; fp8: kPerTensor or kPerHead),
+/// k_scales or v_scales null or not 4-byte aligned, head_dim or a stride not a multiple of 16; not exactly
+/// one table form; CSR: not all three arrays, an array not 4-byte aligned, page_indptr_host or
+/// last_page_len_host null, page_indptr not starting at 0 or decreasing, a last_page_len outside
+/// [1, page_size] for a sequence with pages, and check_page_table_host's errors when page_indices_host is
+/// given; block table: block_table or seq_lens missing or not 4-byte aligned, seq_lens_host null,
+/// max_blocks_per_seq < 1, a length outside [0, max_blocks_per_seq * page_size], and check_block_table_host's
+/// errors when block_table_host is given; a sequence longer than 2^30 tokens.
 template <class T, class Code>
 Status validate_paged_kv(PagedKv<T, Code>& p, int batch, int kv_heads, int head_dim, int* max_len) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };

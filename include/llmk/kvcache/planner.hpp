@@ -51,6 +51,7 @@ constexpr std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b
 }
 
 /// a + b, or nullopt when it overflows int64.
+///   static_assert(!llmk::kvcache::checked_add(std::numeric_limits<std::int64_t>::max(), 1).has_value());
 constexpr std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
   std::int64_t r = 0;
   if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
@@ -96,7 +97,9 @@ constexpr std::int64_t kv_block_bytes(std::int64_t page_size, std::int64_t bytes
   return page_size * bytes_per_token;
 }
 
-/// Blocks a sequence of `seq_len` tokens occupies: ceil(seq_len / page_size). page_size >= 1.
+/// Blocks a sequence of `seq_len` tokens occupies: ceil(seq_len / page_size), 0 for seq_len <= 0.
+/// page_size >= 1 (a precondition, not checked).
+///   static_assert(llmk::kvcache::blocks_per_sequence(33, 16) == 3);
 constexpr std::int64_t blocks_per_sequence(std::int64_t seq_len, std::int64_t page_size) {
   return seq_len <= 0 ? 0 : (seq_len - 1) / page_size + 1;
 }

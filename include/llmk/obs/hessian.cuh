@@ -150,6 +150,9 @@ inline Status dampen(float* h, std::int64_t d, std::int64_t ldh, double percdamp
 ///   const std::vector<float>& h = acc.hessian();
 class HessianAccumulator {
  public:
+  /// An all-zero [d, d] Hessian with 0 samples, for a layer with d input features. Does not throw: with
+  /// d < 1 the Hessian is empty and add_batch() returns invalid_argument naming 'd'.
+  ///   llmk::obs::HessianAccumulator acc(layer.in_features);   // then add_batch per calibration batch
   explicit HessianAccumulator(std::int64_t d)
       : d_(d), h_(d > 0 ? static_cast<std::size_t>(d * d) : 0, 0.0f) {}
   /// Adds a batch x [rows, d] with row stride ldx (T = float, llmk::half, llmk::bfloat16).
@@ -159,8 +162,11 @@ class HessianAccumulator {
     samples_ += rows;
     return {};
   }
+  /// d, the constructor's.
   std::int64_t dim() const { return d_; }
+  /// Rows added so far (the n of the running average).
   std::int64_t samples() const { return samples_; }
+  /// H [d, d] row-major (ldh = d): zeros until the first batch.
   const std::vector<float>& hessian() const { return h_; }
 
  private:

@@ -58,6 +58,8 @@ enum class Op { kNone, kTranspose };
 class LinalgBackend {
  public:
   virtual ~LinalgBackend() = default;
+  /// A short fixed name of the backend for logs and test names: "host-lapack", "cuda-cusolver-cublas".
+  ///   std::cerr << "OBS linear algebra: " << la.name() << "\n";
   virtual std::string_view name() const = 0;
   /// True when the pointers given to this backend are device memory (cuSOLVER/cuBLAS). The GPU paths of the
   /// algorithms require it on a GPU build; in the simulator device memory is host memory, so the host
@@ -75,9 +77,21 @@ class LinalgBackend {
   virtual Status cholesky_inverse(Uplo uplo, std::int64_t n, float* a, std::int64_t lda,
                                   std::int64_t* failed) = 0;
   /// In place: the triangle `uplo` of A (non-unit diagonal) becomes its inverse; the other is left alone.
+  /// A zero diagonal element is reported through *failed (its 1-based index), not as an error. Errors
+  /// (invalid_argument): n outside [0, 2^31), a null with n > 0, lda below max(1, n) or >= 2^31, failed null
+  /// (CudaLinalgBackend: also a host pointer).
+  ///   std::int64_t failed = 0;   // h: the factor L that cholesky(Uplo::kLower, ...) left
+  ///   llmk::throw_if_error(la.triangular_inverse(llmk::obs::Uplo::kLower, n, h, n, &failed));   // h: L^-1
   virtual Status triangular_inverse(Uplo uplo, std::int64_t n, float* a, std::int64_t lda,
                                     std::int64_t* failed) = 0;
   /// Solves op(T) X = B in place of B [n, nrhs] (ldb), T the triangle `uplo` of a [n, n] (non-unit diagonal).
+  /// A singular T is not detected (the caller's contract: a factor cholesky() reported as successful).
+  /// Errors (invalid_argument): n or nrhs outside [0, 2^31); t null with n > 0; b null with n, nrhs > 0; ldt
+  /// below max(1, n), ldb below max(1, nrhs), or either >= 2^31 (CudaLinalgBackend: also host pointers).
+  ///   // L L^T x = b, L the Cholesky factor in l [n, n], b [n, 1] (ldb 1): x = L^-T (L^-1 b), in place of b
+  ///   llmk::throw_if_error(la.triangular_solve(llmk::obs::Uplo::kLower, llmk::obs::Op::kNone, n, 1, l, n, b, 1));
+  ///   llmk::throw_if_error(la.triangular_solve(llmk::obs::Uplo::kLower, llmk::obs::Op::kTranspose, n, 1, l, n,
+  ///                                            b, 1));
   virtual Status triangular_solve(Uplo uplo, Op op, std::int64_t n, std::int64_t nrhs, const float* t,
                                   std::int64_t ldt, float* b, std::int64_t ldb) = 0;
   /// C[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C (beta = 0: C is not read).

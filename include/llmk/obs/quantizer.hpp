@@ -137,6 +137,10 @@ decltype(auto) with_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& 
 /// The kernels' form (llmk/obs/gpu_path.cuh, obs_gpu.cuh): symmetric picks the absmax type for both grids,
 /// because quantize() and dequantize() are the same for them (q = clamp(round(x / s)), x' = q s) and only the
 /// scale differs, which the kernels take from GridChoice::full_range at run time (half the instantiations).
+/// bits as for the 3-argument form (check_bits first: not checked here).
+///   // the unsigned-code offset of a layer's quantizer: 2^(bits - 1) symmetric, 0 asymmetric
+///   const int offset = llmk::obs::with_quantizer(bits, symmetric,
+///                                                []<class Q>() { return llmk::obs::kCodeOffset<Q>; });
 template <class F>
 decltype(auto) with_quantizer(int bits, bool symmetric, F&& f) {
   return detail::dispatch_quantizer<false>(bits, symmetric, SymmetricGrid::kAbsmax, static_cast<F&&>(f));

@@ -47,7 +47,8 @@ struct ClipRange {
 
 /// QuantParams of quantizer Q for a clipping range: symmetric and fp8 quantizers use
 /// params_from_absmax(amax), asymmetric ones params_from_range(min, max) (which widens the range to hold 0).
-///   auto p = llmk::quant::to_quant_params<llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::PerTensor>>(cal.range());
+///   using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::PerTensor>;
+///   llmk::quant::QuantParams p = llmk::quant::to_quant_params<Q>(cal.range());
 template <class Q>
 QuantParams to_quant_params(ClipRange r) {
   if constexpr (Q::kAsymmetric)
@@ -95,12 +96,15 @@ inline void check_view(const void* data, std::int64_t rows, std::int64_t cols, s
 ///   float amax = cal.amax();                     // 0 when nothing finite was seen
 class MinMaxCalibrator {
  public:
+  /// Observes data[0 .. count). Throws llmk::Error (invalid_argument 'data') for a null data with count > 0.
   template <class T>
   void observe(const T* data, std::size_t count) {
     detail::calibration_require(data != nullptr || count == 0, "data", "must not be null when count > 0");
     detail::for_each_element(data, count == 0 ? 0 : 1, static_cast<std::int64_t>(count),
                              static_cast<std::int64_t>(count), [this](float v) { add(v); });
   }
+  /// Observes a [rows, cols] view with row stride ld (elements). Throws llmk::Error (invalid_argument naming
+  /// it) for rows or cols < 0, ld < cols, or a null data with a non-empty view.
   template <class T>
   void observe(const T* data, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
     detail::check_view(data, rows, cols, ld);
@@ -129,6 +133,8 @@ class MinMaxCalibrator {
     finite_ += other.finite_;
     non_finite_ += other.non_finite_;
   }
+  /// Forgets everything observed: the state of a new calibrator.
+  ///   cal.reset();   // before the next layer
   void reset() { *this = MinMaxCalibrator(); }
 
   float min() const { return finite_ ? min_ : 0.0f; }  ///< 0 when no finite value was seen
@@ -155,15 +161,25 @@ class MinMaxCalibrator {
 /// Resolution: w = R / 2048 with amax < R <= 2 amax, so amax / 2048 < w <= amax / 1024 (between 1024 and 2048
 /// bins cover [0, amax]). Zeros land in bin 0; values seen before the first non-zero one are kept aside and
 /// added to bin 0. Non-finite values are skipped (and counted in minmax()).
+///   llmk::quant::AbsHistogram hist;
+///   for (const auto& b : batches) hist.observe(b.data(), b.size());   // float, llmk::half or llmk::bfloat16
+///   const float p999 = hist.percentile(99.9);   // at most one bin width above the exact 99.9th percentile
+///   auto r = llmk::quant::kl_search(hist.counts(), hist.bin_width(), 128, hist.minmax().amax());
 class AbsHistogram {
  public:
   static constexpr int kBins = 2048;
 
+  /// Adds data[0 .. count) (two passes: the batch's amax first, so the range grows once). Throws llmk::Error
+  /// (invalid_argument 'data') for a null data with count > 0.
+  ///   hist.observe(activations.data(), activations.size());
   template <class T>
   void observe(const T* data, std::size_t count) {
     detail::calibration_require(data != nullptr || count == 0, "data", "must not be null when count > 0");
     observe(data, count == 0 ? 0 : 1, static_cast<std::int64_t>(count), static_cast<std::int64_t>(count));
   }
+  /// Adds a [rows, cols] view with row stride ld (elements). Throws llmk::Error (invalid_argument naming it)
+  /// for rows or cols < 0, ld < cols, or a null data with a non-empty view.
+  ///   hist.observe(x.data(), tokens, hidden, /*ld=*/hidden_padded);
   template <class T>
   void observe(const T* data, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
     detail::check_view(data, rows, cols, ld);
@@ -185,9 +201,12 @@ class AbsHistogram {
       counts_[static_cast<std::size_t>(std::min<std::int64_t>(b, kBins - 1))] += 1;
     });
   }
+  /// Forgets everything observed (counts, range, min/max): the state of a new histogram.
+  ///   hist.reset();   // before the next layer
   void reset() { *this = AbsHistogram(); }
 
-  /// Counts per bin (all zero while nothing non-zero was seen: the zeros seen so far are then kept aside, added to bin 0 once a non-zero value arrives).
+  /// Counts per bin (all zero while nothing non-zero was seen: the zeros seen so far are then kept aside,
+  /// added to bin 0 once a non-zero value arrives).
   const std::array<std::uint64_t, kBins>& counts() const { return counts_; }
   /// Bin width w (0 while no non-zero finite value was seen).
   double bin_width() const { return exponent_ == kNoRange ? 0.0 : std::ldexp(1.0, exponent_ - kLog2Bins); }
@@ -199,7 +218,9 @@ class AbsHistogram {
   /// The p-th percentile of |x| (p in (0, 100]): with n = total() and target = ceil(p / 100 * n), the
   /// smallest bin b whose cumulative count reaches target; returns min((b + 1) * w, amax), the bin's upper
   /// edge clipped to the exact amax. At least p% of the values are <= the result, which is within one bin
-  /// width above the exact percentile. 0 when nothing non-zero was seen.
+  /// width above the exact percentile. 0 when nothing non-zero was seen. Throws llmk::Error
+  /// (invalid_argument 'percentile') for p outside (0, 100].
+  ///   const float clip = hist.percentile(99.99);   // the clipping amax of PercentileCalibrator's default
   float percentile(double p) const {
     detail::calibration_require(p > 0.0 && p <= 100.0, "percentile", str_cat("must be in (0, 100], got ", p));
     if (exponent_ == kNoRange) return 0.0f;
@@ -385,16 +406,23 @@ class PercentileCalibrator : public AbsHistogram {
 /// accumulated AbsHistogram with num_quant_bins levels (128 for int8, 8 for int4).
 ///   llmk::quant::KLCalibrator cal;                  // int8
 ///   for (auto& b : batches) cal.observe(b.data(), b.size());
-///   auto p = llmk::quant::to_quant_params<llmk::quant::Quantizer<int8_t, llmk::quant::Symmetric, llmk::quant::PerTensor>>(cal.range());
+///   using Q = llmk::quant::Quantizer<int8_t, llmk::quant::Symmetric, llmk::quant::PerTensor>;
+///   llmk::quant::QuantParams p = llmk::quant::to_quant_params<Q>(cal.range());
 class KLCalibrator : public AbsHistogram {
  public:
   explicit KLCalibrator(int num_quant_bins = 128) : num_quant_bins_(num_quant_bins) {
     detail::calibration_require(num_quant_bins >= 1 && num_quant_bins <= kBins, "num_quant_bins",
                                 str_cat("must be in [1, ", kBins, "], got ", num_quant_bins));
   }
+  /// The levels on one side of zero the search assumes (the constructor's).
   int num_quant_bins() const { return num_quant_bins_; }
+  /// kl_search() over the histogram observed so far: the threshold with its bin count and divergence
+  /// (amax() is its threshold). O(kBins^2 / 2): call once per layer, after the last batch. Never throws.
+  ///   const llmk::quant::KLSearchResult r = cal.search();   // r.threshold, r.bins_kept, r.divergence
   KLSearchResult search() const { return kl_search(counts(), bin_width(), num_quant_bins_, minmax().amax()); }
+  /// search().threshold (each call searches again).
   float amax() const { return search().threshold; }
+  /// [max(min, -amax()), min(max, amax())].
   ClipRange range() const { return detail::clip_to(minmax(), amax()); }
 
  private:
@@ -455,7 +483,10 @@ MseClipResult mse_clip_search(std::span<const T> x, int grid = 100, double maxsh
   return best;
 }
 
-/// Convenience overload for a pointer and a count.
+/// Convenience overload for a pointer and a count. Throws llmk::Error (invalid_argument) for a null x with
+/// count > 0 ('x'), and as the span form for grid < 1, maxshrink outside (0, 1] or norm not finite and > 0.
+///   using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::GroupWise<128>>;
+///   llmk::quant::MseClipResult r = llmk::quant::mse_clip_search<Q>(w.data() + g * 128, 128);   // group g
 template <class Q, class T>
 MseClipResult mse_clip_search(const T* x, std::size_t count, int grid = 100, double maxshrink = 0.8,
                               double norm = 2.4) {

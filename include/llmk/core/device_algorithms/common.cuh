@@ -46,6 +46,9 @@
 
 namespace llmk::device {
 
+/// The order of sort_pairs, sort_keys and their segmented forms (stable either way: equal keys keep their
+/// input order).
+///   llmk::device::sort_keys<float>(temp, &bytes, in, out, n, llmk::device::SortOrder::kDescending, stream);
 enum class SortOrder { kAscending, kDescending };
 
 namespace detail {

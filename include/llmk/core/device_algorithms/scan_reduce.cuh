@@ -1,5 +1,10 @@
 // llmk/core/device_algorithms/scan_reduce.cuh: prefix sums and reductions, whole and segmented.
 // The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
+// Errors every entry shares (Status::invalid_argument naming the argument): temp_bytes null; on the second
+// call (temp not null) *temp_bytes below the size query's answer ('temp_bytes') or temp not 16-byte aligned
+// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes: each
+// entry's "Errors:" line lists them with its own rules. A failing CUB call or launch: Status::cuda_error
+// naming it (the simulator's kernels: Status::Code::kSimulatorError).
 #pragma once
 
 #include "llmk/core/device_algorithms/common.cuh"
@@ -26,7 +31,8 @@ inline constexpr std::int64_t kAnyCount = std::numeric_limits<std::int64_t>::max
 }  // namespace detail
 
 /// out[i] = in[0] + ... + in[i - 1] (exclusive; out[0] = 0) or + in[i] (inclusive). Integer types: exact.
-/// in and out may be the same array.
+/// in and out may be the same array. Errors: the shared ones (file comment); count < 0; in or out null when
+/// count > 0.
 ///   llmk::device::exclusive_sum<std::int32_t>(temp, &bytes, counts, offsets, n, stream);
 template <class T>
 Status exclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
@@ -48,7 +54,7 @@ Status exclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, s
       temp, temp_bytes, count == 0, [&] { return detail::check_in_out(in, out); }, run);
 }
 
-/// The inclusive form of exclusive_sum.
+/// The inclusive form of exclusive_sum. Errors: as exclusive_sum's.
 ///   llmk::device::inclusive_sum<std::int64_t>(temp, &bytes, lengths, cu_seqlens + 1, batch, stream);
 template <class T>
 Status inclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
@@ -72,7 +78,7 @@ Status inclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, s
 
 /// *out (device) = max |in[i]| over the finite elements (0 when there are none, count 0 included): llmk's
 /// amax rule (llmk/quant/kernels.cuh). Exact (a max), so bit-identical on both builds. T: float, llmk::half,
-/// llmk::bfloat16.
+/// llmk::bfloat16. Errors: the shared ones (file comment); count < 0; out null, or in null when count > 0.
 ///   llmk::device::reduce_max_abs<float>(temp, &bytes, x, d_amax, n, stream);
 template <class T>
 Status reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* out, std::int64_t count,
@@ -99,6 +105,7 @@ Status reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* o
 /// *out (device) = the sum of in[0 .. count) (0 for count 0). Integer types: exact. Floating point: the
 /// summation order is the implementation's (a tree on the GPU, left to right in the simulator), so the last
 /// bits may differ between the builds; use an integer or fp64 type where the result must be reproducible.
+/// Errors: the shared ones (file comment); count < 0; out null, or in null when count > 0.
 ///   llmk::device::reduce_sum<std::int64_t>(temp, &bytes, counts, d_total, n, stream);
 template <class T>
 Status reduce_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
@@ -120,6 +127,8 @@ Status reduce_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std:
 }
 
 /// out[s] = max |in[i]| over the finite elements of segment s = [offsets[s], offsets[s + 1]) (0 when empty).
+/// Errors: the shared ones (file comment); segments < 0; in, out or offsets null when segments > 0; in the
+/// simulator only, a negative or decreasing offset ('offsets'; on a GPU the offsets are the caller's contract).
 ///   llmk::device::segmented_reduce_max_abs<float>(temp, &bytes, w, row_amax, rows, row_offsets, stream);
 template <class T>
 Status segmented_reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* out,
@@ -148,7 +157,7 @@ Status segmented_reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in
 }
 
 /// out[s] = the sum of segment s = [offsets[s], offsets[s + 1]) (0 when empty); the summation order as
-/// reduce_sum's (exact for integers).
+/// reduce_sum's (exact for integers). Errors: as segmented_reduce_max_abs's.
 ///   llmk::device::segmented_reduce_sum<std::int64_t>(temp, &bytes, kept, kept_per_row, rows, row_offsets,
 ///                                                    stream);
 template <class T>

@@ -2,6 +2,13 @@
 // (a mask) and the k-th value, per equal or ragged segment and over a whole tensor. The highest k: invert the
 // keys (~bits for unsigned, -x for float); ties keep their rank rule (lower position first).
 // The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
+// Errors every entry shares (Status::invalid_argument naming the argument): temp_bytes null; on the second
+// call (temp not null) *temp_bytes below the size query's answer ('temp_bytes') or temp not 16-byte aligned
+// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes: each
+// entry's "Errors:" line lists them with its own rules. A failing CUB call or launch: Status::cuda_error
+// naming it (the simulator's kernels: Status::Code::kSimulatorError).
+// The ragged forms' offsets (segments + 1 entries, 0 first, count last, non-decreasing) are checked in the
+// simulator only ('offsets'); on a GPU they are the caller's contract, as CUB's are.
 #pragma once
 
 #include "llmk/core/device_algorithms/common.cuh"
@@ -10,7 +17,8 @@
 namespace llmk::device {
 
 /// Stream compaction: out gets in[i] for every i with flags[i] != 0, in order; *num_selected (device) the
-/// count. out must hold count elements (the worst case).
+/// count. out must hold count elements (the worst case). Errors: the shared ones (file comment); count < 0;
+/// num_selected null; in, flags or out null when count > 0.
 ///   llmk::device::select_flagged<std::int32_t>(temp, &bytes, iota, is_outlier, cols_out, d_count, K,
 ///   stream);
 template <class T>
@@ -226,6 +234,8 @@ inline Status check_offsets_values(std::int64_t count, std::int64_t segments, co
 /// the key order inside a group (the same two sort instantiations serve every segment count, where a
 /// segmented sort would add two more); plus two or three small launches. temp holds the position arrays and
 /// the sorted keys. k is clamped to [0, length]; segments * length must be < 2^32 (32-bit positions).
+/// Errors: the shared ones (file comment); segments or length < 0; segments * length >= 2^32 ('count');
+/// keys or keep null when segments * length > 0.
 ///   // per-row pruning of a [rows, cols] score matrix, k per row
 ///   llmk::device::segmented_lowest_k_mask<unsigned>(temp, &bytes, scores, rows, cols, k, keep, stream);
 template <class Key>
@@ -277,7 +287,8 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
                 keep);
 }
 
-/// The k lowest of keys[0 .. count) by (key, index): segmented_lowest_k_mask with one segment.
+/// The k lowest of keys[0 .. count) by (key, index): segmented_lowest_k_mask with one segment. Errors: the
+/// shared ones (file comment); count < 0 or >= 2^32; keys or keep null when count > 0.
 ///   llmk::device::lowest_k_mask<unsigned>(temp, &bytes, score_bits, rows * cols, k, mask, stream);
 template <class Key>
 Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
@@ -290,7 +301,9 @@ Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::
 /// non-decreasing entries from 0 to count; empty segments allowed), the ks[s] lowest of segment s by (key,
 /// position) (ks: device, one per segment, each clamped to [0, the segment's length]): keep[i] = 0 for them,
 /// 1 for the others. The same two stable radix sorts as the equal form (the segment of a position is found
-/// by a binary search over offsets). count must be < 2^32.
+/// by a binary search over offsets). count must be < 2^32. Errors: the shared ones (file comment); count < 0
+/// or >= 2^32; segments < 0, or 0 with count > 0; keys, offsets, ks or keep null when count > 0; the offsets'
+/// values (simulator only, file comment).
 ///   // 50% of each sequence's tokens, sequences of different lengths
 ///   llmk::device::segmented_lowest_k_mask<float>(temp, &bytes, scores, tokens, batch, cu_seqlens, halves,
 ///                                                keep, stream);
@@ -316,7 +329,9 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
 /// out[s] (device, one per segment) = the key of rank k (0-based, ascending; k clamped to [0, length - 1])
 /// of segment s = keys[offsets[s] .. offsets[s + 1]), Key{} for an empty segment: the k-th value, e.g. a
 /// pruning threshold per row or per sequence. offsets as in the ragged segmented_lowest_k_mask; count must
-/// be < 2^32. Exact (a sort), so bit-identical on both builds.
+/// be < 2^32. Exact (a sort), so bit-identical on both builds. Errors: the shared ones (file comment); count
+/// < 0 or >= 2^32; segments < 0, or 0 with count > 0; out or offsets null when segments > 0, keys null when
+/// count > 0; the offsets' values (simulator only, file comment).
 ///   // the median score of each row of a [rows, cols] matrix (row_offsets = 0, cols, 2 cols, ...)
 ///   llmk::device::segmented_kth_value<float>(temp, &bytes, scores, rows * cols, rows, row_offsets,
 ///                                            cols / 2, medians, stream);
@@ -342,7 +357,8 @@ Status segmented_kth_value(void* temp, std::size_t* temp_bytes, const Key* keys,
 }
 
 /// *out (device) = the key of rank k (0-based, ascending, clamped to [0, count - 1]) of keys[0 .. count);
-/// Key{} when count is 0. temp also holds the one-segment offsets {0, count}.
+/// Key{} when count is 0. temp also holds the one-segment offsets {0, count}. Errors: the shared ones (file
+/// comment); count < 0 or >= 2^32; out null; keys null when count > 0.
 ///   llmk::device::kth_value<float>(temp, &bytes, magnitudes, n, n / 2, d_threshold, stream);
 template <class Key>
 Status kth_value(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
@@ -372,7 +388,8 @@ struct LessAt {
 
 /// Threshold select: indices_out gets every position i with keys[i] < threshold, in increasing order;
 /// *num_selected (device) their count. indices_out must hold count entries (the worst case); count must fit
-/// Index. cub::DeviceSelect::If over a counting iterator on the GPU.
+/// Index. cub::DeviceSelect::If over a counting iterator on the GPU. Errors: the shared ones (file comment);
+/// count < 0 or above Index's maximum; num_selected null; keys or indices_out null when count > 0.
 ///   // the columns whose score is below the per-layer threshold
 ///   llmk::device::select_less_than<float, std::int32_t>(temp, &bytes, scores, n, threshold, cols, d_count,
 ///                                                       stream);
@@ -465,7 +482,9 @@ __global__ void __launch_bounds__(256)
 /// output. indices_out must hold count entries (the worst case); count must fit Index and be < 2^32. Three
 /// steps: a flag per position (a binary search of offsets), cub::DeviceSelect::Flagged over a counting
 /// iterator on the GPU (a loop in the simulator), and the counts (two binary searches per segment). Temporary
-/// storage: one byte per position plus CUB's.
+/// storage: one byte per position plus CUB's. Errors: the shared ones (file comment); count < 0, >= 2^32 or
+/// above Index's maximum; segments < 0, or 0 with count > 0; num_selected null; offsets null when segments
+/// > 0; keys, thresholds or indices_out null when count > 0; the offsets' values (simulator only).
 ///   // per row of a [rows, cols] score matrix, the columns below that row's threshold
 ///   llmk::device::segmented_select_less_than<float, std::int32_t>(temp, &bytes, scores, rows * cols, rows,
 ///                                                                 row_offsets, row_thresholds, positions,

@@ -1,5 +1,10 @@
 // llmk/core/device_algorithms/sort.cuh: stable radix sorts, whole and segmented.
 // The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
+// Errors every entry shares (Status::invalid_argument naming the argument): temp_bytes null; on the second
+// call (temp not null) *temp_bytes below the size query's answer ('temp_bytes') or temp not 16-byte aligned
+// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes: each
+// entry's "Errors:" line lists them with its own rules. A failing CUB call or launch: Status::cuda_error
+// naming it (the simulator's kernels: Status::Code::kSimulatorError).
 #pragma once
 
 #include "llmk/core/device_algorithms/common.cuh"
@@ -8,6 +13,8 @@ namespace llmk::device {
 
 /// Stable sort of (key, value) pairs by key: keys_out / values_out get the sorted pairs; equal keys keep
 /// their input order (in both orders). Inputs and outputs must not overlap. count 0: nothing runs.
+/// Errors: the shared ones (file comment); count < 0; keys_in, keys_out, values_in or values_out null when
+/// count > 0.
 ///   llmk::device::sort_pairs<float, std::int32_t>(temp, &bytes, diag, diag_sorted, iota, perm, d,
 ///                                                 llmk::device::SortOrder::kDescending, stream);
 template <class Key, class Value>
@@ -43,7 +50,8 @@ Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* 
 }
 
 /// Stable sort of keys: keys_out gets keys_in in order (equal keys keep their input order, which shows only
-/// for -0.0 / +0.0). Input and output must not overlap. count 0: nothing runs.
+/// for -0.0 / +0.0). Input and output must not overlap. count 0: nothing runs. Errors: the shared ones (file
+/// comment); count < 0; keys_in or keys_out null when count > 0.
 ///   llmk::device::sort_keys<float>(temp, &bytes, magnitudes, sorted, n, llmk::device::SortOrder::kAscending,
 ///                                  stream);
 template <class Key>
@@ -76,6 +84,9 @@ Status sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* k
 
 /// Stable sort of (key, value) pairs within each segment s = [offsets[s], offsets[s + 1]) (offsets: device,
 /// segments + 1 non-decreasing entries; elements outside every segment are neither read nor written).
+/// Errors: the shared ones (file comment); count or segments < 0; when both are > 0, a key or value array
+/// null ('keys_in') or offsets null; in the simulator only, a segment outside [0, count) or decreasing
+/// ('offsets'; on a GPU the offsets are the caller's contract).
 ///   llmk::device::segmented_sort_pairs<unsigned, std::int32_t>(temp, &bytes, keys, keys_out, cols, cols_out,
 ///       rows * k, rows, row_offsets, llmk::device::SortOrder::kAscending, stream);
 template <class Key, class Value>
@@ -115,6 +126,7 @@ Status segmented_sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys
 }
 
 /// Stable sort of keys within each segment s = [offsets[s], offsets[s + 1]) (as segmented_sort_pairs).
+/// Errors: as segmented_sort_pairs's, for keys_in / keys_out and offsets.
 ///   llmk::device::segmented_sort_keys<float>(temp, &bytes, scores, sorted, rows * cols, rows, row_offsets,
 ///                                            llmk::device::SortOrder::kDescending, stream);
 template <class Key>
