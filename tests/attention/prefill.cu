@@ -53,11 +53,12 @@ llmk::reference::AttentionProblem problem_of(const Case& c) {
   return p;
 }
 
-// Copies a contiguous [tokens, heads, dim] tensor into one with `pad` extra elements after each head row.
+// Copies a contiguous [tokens, heads, dim] tensor into one with `pad` extra elements after each head row, NaN
+// (a load that runs past the head dim poisons the output).
 template <class T>
 std::vector<T> with_head_pad(const std::vector<T>& x, int heads, int dim, int pad) {
   const std::size_t tokens = x.size() / (static_cast<std::size_t>(heads) * dim);
-  std::vector<T> y(tokens * heads * (dim + pad), T(0.0f));
+  std::vector<T> y(tokens * heads * (dim + pad), T(std::nanf("")));
   for (std::size_t t = 0; t < tokens; ++t)
     for (int h = 0; h < heads; ++h)
       for (int d = 0; d < dim; ++d) y[(t * heads + h) * (dim + pad) + d] = x[(t * heads + h) * dim + d];
@@ -129,8 +130,15 @@ void run_case(const Case& c, std::mt19937& rng, Launch&& launch) {
   const llmk::Status s = launch(a);
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(llmk::device_synchronize().ok());
-  const std::vector<T> got = without_head_pad(d_o.to_host(), c.heads, c.dim, pad);
+  const std::vector<T> o_padded = d_o.to_host();
+  const std::vector<T> got = without_head_pad(o_padded, c.heads, c.dim, pad);
+  // O's padding after each head row and the LSE past the last row stay poisoned (never written).
+  int pad_written = 0;
+  for (std::size_t r = 0; r < o_padded.size() / row; ++r)
+    for (int e = c.dim; e < row; ++e) pad_written += o_padded[r * row + e].bits != 0xFFFF;
+  CHECK(pad_written == 0);
   std::vector<float> lse = d_lse.to_host();
+  CHECK(std::isnan(lse.back()));
   lse.pop_back();
   llmk::test::check_attention(p, q, k, v, got, c.with_lse ? &lse : nullptr);
 }
@@ -347,6 +355,8 @@ TEST_CASE("prefill: a NaN in one query row reaches that row only") {
   a.head_dim = dim;
   a.options.softmax_scale = attn::default_scale(dim);
   for (Launcher<f16> launch : kBothKernels<f16>) {
+    d_o.poison();  // each kernel's own output: the other's stays in the buffers otherwise
+    d_lse.poison();
     REQUIRE(launch(a, nullptr).ok());
     const std::vector<f16> o = d_o.to_host();
     const std::vector<float> lse = d_lse.to_host();
@@ -531,6 +541,7 @@ TEST_CASE("prefill: a NaN in one key reaches exactly the queries that see it") {
   a.options.softmax_scale = attn::default_scale(dim);
   a.options.causal = true;
   for (Launcher<f16> launch : kBothKernels<f16>) {
+    d_o.poison();  // each kernel's own output (poison is NaN: the rows before the bad key must be written)
     REQUIRE(launch(a, nullptr).ok());
     const std::vector<f16> o = d_o.to_host();
     for (int t = 0; t < n; ++t) CHECK(std::isnan(o[t * dim].to_float()) == (t >= bad_key));
@@ -566,6 +577,7 @@ TEST_CASE("prefill: a NaN or Inf in the next sequence's keys and values stays ou
   a.head_dim = dim;
   a.options.softmax_scale = attn::default_scale(dim);
   for (Launcher<f16> launch : kBothKernels<f16>) {
+    d_o.poison();  // each kernel's own output
     REQUIRE(launch(a, nullptr).ok());
     const std::vector<f16> o = d_o.to_host();
     int bad = 0;

@@ -258,6 +258,9 @@ TEST_CASE("weight_only W8A16 fp16, W4A16 and W8A16 bf16") {
     check_gemm<llmk::bfloat16>({m, 72, 256, 32, 8, true, false, true}, rng);
     check_gemm<llmk::bfloat16>({m, 72, 256, 256, 8, false, false, false}, rng);
   }
+  // M > 128: the large tile (plan tile 2, WeightOnlyLargeM) with 8-bit codes and bf16 (its other cases are
+  // 4-bit fp16), zero points and bias, ldd = N + 3 (the padding stays poisoned), no split.
+  check_gemm<llmk::bfloat16>({200, 72, 256, 64, 8, true, false, true, 3, 1, 2}, rng);
 }
 
 TEST_CASE("weight_only scales through the cp.async ring (G % 64 == 0) and from global memory (other G, N)") {

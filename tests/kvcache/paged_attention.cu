@@ -451,26 +451,6 @@ TEST_CASE("paged (chunked) prefill: a chunk attends to the cached prefix and to 
       const attn::PrefillArgs<f16> dense =
           with_dense_kv(base(o_dense.data(), lse_dense.data()), s, d_k.data(), d_v.data(), d_cu_k.data(),
                         c.kv_begin.data());
-      // Both kernels: the dispatch (the Hopper kernel on sm_90: TMA for dense K/V, the producer's gather for
-      // pages) and the mma.sync one; paged == dense bit for bit within each on the same tiles (the mma.sync
-      // kernel's paged default has 64-key tiles, its dense default 96: the dense run pins the paged tiles).
-      // Sanitizer builds (LLMK_TEST_FAST): the mma.sync kernel at page size 16 only.
-      for (bool mma : {false, true}) {
-        if (mma && llmk::test::fast() && ps != 16) continue;
-        CAPTURE(mma);
-        REQUIRE((mma ? attn::prefill_mma_with_config<f16, attn::DefaultPagedPrefillConfig<64, f16>>(dense,
-                                                                                                    nullptr)
-                     : attn::prefill(dense, nullptr))
-                    .ok());
-        for (bool csr : {true, false}) {
-          const attn::PrefillArgs<f16> paged = base(o_paged.data(), lse_paged.data());
-          const llmk::Status st = mma ? attn::prefill_paged_mma(paged, c.view(csr), nullptr)
-                                      : attn::prefill_paged(paged, c.view(csr), nullptr);
-          REQUIRE_MESSAGE(st.ok(), st.message());
-          CHECK(same_bits(o_dense.to_host(), o_paged.to_host()));
-          CHECK(lse_dense.to_host() == lse_paged.to_host());
-        }
-      }
       llmk::reference::AttentionProblem p;
       p.q_lens = q_lens;
       p.kv_lens = s.lens;
@@ -479,8 +459,36 @@ TEST_CASE("paged (chunked) prefill: a chunk attends to the cached prefix and to 
       p.head_dim = s.dim;
       p.options.softmax_scale = attn::default_scale(s.dim);
       p.options.causal = true;
-      const std::vector<float> lse = lse_paged.to_host();
-      llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), &lse);
+      // Both kernels: the dispatch (the Hopper kernel on sm_90: TMA for dense K/V, the producer's gather for
+      // pages) and the mma.sync one; paged == dense bit for bit within each on the same tiles (the mma.sync
+      // kernel's paged default has 64-key tiles, its dense default 96: the dense run pins the paged tiles).
+      // Every output and LSE is poisoned before its launch (a run that writes nothing cannot pass on the
+      // previous run's answer), and each kernel's dense answer meets the reference, so each paged run does.
+      // Sanitizer builds (LLMK_TEST_FAST): the mma.sync kernel at page size 16 only.
+      for (bool mma : {false, true}) {
+        if (mma && llmk::test::fast() && ps != 16) continue;
+        CAPTURE(mma);
+        o_dense.poison();
+        lse_dense.poison();
+        REQUIRE((mma ? attn::prefill_mma_with_config<f16, attn::DefaultPagedPrefillConfig<64, f16>>(dense,
+                                                                                                    nullptr)
+                     : attn::prefill(dense, nullptr))
+                    .ok());
+        const std::vector<f16> want = o_dense.to_host();
+        const std::vector<float> want_lse = lse_dense.to_host();
+        llmk::test::check_attention(p, q, c.k, c.v, want, &want_lse);
+        for (bool csr : {true, false}) {
+          CAPTURE(csr);
+          o_paged.poison();
+          lse_paged.poison();
+          const attn::PrefillArgs<f16> paged = base(o_paged.data(), lse_paged.data());
+          const llmk::Status st = mma ? attn::prefill_paged_mma(paged, c.view(csr), nullptr)
+                                      : attn::prefill_paged(paged, c.view(csr), nullptr);
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK(same_bits(want, o_paged.to_host()));
+          CHECK(want_lse == lse_paged.to_host());
+        }
+      }
     }
   }
 }
@@ -758,15 +766,32 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   attn::PrefillArgs<T> dense_args =
       with_dense_kv(a, s, d_kd.data(), d_vd.data(), d_cu_k.data(), c.kv_begin.data());
   dense_args.o = o2.data();
-  // Both kernels (sm_90: the Hopper kernel's producer dequantizes the pages into its ring).
-  REQUIRE(attn::prefill_paged(a, qc.view(c, false), nullptr).ok());
-  REQUIRE(attn::prefill(dense_args, nullptr).ok());
-  CHECK(same_bits(o1.to_host(), o2.to_host()));
-  REQUIRE(attn::prefill_paged_mma(a, qc.view(c, false), nullptr).ok());
-  // The paged default's tiles (the dense default has 96-key tiles: another summation order).
-  REQUIRE((attn::prefill_mma_with_config<T, attn::DefaultPagedPrefillConfig<64, Code>>(dense_args, nullptr))
-              .ok());
-  CHECK(same_bits(o1.to_host(), o2.to_host()));
+  // Both kernels (sm_90: the Hopper kernel's producer dequantizes the pages into its ring), each output
+  // poisoned before its launch; each kernel's paged answer also meets the reference over T(code * scale) (the
+  // values both kernels compute with).
+  llmk::reference::AttentionProblem pp;
+  for (int b = 0; b < batch; ++b) pp.q_lens.push_back(cu_q[b + 1] - cu_q[b]);
+  pp.kv_lens = s.lens;
+  pp.num_heads = s.heads;
+  pp.num_kv_heads = s.kv_heads;
+  pp.head_dim = s.dim;
+  pp.options = a.options;
+  for (bool mma : {false, true}) {
+    CAPTURE(mma);
+    o1.poison();
+    o2.poison();
+    REQUIRE((mma ? attn::prefill_paged_mma(a, qc.view(c, false), nullptr)
+                 : attn::prefill_paged(a, qc.view(c, false), nullptr))
+                .ok());
+    // mma.sync: the paged default's tiles (the dense default has 96-key tiles: another summation order).
+    REQUIRE((mma ? attn::prefill_mma_with_config<T, attn::DefaultPagedPrefillConfig<64, Code>>(dense_args,
+                                                                                               nullptr)
+                 : attn::prefill(dense_args, nullptr))
+                .ok());
+    const std::vector<T> got = o1.to_host();
+    CHECK(same_bits(got, o2.to_host()));
+    llmk::test::check_attention(pp, qp, qc.k_deq, qc.v_deq, got, nullptr);
+  }
   // Copy-on-write of a quantized page moves the codes and, for per-token-head scales, the scale rows.
   std::vector<int> spare;
   for (int pg = 0; pg < c.num_pages; ++pg)
@@ -856,6 +881,77 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
   check_bf16_decode_d48<llmk::float8_e5m2>(kv::KvScale::kPerTensor, 1.0 / 8 + 4e-3, rng);
 }
 
+namespace {
+
+// Quantized paged decode over `s` with a window and soft-cap (window < 0, softcap 0: none), `splits` splits:
+// the fp64 reference on the exact dequantized values within the FlashAttention rule (output and LSE), the
+// same bits from both table forms; each output and LSE a fresh poisoned buffer.
+template <class T, class Code>
+void check_quant_decode(const Setup& s, kv::KvScale mode, double rel_bound, int window, float softcap,
+                        int splits, std::mt19937& rng) {
+  CAPTURE(s.dim);
+  CAPTURE(s.heads);
+  CAPTURE(s.kv_heads);
+  CAPTURE(window);
+  CAPTURE(softcap);
+  Cache<T> c;
+  make_cache<T>(c, s, rng);
+  QuantCache<T, Code> qc;
+  double rel = 0.0;
+  make_quant_cache(qc, c, mode, &rel);
+  INFO("quantization error / (qmax * scale) = " << rel);
+  CHECK(rel <= rel_bound);
+  const int batch = static_cast<int>(s.lens.size());
+  const std::vector<T> q =
+      llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+  llmk::reference::AttentionProblem p = decode_problem(s);
+  p.options.window_left = window;
+  p.options.softcap = softcap;
+  std::vector<T> first;
+  for (bool csr : {true, false}) {
+    CAPTURE(csr);
+    llmk::DeviceBuffer<T> d_q(q), d_o(q.size());
+    llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
+    attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
+    a.options.window_left = window;
+    a.options.softcap = softcap;
+    const kv::PagedKv<T, Code> pages = qc.view(c, csr);
+    attn::DecodePlan plan;
+    REQUIRE(attn::plan_decode_paged(a, pages, &plan, splits).ok());
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+    const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const std::vector<T> got = d_o.to_host();
+    const std::vector<float> lse = d_lse.to_host();
+    if (csr) {
+      llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, got, &lse, &qc.k_exact, &qc.v_exact);
+      first = got;
+    } else {
+      CHECK(same_bits(first, got));
+    }
+  }
+}
+
+}  // namespace
+
+// Quantized decode at head dim 128 (64-key tiles, 16 dims of codes per chunk x 8), beyond the d64 / d48 cases
+// above: int8 at GQA 2; e4m3 with a window and soft-cap (window 70: the keys start at 79 and 29, inside a
+// page and a tile, and the second split starts mid-tile too; soft-cap 2: every tile on the general step);
+// 8 query heads on one KV head (a group of 8 in a 16-row tile), bf16 int8 per head.
+TEST_CASE("quantized decode, head dim 128: int8 and e4m3, a window and soft-cap, 8 heads on one KV head") {
+  std::mt19937 rng(616);
+  Setup s;
+  s.lens = {100, 37, 0, 9};
+  s.dim = 128;
+  check_quant_decode<f16, std::int8_t>(s, kv::KvScale::kPerTokenHead, 0.5 / 127 + 1e-3, -1, 0.0f, 2, rng);
+  s.lens = {150, 61, 100};
+  check_quant_decode<f16, llmk::float8_e4m3>(s, kv::KvScale::kPerHead, 1.0 / 16 + 1e-3, 70, 2.0f, 2, rng);
+  s.lens = {90, 17};
+  s.heads = 8;
+  s.kv_heads = 1;
+  check_quant_decode<bf16, std::int8_t>(s, kv::KvScale::kPerHead, 0.5 / 127 + 4e-3, -1, 0.0f, 2, rng);
+}
+
 // Quantized pages at head dim 128 (on sm_90 the Hopper kernel's producer streams the codes through its
 // staging ring in pieces of 64 rows, two per 128-key tile, and converts them in place), int8 per token-head
 // and e4m3 per head, page size 3: == the dense prefill over T(code * scale) bit for bit, output and LSE.
@@ -869,8 +965,12 @@ TEST_CASE("quantized paged prefill, head dim 128: == dense prefill over the dequ
     double rel = 0.0;
     make_quant_cache(qc, x.c, mode, &rel);
     llmk::DeviceBuffer<f16> d_kd(qc.k_deq), d_vd(qc.v_deq);
+    // Every output and LSE poisoned before its launch (they hold the previous code's answers).
+    x.o_dense.poison();
+    x.lse_dense.poison();
     REQUIRE(attn::prefill(x.dense(d_kd.data(), d_vd.data()), nullptr).ok());
     x.o_paged.poison();
+    x.lse_paged.poison();
     const llmk::Status st = attn::prefill_paged(x.paged, qc.view(x.c, false), nullptr);
     REQUIRE_MESSAGE(st.ok(), st.message());
     CHECK(same_bits(x.o_dense.to_host(), x.o_paged.to_host()));
@@ -992,9 +1092,11 @@ TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no 
       // int8 pages: the same answers as its default tiles within the rule.
       using OneSlot = attn::Sm90PrefillConfig<64, 48, 1>;
       a.o = o_paged.data();
+      o_paged.poison();  // it holds the default tiles' answer
       REQUIRE(attn::prefill_paged_sm90_with_config<f16, OneSlot>(a, c.view(true), nullptr).ok());
       llmk::test::check_attention(p, q, c.k, c.v, o_paged.to_host(), nullptr);
       a.o = o_quant.data();
+      o_quant.poison();
       REQUIRE(attn::prefill_paged_sm90_with_config<f16, OneSlot, std::int8_t>(a, qc.view(c, false), nullptr)
                   .ok());
       llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, o_quant.to_host(), nullptr);
