@@ -36,13 +36,8 @@ std::vector<Shape> shapes() {
   return {{200, 136, 272}, {70, 264, 128}, {129, 40, 400}};
 }
 
-// Sets a simulator setting for the scope (LLMK_SIM_ARCH: the device architecture; LLMK_SIM_SM_COUNT: the SMs
-// the persistent grid is sized to, 2 so that every block walks several tiles). Ignored on a GPU.
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
+// LLMK_SIM_SM_COUNT: the SMs the persistent grid is sized to, 2 so that every block walks several tiles.
+using llmk::test::ScopedEnv;
 
 bool sm90_here() {
   static ScopedEnv two_sms("LLMK_SIM_SM_COUNT", "2");  // for the whole run of this test program

@@ -321,9 +321,10 @@ TEST_CASE("8-bit GEMMs: bad arguments are rejected with the rule that failed") {
   }
   REQUIRE(gemm::fp8_gemm<float>(f, nullptr).ok());
 #if defined(LLMK_SIM)  // LLMK_SIM_ARCH moves the simulator only; a GPU stays what it is
-  setenv("LLMK_SIM_ARCH", "800", 1);
-  const llmk::Status s80 = gemm::fp8_gemm<float>(f, nullptr);
-  unsetenv("LLMK_SIM_ARCH");
+  const llmk::Status s80 = [&] {
+    llmk::test::ScopedEnv sm80("LLMK_SIM_ARCH", "800");
+    return gemm::fp8_gemm<float>(f, nullptr);
+  }();
   CHECK(s80.code() == llmk::Status::Code::kUnsupported);
   CHECK(s80.message().find("sm_89") != std::string::npos);
 #endif
@@ -661,14 +662,6 @@ TEST_CASE(
 }
 
 #if defined(LLMK_SIM)
-namespace {
-// Sets a simulator setting for the scope (LLMK_SIM_ARCH: the device architecture).
-struct ScopedArch {
-  ScopedArch(const char* arch) { setenv("LLMK_SIM_ARCH", arch, 1); }
-  ~ScopedArch() { unsetenv("LLMK_SIM_ARCH"); }
-};
-}  // namespace
-
 TEST_CASE("8-bit GEMMs at M > 64 on simulated sm_80 / sm_89: the large mma.sync tile's epilogue and split-K") {
   // The default simulated device is an sm_90, where M > 64 runs the wgmma kernel: this is the large tile's
   // dequantizing epilogue (per-token scales and zero points, per-channel scales, bias) and its split-K.
@@ -676,7 +669,7 @@ TEST_CASE("8-bit GEMMs at M > 64 on simulated sm_80 / sm_89: the large mma.sync 
   const Shape s = llmk::test::fast() ? Shape{70, 40, 96} : Shape{130, 72, 208};
   CAPTURE(s.m);
   {
-    ScopedArch sm80("800");
+    llmk::test::ScopedEnv sm80("LLMK_SIM_ARCH", "800");
     REQUIRE(gemm::choose_qgemm_tile(s.m) == gemm::QGemmTileKind::kLarge);
     const auto a = random_int8(s.m, s.k, s.k, rng), w = random_int8(s.n, s.k, s.k, rng);
     llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
@@ -706,7 +699,7 @@ TEST_CASE("8-bit GEMMs at M > 64 on simulated sm_80 / sm_89: the large mma.sync 
     CHECK(bits_of(d.to_host()) == bits_of(unsplit));
   }
   {
-    ScopedArch sm89("890");
+    llmk::test::ScopedEnv sm89("LLMK_SIM_ARCH", "890");
     Fp8Problem f;
     make_fp8_problem(f, s, rng);
     const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);

@@ -17,12 +17,7 @@
 
 namespace {
 
-// Sets a simulator setting for the scope (ignored on a GPU, where the device decides).
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
+using llmk::test::ScopedEnv;
 
 bool hopper_here() {
   return llmk::device_arch() == 900 && llmk::sm90a_runnable<llmk::gemm::WeightOnlySm90Config<>>();

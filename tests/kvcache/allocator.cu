@@ -383,11 +383,13 @@ TEST_CASE("KvCacheManager: exports into cache_ops.cuh's CsrPageTable and BlockTa
   CHECK(t.table == std::vector<int>{3, 4, -1, -1, -1, -1, 0, 1, 2, 3, 4, -1});
   CHECK(t.seq_lens == std::vector<int>{8, 0, 9, 8});
   // The two exports agree with cache_ops.cuh's conversions between the forms.
-  const BlockTable converted = csr_to_block_table(csr, kv.page_size());
+  BlockTable converted;
+  require_ok(csr_to_block_table(csr, kv.page_size(), &converted));
   CHECK(converted.max_blocks == t.max_blocks);
   CHECK(converted.table == t.table);
   CHECK(converted.seq_lens == t.seq_lens);
-  const CsrPageTable back = block_table_to_csr(t, kv.page_size());
+  CsrPageTable back;
+  require_ok(block_table_to_csr(t, kv.page_size(), &back));
   CHECK(back.indptr == csr.indptr);
   CHECK(back.indices == csr.indices);
   CHECK(back.last_page_len == csr.last_page_len);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -25,6 +26,7 @@
 #include "llmk/core/memory.cuh"
 #include "llmk/kvcache/cache_ops.cuh"
 #include "llmk/kvcache/paged_kv.cuh"
+#include "llmk/reference/quant.hpp"
 #include "support/test_env.hpp"
 
 namespace {
@@ -139,7 +141,7 @@ void make_cache(Cache<T>& c, const Setup& s, std::mt19937& rng) {
     c.csr.indptr[b + 1] = c.csr.indptr[b] + pages;
     c.csr.last_page_len[b] = pages == 0 ? 0 : s.lens[b] - (pages - 1) * s.page_size;
   }
-  c.table = kv::csr_to_block_table(c.csr, s.page_size);
+  llmk::throw_if_error(kv::csr_to_block_table(c.csr, s.page_size, &c.table));
   c.strides = s.hnd ? kv::make_hnd_strides(s.page_size, s.kv_heads, s.dim)
                     : kv::make_nhd_strides(s.page_size, s.kv_heads, s.dim);
   c.k_pool = llmk::DeviceBuffer<T>(static_cast<std::size_t>(c.num_pages) * c.strides.page);  // poisoned
@@ -517,7 +519,8 @@ TEST_CASE("copy_pages copies K and V of every slot and head; table conversions r
              vp[src[i] * c.strides.page + e].bits != vp[dst[i] * c.strides.page + e].bits;
     CHECK(bad == 0);
   }
-  const kv::CsrPageTable back = kv::block_table_to_csr(c.table, s.page_size);
+  kv::CsrPageTable back;
+  REQUIRE(kv::block_table_to_csr(c.table, s.page_size, &back).ok());
   CHECK(back.indptr == c.csr.indptr);
   CHECK(back.indices == c.csr.indices);
   CHECK(back.last_page_len == c.csr.last_page_len);
@@ -554,6 +557,78 @@ struct TwoSequences {
   }
 };
 }  // namespace
+
+TEST_CASE("append_kv: NaN and +-Inf inputs give the reference quantizer's codes byte for byte (int8, e4m3)") {
+  // docs/kvcache.md: the per-token-head absmax uses the finite values; +inf -> 127 s, -inf -> -128 s, NaN -> 0
+  // (int8); fp8 keeps NaN and saturates +-inf to +-448. Rows: specials among random values; a finite row; a
+  // row with no finite value (scale 1).
+  Setup s;
+  s.kv_heads = 2;
+  s.dim = 64;
+  s.page_size = 4;
+  const int tokens = 3, row = s.kv_heads * s.dim;
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<f16> x(static_cast<std::size_t>(tokens) * row);
+  for (auto& e : x) e = f16(dist(rng));
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  x[3] = f16(nan);  // token 0, head 0
+  x[10] = f16(inf);
+  x[20] = f16(-inf);
+  for (int e = 0; e < s.dim; ++e) x[2 * row + e] = f16(e % 3 == 0 ? nan : (e % 3 == 1 ? inf : -inf));  // token 2
+  const kv::PageStrides strides = kv::make_nhd_strides(s.page_size, s.kv_heads, s.dim);
+  const std::vector<std::int64_t> slots = {1, 2, 3};  // page 0, slots 1..3
+  auto pool_index = [&](int t, int h) { return slots[t] * strides.slot + h * strides.head; };
+  SUBCASE("int8, per-token-head scales") {
+    using Q = llmk::quant::Quantizer<std::int8_t, llmk::quant::Symmetric, llmk::quant::PerToken>;
+    llmk::DeviceBuffer<std::int8_t> kp(strides.page), vp(strides.page);
+    llmk::DeviceBuffer<float> ks(static_cast<std::size_t>(s.page_size) * s.kv_heads),
+        vs(static_cast<std::size_t>(s.page_size) * s.kv_heads);
+    write_tokens<f16, std::int8_t>(x, x, s, strides, 1, slots, kp.data(), vp.data(), kv::KvScale::kPerTokenHead,
+                                   ks.data(), vs.data());
+    const auto kc = kp.to_host(), vc = vp.to_host();
+    const auto ksc = ks.to_host(), vsc = vs.to_host();
+    int bad = 0;
+    for (int t = 0; t < tokens; ++t)
+      for (int h = 0; h < s.kv_heads; ++h) {
+        std::vector<std::int8_t> want(static_cast<std::size_t>(s.dim));
+        float scale = 0.0f;
+        llmk::reference::quantize_dynamic<Q>(x.data() + t * row + h * s.dim, s.dim, want.data(), s.dim, 1, s.dim,
+                                             &scale, nullptr, s.dim);
+        const std::size_t si = static_cast<std::size_t>(slots[t]) * s.kv_heads + h;
+        bad += std::memcmp(&ksc[si], &scale, 4) != 0 || std::memcmp(&vsc[si], &scale, 4) != 0;
+        bad += std::memcmp(kc.data() + pool_index(t, h), want.data(), want.size()) != 0;
+        bad += std::memcmp(vc.data() + pool_index(t, h), want.data(), want.size()) != 0;
+      }
+    CHECK(bad == 0);
+    CHECK(kc[pool_index(0, 0) + 3] == 0);  // NaN
+    CHECK(kc[pool_index(0, 0) + 10] == 127);
+    CHECK(kc[pool_index(0, 0) + 20] == -128);
+    CHECK(ksc[static_cast<std::size_t>(slots[2]) * s.kv_heads] == 1.0f);  // no finite value: scale 1
+  }
+  SUBCASE("e4m3, per-head scales") {
+    using Q = llmk::quant::Quantizer<llmk::float8_e4m3, llmk::quant::Symmetric, llmk::quant::PerToken>;
+    const std::vector<float> head_scales = {0.01f, 0.02f};
+    llmk::DeviceBuffer<llmk::float8_e4m3> kp(strides.page), vp(strides.page);
+    llmk::DeviceBuffer<float> ks(head_scales), vs(head_scales);
+    write_tokens<f16, llmk::float8_e4m3>(x, x, s, strides, 1, slots, kp.data(), vp.data(), kv::KvScale::kPerHead,
+                                         ks.data(), vs.data());
+    const auto kc = kp.to_host(), vc = vp.to_host();
+    int bad = 0;
+    for (int t = 0; t < tokens; ++t)
+      for (int h = 0; h < s.kv_heads; ++h) {
+        std::vector<std::uint8_t> want(static_cast<std::size_t>(s.dim));
+        llmk::reference::quantize<Q>(x.data() + t * row + h * s.dim, s.dim, want.data(), s.dim, 1, s.dim,
+                                     &head_scales[static_cast<std::size_t>(h)], nullptr, s.dim);
+        bad += std::memcmp(kc.data() + pool_index(t, h), want.data(), want.size()) != 0;
+        bad += std::memcmp(vc.data() + pool_index(t, h), want.data(), want.size()) != 0;
+      }
+    CHECK(bad == 0);
+    CHECK(std::isnan(kc[pool_index(0, 0) + 3].to_float()));
+    CHECK(kc[pool_index(0, 0) + 10].to_float() == 448.0f);
+    CHECK(kc[pool_index(0, 0) + 20].to_float() == -448.0f);
+  }
+}
 
 TEST_CASE("paged attention: bad tables are rejected; a page outside the pool is caught, never read") {
   TwoSequences in(605);
@@ -1132,10 +1207,41 @@ TEST_CASE("paged KV: strides that do not fit the heads or overlap are rejected b
   p = c.view(false);
   p.strides.page = p.strides.page - 8;  // pages overlap
   CHECK(attn::plan_decode_paged(a, p, &plan, 1).message().find("strides.page") != std::string::npos);
-  CHECK(kv::csr_to_block_table(kv::CsrPageTable{}, 4).table.empty());
+  // The host conversions between the two table forms: empty input, and each rule named (out unchanged).
+  kv::BlockTable bt;
+  REQUIRE(kv::csr_to_block_table(kv::CsrPageTable{}, 4, &bt).ok());
+  CHECK(bt.table.empty());
+  CHECK(bt.max_blocks == 1);
+  kv::CsrPageTable csr;
+  auto names = [](const llmk::Status& st, const char* arg) {
+    CHECK_MESSAGE(st.message().find(std::string("'") + arg + "'") != std::string::npos, st.message());
+  };
   kv::BlockTable bad = c.table;
   bad.seq_lens[0] = bad.max_blocks * s.page_size + 1;
-  CHECK_THROWS_AS(kv::block_table_to_csr(bad, s.page_size), std::invalid_argument);
+  names(kv::block_table_to_csr(bad, s.page_size, &csr), "seq_lens");
+  bad = c.table;
+  bad.seq_lens[1] = -1;
+  names(kv::block_table_to_csr(bad, s.page_size, &csr), "seq_lens");
+  bad = c.table;
+  bad.table.pop_back();  // smaller than batch x max_blocks
+  names(kv::block_table_to_csr(bad, s.page_size, &csr), "table");
+  names(kv::block_table_to_csr(c.table, 0, &csr), "page_size");
+  names(kv::block_table_to_csr(c.table, s.page_size, nullptr), "out");
+  CHECK(csr.indptr.empty());  // unchanged by the failed calls
+  kv::CsrPageTable bad_csr = c.csr;
+  bad_csr.indices.pop_back();
+  names(kv::csr_to_block_table(bad_csr, s.page_size, &bt), "indices");
+  bad_csr = c.csr;
+  bad_csr.last_page_len.pop_back();
+  names(kv::csr_to_block_table(bad_csr, s.page_size, &bt), "last_page_len");
+  bad_csr = c.csr;
+  bad_csr.last_page_len[0] = s.page_size + 1;  // sequence 0 has pages
+  names(kv::csr_to_block_table(bad_csr, s.page_size, &bt), "last_page_len");
+  bad_csr = c.csr;
+  std::swap(bad_csr.indptr[1], bad_csr.indptr[2]);  // decreasing
+  names(kv::csr_to_block_table(bad_csr, s.page_size, &bt), "page_indptr");
+  names(kv::csr_to_block_table(c.csr, 0, &bt), "page_size");
+  CHECK(bt.table.empty());  // unchanged
 }
 
 TEST_CASE("paged KV: misaligned tables, indices and scales, and sizes past 2^31 / 2^63 are rejected") {

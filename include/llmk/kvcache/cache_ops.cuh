@@ -10,7 +10,7 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
+#include <utility>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -308,45 +308,76 @@ struct CsrPageTable {
   std::vector<int> last_page_len;  // batch
 };
 
-/// CSR -> padded block table (host). max_blocks = the most pages of any sequence (at least 1).
-inline BlockTable csr_to_block_table(const CsrPageTable& csr, int page_size) {
-  BlockTable out;
-  const int batch = static_cast<int>(csr.indptr.size()) - 1;
-  if (batch <= 0) {  // no sequences
-    out.max_blocks = 1;
-    return out;
+/// CSR -> padded block table (host): max_blocks = the most pages of any sequence (at least 1), -1 past a
+/// sequence's pages, seq_lens from the page counts and last_page_len. Page ids are copied as they are
+/// (check_page_table_host checks them against a pool). Errors (invalid_argument; *out unchanged): out null,
+/// page_size < 1, indptr not starting at 0 or decreasing, indices shorter than indptr[batch], last_page_len
+/// shorter than batch or outside [1, page_size] for a sequence with pages, a sequence past 2^30 tokens.
+///   llmk::kvcache::BlockTable bt;
+///   LLMK_RETURN_IF_ERROR(llmk::kvcache::csr_to_block_table(csr, page_size, &bt));
+inline Status csr_to_block_table(const CsrPageTable& csr, int page_size, BlockTable* out) {
+  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
+  if (page_size < 1) return Status::invalid_argument("page_size", str_cat("must be >= 1, got ", page_size));
+  const int batch = csr.indptr.empty() ? 0 : static_cast<int>(csr.indptr.size()) - 1;
+  if (batch > 0) {
+    if (csr.last_page_len.size() < static_cast<std::size_t>(batch))
+      return Status::invalid_argument("last_page_len", str_cat("must hold batch = ", batch, " entries, got ",
+                                                               csr.last_page_len.size()));
+    const long long total = csr.indptr[static_cast<std::size_t>(batch)];
+    if (total >= 0 && csr.indices.size() < static_cast<std::size_t>(total))
+      return Status::invalid_argument(
+          "indices", str_cat("must hold indptr[batch] = ", total, " entries, got ", csr.indices.size()));
+    // The rules of check_page_table_host other than the pool's bounds (page ids are copied, not checked).
+    LLMK_RETURN_IF_ERROR(detail::check_page_table_shape(csr.indptr.data(), csr.last_page_len.data(), batch,
+                                                        page_size));
   }
-  for (int b = 0; b < batch; ++b) out.max_blocks = max(out.max_blocks, csr.indptr[b + 1] - csr.indptr[b]);
-  out.max_blocks = max(out.max_blocks, 1);
-  out.table.assign(static_cast<std::size_t>(batch) * out.max_blocks, -1);
-  out.seq_lens.assign(batch, 0);
+  BlockTable t;
+  t.max_blocks = 1;
+  for (int b = 0; b < batch; ++b) t.max_blocks = max(t.max_blocks, csr.indptr[b + 1] - csr.indptr[b]);
+  t.table.assign(static_cast<std::size_t>(batch) * t.max_blocks, -1);
+  t.seq_lens.assign(static_cast<std::size_t>(batch), 0);
   for (int b = 0; b < batch; ++b) {
     const int pages = csr.indptr[b + 1] - csr.indptr[b];
     for (int i = 0; i < pages; ++i)
-      out.table[static_cast<std::size_t>(b) * out.max_blocks + i] = csr.indices[csr.indptr[b] + i];
-    out.seq_lens[b] = pages == 0 ? 0 : (pages - 1) * page_size + csr.last_page_len[b];
+      t.table[static_cast<std::size_t>(b) * t.max_blocks + i] = csr.indices[csr.indptr[b] + i];
+    t.seq_lens[b] = pages == 0 ? 0 : (pages - 1) * page_size + csr.last_page_len[b];
   }
-  return out;
+  *out = std::move(t);
+  return {};
 }
 
-/// Padded block table -> CSR (host): ceil(seq_len / page_size) pages per sequence.
-inline CsrPageTable block_table_to_csr(const BlockTable& bt, int page_size) {
-  CsrPageTable out;
-  const int batch = static_cast<int>(bt.seq_lens.size());
-  out.indptr.assign(batch + 1, 0);
-  out.last_page_len.assign(batch, 0);
-  for (int b = 0; b < batch; ++b) {
-    if (bt.seq_lens[b] < 0 ||
-        static_cast<long long>(bt.seq_lens[b]) > static_cast<long long>(bt.max_blocks) * page_size)
-      throw std::invalid_argument("block_table_to_csr: seq_lens[" + std::to_string(b) + "] = " +
-                                  std::to_string(bt.seq_lens[b]) + " does not fit max_blocks * page_size");
-    const int pages = ceil_div(bt.seq_lens[b], page_size);
-    for (int i = 0; i < pages; ++i)
-      out.indices.push_back(bt.table[static_cast<std::size_t>(b) * bt.max_blocks + i]);
-    out.indptr[b + 1] = out.indptr[b] + pages;
-    out.last_page_len[b] = pages == 0 ? 0 : bt.seq_lens[b] - (pages - 1) * page_size;
+/// Padded block table -> CSR (host): ceil(seq_len / page_size) pages per sequence, the first entries of each
+/// row. Errors (invalid_argument; *out unchanged): out null, page_size or max_blocks < 1, table smaller than
+/// seq_lens.size() * max_blocks, a length negative, above 2^30 or needing more than max_blocks pages.
+///   llmk::kvcache::CsrPageTable csr;
+///   LLMK_RETURN_IF_ERROR(llmk::kvcache::block_table_to_csr(bt, page_size, &csr));
+inline Status block_table_to_csr(const BlockTable& bt, int page_size, CsrPageTable* out) {
+  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
+  if (page_size < 1) return Status::invalid_argument("page_size", str_cat("must be >= 1, got ", page_size));
+  if (bt.max_blocks < 1)
+    return Status::invalid_argument("max_blocks", str_cat("must be >= 1, got ", bt.max_blocks));
+  const std::size_t batch = bt.seq_lens.size();
+  if (bt.table.size() / static_cast<std::size_t>(bt.max_blocks) < batch)
+    return Status::invalid_argument("table", str_cat("must hold batch x max_blocks = ", batch, " x ",
+                                                     bt.max_blocks, " entries, got ", bt.table.size()));
+  for (std::size_t b = 0; b < batch; ++b) {
+    const int len = bt.seq_lens[b];
+    if (len < 0 || len > (1 << 30) || static_cast<long long>(len) > static_cast<long long>(bt.max_blocks) * page_size)
+      return Status::invalid_argument(
+          "seq_lens", str_cat("sequence ", b, ": must be in [0, min(2^30, max_blocks x page_size = ",
+                              static_cast<long long>(bt.max_blocks) * page_size, ")], got ", len));
   }
-  return out;
+  CsrPageTable c;
+  c.indptr.assign(batch + 1, 0);
+  c.last_page_len.assign(batch, 0);
+  for (std::size_t b = 0; b < batch; ++b) {
+    const int pages = ceil_div(bt.seq_lens[b], page_size);
+    for (int i = 0; i < pages; ++i) c.indices.push_back(bt.table[b * static_cast<std::size_t>(bt.max_blocks) + i]);
+    c.indptr[b + 1] = c.indptr[b] + pages;
+    c.last_page_len[b] = pages == 0 ? 0 : bt.seq_lens[b] - (pages - 1) * page_size;
+  }
+  *out = std::move(c);
+  return {};
 }
 
 }  // namespace llmk::kvcache

@@ -230,12 +230,12 @@ inline Status check_page_ids(const char* name, const int* entries, long long fir
 ///   //       the pool [0, 1024)"
 ///
 /// Setting PagedKv::page_indices_host makes every paged launcher run this check (opt-in).
-inline Status check_page_table_host(const int* page_indptr, const int* page_indices, const int* last_page_len,
-                                    int batch, int page_size, int num_pages) {
-  LLMK_RETURN_IF_ERROR(detail::check_table_geometry(batch, page_size, num_pages));
-  if (page_indptr == nullptr) return Status::invalid_argument("page_indptr", "must not be null");
-  if (last_page_len == nullptr && batch > 0)
-    return Status::invalid_argument("last_page_len", "must not be null");
+namespace detail {
+// The CSR rules that do not involve the pool: page_indptr starts at 0 and never decreases, last_page_len in
+// [1, page_size] for a sequence with pages, lengths <= 2^30. page_indptr [batch + 1] and last_page_len
+// [batch] not null (batch >= 1).
+inline Status check_page_table_shape(const int* page_indptr, const int* last_page_len, int batch,
+                                     int page_size) {
   if (page_indptr[0] != 0)
     return Status::invalid_argument("page_indptr", str_cat("must start at 0, got ", page_indptr[0]));
   for (int b = 0; b < batch; ++b) {
@@ -245,9 +245,6 @@ inline Status check_page_table_host(const int* page_indptr, const int* page_indi
                                       str_cat("must not decrease: sequence ", b, " has ", pages, " pages (",
                                               page_indptr[b], " -> ", page_indptr[b + 1], ")"));
     if (pages == 0) continue;
-    if (page_indices == nullptr)
-      return Status::invalid_argument("page_indices",
-                                      str_cat("must not be null (sequence ", b, " has pages)"));
     if (last_page_len[b] < 1 || last_page_len[b] > page_size)
       return Status::invalid_argument("last_page_len",
                                       str_cat("sequence ", b, ": must be in [1, page_size = ", page_size,
@@ -256,6 +253,26 @@ inline Status check_page_table_host(const int* page_indptr, const int* page_indi
       return Status::invalid_argument("page_indptr",
                                       str_cat("sequence ", b, ": ", pages, " pages of ", page_size,
                                               " tokens: sequence lengths must be <= 2^30"));
+  }
+  return {};
+}
+}  // namespace detail
+
+inline Status check_page_table_host(const int* page_indptr, const int* page_indices, const int* last_page_len,
+                                    int batch, int page_size, int num_pages) {
+  LLMK_RETURN_IF_ERROR(detail::check_table_geometry(batch, page_size, num_pages));
+  if (page_indptr == nullptr) return Status::invalid_argument("page_indptr", "must not be null");
+  if (last_page_len == nullptr && batch > 0)
+    return Status::invalid_argument("last_page_len", "must not be null");
+  if (batch > 0) LLMK_RETURN_IF_ERROR(detail::check_page_table_shape(page_indptr, last_page_len, batch, page_size));
+  else if (page_indptr[0] != 0)
+    return Status::invalid_argument("page_indptr", str_cat("must start at 0, got ", page_indptr[0]));
+  for (int b = 0; b < batch; ++b) {
+    const long long pages = static_cast<long long>(page_indptr[b + 1]) - page_indptr[b];
+    if (pages == 0) continue;
+    if (page_indices == nullptr)
+      return Status::invalid_argument("page_indices",
+                                      str_cat("must not be null (sequence ", b, " has pages)"));
     LLMK_RETURN_IF_ERROR(
         detail::check_page_ids("page_indices", page_indices, page_indptr[b], b, pages, num_pages));
   }
