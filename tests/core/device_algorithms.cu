@@ -317,11 +317,11 @@ TEST_CASE("device algorithms: bad arguments are named") {
             "segments"));
   CHECK(has(dev::lowest_k_mask<unsigned>(nullptr, &bytes, k.data(), -3, 1, nullptr, nullptr), "count"));
   // Each null pointer is named itself (not the first pointer of the list).
-  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &bytes, k.data(), k.data(), v.data(), nullptr,
-                                                    8, dev::SortOrder::kAscending, nullptr),
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &bytes, k.data(), k.data(), v.data(),
+                                                    nullptr, 8, dev::SortOrder::kAscending, nullptr),
             "values_out"));
-  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &bytes, k.data(), nullptr, v.data(), v.data(),
-                                                    8, dev::SortOrder::kAscending, nullptr),
+  CHECK(has(dev::sort_pairs<unsigned, std::int32_t>(temp.data(), &bytes, k.data(), nullptr, v.data(),
+                                                    v.data(), 8, dev::SortOrder::kAscending, nullptr),
             "keys_out"));
 }
 

@@ -662,7 +662,8 @@ TEST_CASE(
 }
 
 #if defined(LLMK_SIM)
-TEST_CASE("8-bit GEMMs at M > 64 on simulated sm_80 / sm_89: the large mma.sync tile's epilogue and split-K") {
+TEST_CASE(
+    "8-bit GEMMs at M > 64 on simulated sm_80 / sm_89: the large mma.sync tile's epilogue and split-K") {
   // The default simulated device is an sm_90, where M > 64 runs the wgmma kernel: this is the large tile's
   // dequantizing epilogue (per-token scales and zero points, per-channel scales, bias) and its split-K.
   std::mt19937 rng(514);

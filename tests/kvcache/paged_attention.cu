@@ -559,8 +559,8 @@ struct TwoSequences {
 }  // namespace
 
 TEST_CASE("append_kv: NaN and +-Inf inputs give the reference quantizer's codes byte for byte (int8, e4m3)") {
-  // docs/kvcache.md: the per-token-head absmax uses the finite values; +inf -> 127 s, -inf -> -128 s, NaN -> 0
-  // (int8); fp8 keeps NaN and saturates +-inf to +-448. Rows: specials among random values; a finite row; a
+  // docs/kvcache.md: the per-token-head absmax uses the finite values; +inf -> 127 s, -inf -> -128 s, NaN ->
+  // 0 (int8); fp8 keeps NaN and saturates +-inf to +-448. Rows: specials among random values; a finite row; a
   // row with no finite value (scale 1).
   Setup s;
   s.kv_heads = 2;
@@ -575,7 +575,8 @@ TEST_CASE("append_kv: NaN and +-Inf inputs give the reference quantizer's codes 
   x[3] = f16(nan);  // token 0, head 0
   x[10] = f16(inf);
   x[20] = f16(-inf);
-  for (int e = 0; e < s.dim; ++e) x[2 * row + e] = f16(e % 3 == 0 ? nan : (e % 3 == 1 ? inf : -inf));  // token 2
+  for (int e = 0; e < s.dim; ++e)
+    x[2 * row + e] = f16(e % 3 == 0 ? nan : (e % 3 == 1 ? inf : -inf));  // token 2
   const kv::PageStrides strides = kv::make_nhd_strides(s.page_size, s.kv_heads, s.dim);
   const std::vector<std::int64_t> slots = {1, 2, 3};  // page 0, slots 1..3
   auto pool_index = [&](int t, int h) { return slots[t] * strides.slot + h * strides.head; };
@@ -584,8 +585,8 @@ TEST_CASE("append_kv: NaN and +-Inf inputs give the reference quantizer's codes 
     llmk::DeviceBuffer<std::int8_t> kp(strides.page), vp(strides.page);
     llmk::DeviceBuffer<float> ks(static_cast<std::size_t>(s.page_size) * s.kv_heads),
         vs(static_cast<std::size_t>(s.page_size) * s.kv_heads);
-    write_tokens<f16, std::int8_t>(x, x, s, strides, 1, slots, kp.data(), vp.data(), kv::KvScale::kPerTokenHead,
-                                   ks.data(), vs.data());
+    write_tokens<f16, std::int8_t>(x, x, s, strides, 1, slots, kp.data(), vp.data(),
+                                   kv::KvScale::kPerTokenHead, ks.data(), vs.data());
     const auto kc = kp.to_host(), vc = vp.to_host();
     const auto ksc = ks.to_host(), vsc = vs.to_host();
     int bad = 0;
@@ -593,8 +594,8 @@ TEST_CASE("append_kv: NaN and +-Inf inputs give the reference quantizer's codes 
       for (int h = 0; h < s.kv_heads; ++h) {
         std::vector<std::int8_t> want(static_cast<std::size_t>(s.dim));
         float scale = 0.0f;
-        llmk::reference::quantize_dynamic<Q>(x.data() + t * row + h * s.dim, s.dim, want.data(), s.dim, 1, s.dim,
-                                             &scale, nullptr, s.dim);
+        llmk::reference::quantize_dynamic<Q>(x.data() + t * row + h * s.dim, s.dim, want.data(), s.dim, 1,
+                                             s.dim, &scale, nullptr, s.dim);
         const std::size_t si = static_cast<std::size_t>(slots[t]) * s.kv_heads + h;
         bad += std::memcmp(&ksc[si], &scale, 4) != 0 || std::memcmp(&vsc[si], &scale, 4) != 0;
         bad += std::memcmp(kc.data() + pool_index(t, h), want.data(), want.size()) != 0;
@@ -611,8 +612,8 @@ TEST_CASE("append_kv: NaN and +-Inf inputs give the reference quantizer's codes 
     const std::vector<float> head_scales = {0.01f, 0.02f};
     llmk::DeviceBuffer<llmk::float8_e4m3> kp(strides.page), vp(strides.page);
     llmk::DeviceBuffer<float> ks(head_scales), vs(head_scales);
-    write_tokens<f16, llmk::float8_e4m3>(x, x, s, strides, 1, slots, kp.data(), vp.data(), kv::KvScale::kPerHead,
-                                         ks.data(), vs.data());
+    write_tokens<f16, llmk::float8_e4m3>(x, x, s, strides, 1, slots, kp.data(), vp.data(),
+                                         kv::KvScale::kPerHead, ks.data(), vs.data());
     const auto kc = kp.to_host(), vc = vp.to_host();
     int bad = 0;
     for (int t = 0; t < tokens; ++t)

@@ -332,6 +332,7 @@ TEST_CASE("mirror_triangle: fills the other triangle of a symmetric matrix exact
   CHECK(llmk::obs::mirror_triangle(llmk::obs::Uplo::kLower, -1, h.data(), 1, nullptr).message().find("'n'") !=
         std::string::npos);
   float* misaligned = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(h.data()) + 2);
-  CHECK(llmk::obs::mirror_triangle(llmk::obs::Uplo::kLower, 1, misaligned, 1, nullptr).message().find("'a'") !=
-        std::string::npos);
+  CHECK(
+      llmk::obs::mirror_triangle(llmk::obs::Uplo::kLower, 1, misaligned, 1, nullptr).message().find("'a'") !=
+      std::string::npos);
 }

@@ -18,7 +18,8 @@ namespace llmk::attention {
 /// value is 1 / sqrt(head_dim), see default_scale()); softcap > 0 applies score = softcap * tanh(score /
 /// softcap) after the scale (Gemma 2 / Grok style); the mask is described in mask.cuh. The launchers reject a
 /// softmax_scale that is not finite and > 0, a softcap that is not finite and >= 0, and windows below -1.
-///   a.options = {llmk::attention::default_scale(128), /*softcap=*/0.0f, /*causal=*/true, /*window_left=*/4095};
+///   a.options = {llmk::attention::default_scale(128), /*softcap=*/0.0f, /*causal=*/true,
+///                /*window_left=*/4095};
 struct AttentionOptions {
   float softmax_scale = 0.0f;  // must be set (> 0 and finite)
   float softcap = 0.0f;        // 0: off

@@ -718,8 +718,8 @@ constexpr const char* kPagedDecodeInstantiation =
 /// o_stride_batch >= head_dim); max_kv_len outside [0, 2^30]; kv_lens not 4-byte aligned or given without
 /// kv_lens_host, or a kv_lens_host[b] outside [0, max_kv_len]; batch or num_kv_heads * ceil(group / 16) above
 /// 65535 (the grid). Splits: num_splits outside [0, kMaxDecodeSplits]; in the batch-invariant mode
-/// keys_per_split not a positive multiple of Cfg::kBc (at most 2^30), num_splits below 0, or not 0 and outside
-/// [ceil(visible keys / keys_per_split), kMaxBatchInvariantSplits], or a history that needs more than
+/// keys_per_split not a positive multiple of Cfg::kBc (at most 2^30), num_splits below 0, or not 0 and
+/// outside [ceil(visible keys / keys_per_split), kMaxBatchInvariantSplits], or a history that needs more than
 /// kMaxBatchInvariantSplits chunks.
 template <class T, class Cfg>
 Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, DecodeSplits splits = {}) {
@@ -739,14 +739,15 @@ Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, Deco
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::decode(a, plan, ws.data(), ws.size(), stream));
 ///
 /// The explicit form takes a plan from plan_decode_with_config with the same Cfg:
-///   LLMK_RETURN_IF_ERROR((llmk::attention::decode_with_config<llmk::half, Cfg>(a, plan, ws.data(), ws.size(),
-///                                                                              stream)));
+///   namespace attn = llmk::attention;
+///   LLMK_RETURN_IF_ERROR(
+///       (attn::decode_with_config<llmk::half, Cfg>(a, plan, ws.data(), ws.size(), stream)));
 ///
 /// Errors (Status::invalid_argument naming the argument): the argument checks of plan_decode_with_config;
 /// plan.num_splits outside [1, kMaxDecodeSplits], or for a batch-invariant plan plan.keys_per_split not a
-/// positive multiple of Cfg::kBc (at most 2^30) and plan.num_splits below 1 or too few for the longest visible
-/// history; with more than one split, workspace null or not 16-byte aligned, or workspace_bytes below what
-/// the plan needs for these arguments (plan.workspace_bytes). A failed launch: Status::cuda_error.
+/// positive multiple of Cfg::kBc (at most 2^30) and plan.num_splits below 1 or too few for the longest
+/// visible history; with more than one split, workspace null or not 16-byte aligned, or workspace_bytes below
+/// what the plan needs for these arguments (plan.workspace_bytes). A failed launch: Status::cuda_error.
 template <class T, class Cfg>
 Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, void* workspace,
                           std::size_t workspace_bytes, cudaStream_t stream) {
@@ -761,7 +762,8 @@ Status decode_with_config(const DecodeArgs<T>& args, const DecodePlan& plan, voi
 ///
 ///   using Cfg = llmk::attention::DefaultDecodeConfig<80>;
 ///   llmk::attention::DecodePlan plan;   // pages: a llmk::kvcache::PagedKv<llmk::half>, as for decode_paged
-///   LLMK_RETURN_IF_ERROR((llmk::attention::plan_decode_paged_with_config<llmk::half, Cfg>(a, pages, &plan)));
+///   namespace attn = llmk::attention;
+///   LLMK_RETURN_IF_ERROR((attn::plan_decode_paged_with_config<llmk::half, Cfg>(a, pages, &plan)));
 ///
 /// Errors (Status::invalid_argument naming the argument): those of plan_decode_with_config without the dense
 /// K/V rules (k, v, their strides, max_kv_len, kv_lens); k, v or kv_lens not null ('k/v/kv_lens'); the page
@@ -789,8 +791,9 @@ Status plan_decode_paged_with_config(const DecodeArgs<T>& args, const kvcache::P
 ///   LLMK_RETURN_IF_ERROR(llmk::attention::decode_paged(a, pages, plan, ws.data(), ws.size(), stream));
 ///
 /// The explicit form takes a plan from plan_decode_paged_with_config with the same Cfg:
-///   LLMK_RETURN_IF_ERROR((llmk::attention::decode_paged_with_config<llmk::half, Cfg>(a, pages, plan, ws.data(),
-///                                                                                    ws.size(), stream)));
+///   namespace attn = llmk::attention;
+///   LLMK_RETURN_IF_ERROR(
+///       (attn::decode_paged_with_config<llmk::half, Cfg>(a, pages, plan, ws.data(), ws.size(), stream)));
 ///
 /// Errors (Status::invalid_argument naming the argument): the checks of plan_decode_paged_with_config, then
 /// the plan and workspace checks of decode_with_config (the longest history taken from the page table). A

@@ -114,7 +114,8 @@ Status prefill_paged(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>
 /// prefill_paged() on the mma.sync kernel on every architecture. Errors: those of prefill_paged_with_config,
 /// and a head dim outside kRuntimeHeadDims ('head_dim').
 ///
-///   llmk::Status s = llmk::attention::prefill_paged_mma(a, pages, stream);   // a, pages as for prefill_paged
+///   // a, pages as for prefill_paged:
+///   llmk::Status s = llmk::attention::prefill_paged_mma(a, pages, stream);
 template <class T, class Code>
 Status prefill_paged_mma(const PrefillArgs<T>& args, const kvcache::PagedKv<T, Code>& pages,
                          cudaStream_t stream) {

@@ -711,7 +711,8 @@ struct GptqCheckpoint {
   std::vector<std::int32_t> g_idx;    ///< [K]
 
   /// A view of these tensors for import_checkpoint_host (valid while *this lives, unchanged).
-  ///   llmk::gemm::CheckpointImportInfo info;   // dst: a CheckpointImportOutput, as for import_checkpoint_host
+  ///   // dst: a CheckpointImportOutput, as for import_checkpoint_host
+  ///   llmk::gemm::CheckpointImportInfo info;
   ///   LLMK_RETURN_IF_ERROR(llmk::gemm::import_checkpoint_host(ckpt.tensors(), dst, &info));
   CheckpointTensors tensors() const {
     CheckpointTensors t;

@@ -332,12 +332,13 @@ inline Status weight_column_sums(const std::int8_t* w, std::int64_t ldw, int n, 
 /// K must be a multiple of 32 (where both agree). Split-K as in QuantGemmArgs, with
 /// quant_gemm_workspace_bytes<Tile>(p) bytes of workspace.
 ///
-///   llmk::Status s = llmk::gemm::w8a8_gemm_with_tile<float, llmk::gemm::QGemmMedium>(g, stream);  // g: w8a8_gemm
-///   s = llmk::gemm::w8a8_gemm_with_tile<std::int32_t, llmk::gemm::QGemmLarge, /*kSaturate=*/true>(g, stream);
+///   namespace gemm = llmk::gemm;   // g: as for w8a8_gemm
+///   llmk::Status s = gemm::w8a8_gemm_with_tile<float, gemm::QGemmMedium>(g, stream);
+///   s = gemm::w8a8_gemm_with_tile<std::int32_t, gemm::QGemmLarge, /*kSaturate=*/true>(g, stream);
 ///
 /// Errors (Status::invalid_argument naming the argument): those listed at w8a8_gemm (no scales needed for
-/// Out = std::int32_t), M above 65535 * Tile::BM (the grid) among them; with kSaturate, K not a multiple of 32
-/// (split_k is still range-checked, but K is never split). A failed launch: Status::cuda_error.
+/// Out = std::int32_t), M above 65535 * Tile::BM (the grid) among them; with kSaturate, K not a multiple of
+/// 32 (split_k is still range-checked, but K is never split). A failed launch: Status::cuda_error.
 template <class Out, class Tile, bool kSaturate = false>
 Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, float> ||
@@ -347,7 +348,8 @@ Status w8a8_gemm_with_tile(const QuantGemmArgs<std::int8_t>& p, cudaStream_t str
       (detail::validate_quant_gemm<std::int8_t, Out>(p, !std::is_same_v<Out, std::int32_t>)));
   if (kSaturate && p.k % 32 != 0)
     return Status::invalid_argument(
-        "k", str_cat("must be a multiple of 32 with .satfinite (the clamp steps of 32 from k = 0), got ", p.k));
+        "k",
+        str_cat("must be a multiple of 32 with .satfinite (the clamp steps of 32 from k = 0), got ", p.k));
   LLMK_RETURN_IF_ERROR(detail::check_grid(p.m, Tile::BM));
   detail::QGemmSplitPlan plan;
   LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split<Tile>(p, !kSaturate, plan));
@@ -449,7 +451,8 @@ Status w8a8_gemm(const QuantGemmArgs<std::int8_t>& p, cudaStream_t stream) {
 /// device it returns Status::unsupported before launching. Out: float, llmk::half, llmk::bfloat16. Scales
 /// as in DequantScales (zero points are not allowed: fp8 is symmetric).
 ///
-///   llmk::Status s = llmk::gemm::fp8_gemm_with_tile<llmk::half, llmk::gemm::QGemmSmall>(g, stream);  // g: fp8_gemm
+///   // g: as for fp8_gemm
+///   llmk::Status s = llmk::gemm::fp8_gemm_with_tile<llmk::half, llmk::gemm::QGemmSmall>(g, stream);
 ///
 /// Errors: Status::invalid_argument for the checks listed at w8a8_gemm (scales always required), a non-null
 /// scales.a_zero_points, M above 65535 * Tile::BM; Status::unsupported on a device older than sm_89, or when
@@ -509,13 +512,15 @@ Status fp8_gemm(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
 /// Mixed LLM.int8() GEMM with an explicit tile (see the file comment). The regular part must use symmetric
 /// activations (no zero points); the outlier operands are fp16 with leading dimensions multiple of 8.
 ///
-///   llmk::Status s = llmk::gemm::mixed_int8_gemm_with_tile<llmk::half, llmk::gemm::QGemmMixedLarge>(g, stream);
+///   namespace gemm = llmk::gemm;
+///   llmk::Status s = gemm::mixed_int8_gemm_with_tile<llmk::half, gemm::QGemmMixedLarge>(g, stream);
 ///
 /// Errors (Status::invalid_argument naming the argument): the checks listed at w8a8_gemm on p.regular (named
 /// without the 'regular.' prefix: 'a', 'lda', 'scales.a_scales', ...); regular.scales.a_zero_points not null;
 /// k_outliers outside [0, 2^29] or, when > 0, not a multiple of 8; a_outliers or w_outliers null or not
 /// 16-byte aligned; lda_outliers or ldw_outliers below k_outliers or not a multiple of 8; regular.workspace
-/// not null or regular.split_k > 1 (no split-K); M above 65535 * Tile::BM. A failed launch: Status::cuda_error.
+/// not null or regular.split_k > 1 (no split-K); M above 65535 * Tile::BM. A failed launch:
+/// Status::cuda_error.
 template <class Out, class Tile>
 Status mixed_int8_gemm_with_tile(const MixedInt8Args& p, cudaStream_t stream) {
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, half> || std::is_same_v<Out, bfloat16>,

@@ -209,7 +209,7 @@ class BlockPool {
   /// the free list at refcount 0; un-marking a cached block frees it at once. invalid_argument for a foreign
   /// id and for marking a free block cacheable.
   ///   LLMK_RETURN_IF_ERROR(pool.set_cacheable(b, true));   // its KV is registered in a prefix cache
-  ///   LLMK_RETURN_IF_ERROR(pool.release(b));               // refcount 0: kCached, at the back of the LRU list
+  ///   LLMK_RETURN_IF_ERROR(pool.release(b));  // refcount 0: kCached, at the back of the LRU list
   Status set_cacheable(BlockId block, bool cacheable) {
     LLMK_RETURN_IF_ERROR(check_block(block));
     const std::size_t i = idx(block);

@@ -10,9 +10,9 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "llmk/config.cuh"
@@ -321,15 +321,15 @@ inline Status csr_to_block_table(const CsrPageTable& csr, int page_size, BlockTa
   const int batch = csr.indptr.empty() ? 0 : static_cast<int>(csr.indptr.size()) - 1;
   if (batch > 0) {
     if (csr.last_page_len.size() < static_cast<std::size_t>(batch))
-      return Status::invalid_argument("last_page_len", str_cat("must hold batch = ", batch, " entries, got ",
-                                                               csr.last_page_len.size()));
+      return Status::invalid_argument(
+          "last_page_len", str_cat("must hold batch = ", batch, " entries, got ", csr.last_page_len.size()));
     const long long total = csr.indptr[static_cast<std::size_t>(batch)];
     if (total >= 0 && csr.indices.size() < static_cast<std::size_t>(total))
       return Status::invalid_argument(
           "indices", str_cat("must hold indptr[batch] = ", total, " entries, got ", csr.indices.size()));
     // The rules of check_page_table_host other than the pool's bounds (page ids are copied, not checked).
-    LLMK_RETURN_IF_ERROR(detail::check_page_table_shape(csr.indptr.data(), csr.last_page_len.data(), batch,
-                                                        page_size));
+    LLMK_RETURN_IF_ERROR(
+        detail::check_page_table_shape(csr.indptr.data(), csr.last_page_len.data(), batch, page_size));
   }
   BlockTable t;
   t.max_blocks = 1;
@@ -362,7 +362,8 @@ inline Status block_table_to_csr(const BlockTable& bt, int page_size, CsrPageTab
                                                      bt.max_blocks, " entries, got ", bt.table.size()));
   for (std::size_t b = 0; b < batch; ++b) {
     const int len = bt.seq_lens[b];
-    if (len < 0 || len > (1 << 30) || static_cast<long long>(len) > static_cast<long long>(bt.max_blocks) * page_size)
+    if (len < 0 || len > (1 << 30) ||
+        static_cast<long long>(len) > static_cast<long long>(bt.max_blocks) * page_size)
       return Status::invalid_argument(
           "seq_lens", str_cat("sequence ", b, ": must be in [0, min(2^30, max_blocks x page_size = ",
                               static_cast<long long>(bt.max_blocks) * page_size, ")], got ", len));
@@ -372,7 +373,8 @@ inline Status block_table_to_csr(const BlockTable& bt, int page_size, CsrPageTab
   c.last_page_len.assign(batch, 0);
   for (std::size_t b = 0; b < batch; ++b) {
     const int pages = ceil_div(bt.seq_lens[b], page_size);
-    for (int i = 0; i < pages; ++i) c.indices.push_back(bt.table[b * static_cast<std::size_t>(bt.max_blocks) + i]);
+    for (int i = 0; i < pages; ++i)
+      c.indices.push_back(bt.table[b * static_cast<std::size_t>(bt.max_blocks) + i]);
     c.indptr[b + 1] = c.indptr[b] + pages;
     c.last_page_len[b] = pages == 0 ? 0 : bt.seq_lens[b] - (pages - 1) * page_size;
   }

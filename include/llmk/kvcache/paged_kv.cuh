@@ -264,7 +264,8 @@ inline Status check_page_table_host(const int* page_indptr, const int* page_indi
   if (page_indptr == nullptr) return Status::invalid_argument("page_indptr", "must not be null");
   if (last_page_len == nullptr && batch > 0)
     return Status::invalid_argument("last_page_len", "must not be null");
-  if (batch > 0) LLMK_RETURN_IF_ERROR(detail::check_page_table_shape(page_indptr, last_page_len, batch, page_size));
+  if (batch > 0)
+    LLMK_RETURN_IF_ERROR(detail::check_page_table_shape(page_indptr, last_page_len, batch, page_size));
   else if (page_indptr[0] != 0)
     return Status::invalid_argument("page_indptr", str_cat("must start at 0, got ", page_indptr[0]));
   for (int b = 0; b < batch; ++b) {

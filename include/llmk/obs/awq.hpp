@@ -439,7 +439,8 @@ inline Status awq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
 /// SmoothQuant fold (llmk::quant::fold_smoothing_into_norm) does the arithmetic. Scales must be finite and >
 /// 0; errors name k, gamma, scales; nothing changes on error.
 ///   const float* s = r.input_scales.data();  // r from awq_quantize on the layers after the norm
-///   llmk::Status st = llmk::obs::awq_fold_into_norm(ln_gamma, ln_beta, K, s);  // no beta: awq_fold_into_norm<T>(g, nullptr, ...)
+///   llmk::Status st = llmk::obs::awq_fold_into_norm(ln_gamma, ln_beta, K, s);
+///   // no beta (RMSNorm): llmk::obs::awq_fold_into_norm<llmk::half>(ln_gamma, nullptr, K, s)
 template <class T>
 Status awq_fold_into_norm(T* gamma, T* beta, std::int64_t k, const float* scales) {
   if (k < 1) return Status::invalid_argument("k", str_cat("must be >= 1, got ", k));
@@ -456,7 +457,8 @@ Status awq_fold_into_norm(T* gamma, T* beta, std::int64_t k, const float* scales
 /// may be null) are divided by s_j (fp32 quotient rounded once to T). Errors name k, prev_rows, prev_cols,
 /// ld_prev, prev_w, scales; nothing changes on error.
 ///   // down_proj [H, I] was quantized with s [I]; up_proj [I, H] produces its input:
-///   llmk::Status st = llmk::obs::awq_fold_into_linear(up_w, I, H, H, up_b, I, s);  // no bias: <T> given, nullptr
+///   llmk::Status st = llmk::obs::awq_fold_into_linear(up_w, I, H, H, up_b, I, s);
+///   // no bias: the type given, e.g. awq_fold_into_linear<llmk::half>(up_w, I, H, H, nullptr, I, s)
 template <class T>
 Status awq_fold_into_linear(T* prev_w, std::int64_t prev_rows, std::int64_t prev_cols, std::int64_t ld_prev,
                             T* prev_bias, std::int64_t k, const float* scales) {

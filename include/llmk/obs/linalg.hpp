@@ -89,9 +89,9 @@ class LinalgBackend {
   /// Errors (invalid_argument): n or nrhs outside [0, 2^31); t null with n > 0; b null with n, nrhs > 0; ldt
   /// below max(1, n), ldb below max(1, nrhs), or either >= 2^31 (CudaLinalgBackend: also host pointers).
   ///   // L L^T x = b, L the Cholesky factor in l [n, n], b [n, 1] (ldb 1): x = L^-T (L^-1 b), in place of b
-  ///   llmk::throw_if_error(la.triangular_solve(llmk::obs::Uplo::kLower, llmk::obs::Op::kNone, n, 1, l, n, b, 1));
-  ///   llmk::throw_if_error(la.triangular_solve(llmk::obs::Uplo::kLower, llmk::obs::Op::kTranspose, n, 1, l, n,
-  ///                                            b, 1));
+  ///   using llmk::obs::Uplo, llmk::obs::Op;
+  ///   llmk::throw_if_error(la.triangular_solve(Uplo::kLower, Op::kNone, n, 1, l, n, b, 1));
+  ///   llmk::throw_if_error(la.triangular_solve(Uplo::kLower, Op::kTranspose, n, 1, l, n, b, 1));
   virtual Status triangular_solve(Uplo uplo, Op op, std::int64_t n, std::int64_t nrhs, const float* t,
                                   std::int64_t ldt, float* b, std::int64_t ldb) = 0;
   /// C[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C (beta = 0: C is not read).

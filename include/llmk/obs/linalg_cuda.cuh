@@ -39,8 +39,8 @@
 #include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
 #include "llmk/core/smem.cuh"
-#include "llmk/core/tensor_view.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 #include "llmk/obs/linalg.hpp"
 
 #if defined(LLMK_CUDA) && !defined(LLMK_SIM)

@@ -128,7 +128,8 @@ Status reduce_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std:
 
 /// out[s] = max |in[i]| over the finite elements of segment s = [offsets[s], offsets[s + 1]) (0 when empty).
 /// Errors: the shared ones (file comment); segments < 0; in, out or offsets null when segments > 0; in the
-/// simulator only, a negative or decreasing offset ('offsets'; on a GPU the offsets are the caller's contract).
+/// simulator only, a negative or decreasing offset ('offsets'; on a GPU the offsets are the caller's
+/// contract).
 ///   llmk::device::segmented_reduce_max_abs<float>(temp, &bytes, w, row_amax, rows, row_offsets, stream);
 template <class T>
 Status segmented_reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* out,

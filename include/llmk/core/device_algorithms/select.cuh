@@ -317,7 +317,8 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, l.total, &query));
   if (query || count == 0) return {};
-  LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"offsets", offsets}, {"ks", ks}, {"keep", keep}}));
+  LLMK_RETURN_IF_ERROR(
+      detail::check_not_null({{"keys", keys}, {"offsets", offsets}, {"ks", ks}, {"keep", keep}}));
   LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
   const std::uint32_t *grouped = nullptr, *group_seg = nullptr;
   LLMK_RETURN_IF_ERROR(
@@ -404,7 +405,8 @@ Status select_less_than(void* temp, std::size_t* temp_bytes, const Key* keys, st
   const detail::LessAt<Key, Index> pred{keys, threshold};
   auto checks = [&]() -> Status {
     if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
-    if (count > 0) LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"indices_out", indices_out}}));
+    if (count > 0)
+      LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"indices_out", indices_out}}));
     return {};
   };
 #if defined(LLMK_SIM)

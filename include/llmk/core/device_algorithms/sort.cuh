@@ -23,8 +23,10 @@ Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* 
                   cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   auto checks = [&]() -> Status {
-    LLMK_RETURN_IF_ERROR(detail::check_not_null(
-        {{"keys_in", keys_in}, {"keys_out", keys_out}, {"values_in", values_in}, {"values_out", values_out}}));
+    LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys_in", keys_in},
+                                                 {"keys_out", keys_out},
+                                                 {"values_in", values_in},
+                                                 {"values_out", values_out}}));
     return {};
   };
 #if defined(LLMK_SIM)
