@@ -3,10 +3,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "llmk/core/numeric.cuh"
@@ -83,5 +85,120 @@ void check_attention(const reference::AttentionProblem& p, const std::vector<T>&
     CHECK(bad == 0);
   }
 }
+
+/// Special-value checks (docs/attention.md, "Special values"): `got` (and `got_lse`, optional) against a
+/// reference computed from the same NaN-holding inputs, with the elements that must be NaN named:
+/// nan_out(row, col) for element col of output row `row` (row = token * num_heads + head), nan_lse(row) for
+/// its LSE. An element named must be NaN; every other one must be finite and within tol(row, i) (element
+/// i of `ref`) of the reference, and the reference itself finite there (else the expectation is wrong); an
+/// LSE not named must be within 1e-3 of the reference, or equal to it when it is -inf. Returns the number
+/// of output rows holding a NaN, which a test checks is what it planted.
+template <class T, class NanOut, class NanLse, class Tol>
+std::int64_t check_nan_pattern(std::int64_t rows, int d, const std::vector<double>& ref,
+                               const std::vector<double>& ref_lse, const std::vector<T>& got,
+                               const std::vector<float>* got_lse, NanOut&& nan_out, NanLse&& nan_lse,
+                               Tol&& tol) {
+  std::int64_t nan_rows = 0;
+  int missing_nan = 0, bad = 0;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    bool row_has_nan = false;
+    for (int col = 0; col < d; ++col) {
+      const std::int64_t i = row * d + col;
+      const float g = got[static_cast<std::size_t>(i)].to_float();
+      row_has_nan = row_has_nan || std::isnan(g);
+      if (nan_out(row, col)) {
+        if (!std::isnan(g) && missing_nan++ < 5)
+          MESSAGE("row " << row << " col " << col << ": got " << g << ", want NaN");
+        continue;
+      }
+      const double r = ref[static_cast<std::size_t>(i)];
+      const bool ok = std::isfinite(g) && std::isfinite(r) && std::fabs(g - r) <= tol(row, i);
+      if (!ok && bad++ < 5)
+        MESSAGE("row " << row << " col " << col << ": got " << g << ", want finite " << r << " +- "
+                       << tol(row, i));
+    }
+    nan_rows += row_has_nan;
+  }
+  CHECK(missing_nan == 0);
+  CHECK(bad == 0);
+  if (got_lse != nullptr) {
+    int bad_lse = 0;
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const double g = (*got_lse)[static_cast<std::size_t>(row)], r = ref_lse[static_cast<std::size_t>(row)];
+      const bool ok = nan_lse(row) ? std::isnan(g)
+                      : r == -std::numeric_limits<double>::infinity()
+                          ? g == r
+                          : std::isfinite(r) && std::fabs(g - r) <= 1e-3;
+      if (!ok && bad_lse++ < 5) {
+        if (nan_lse(row))
+          MESSAGE("lse[" << row << "] = " << g << ", want NaN");
+        else
+          MESSAGE("lse[" << row << "] = " << g << ", want " << r);
+      }
+    }
+    CHECK(bad_lse == 0);
+  }
+  return nan_rows;
+}
+
+/// check_nan_pattern() for 16-bit inputs against attention_fp64, with the FlashAttention rule per row: the
+/// naive same-precision baseline's error is taken over the row's elements not named NaN (where the naive
+/// result and the reference are finite).
+template <class T, class NanOut, class NanLse>
+std::int64_t check_special_values(const reference::AttentionProblem& p, const std::vector<T>& q,
+                                  const std::vector<T>& k, const std::vector<T>& v, const std::vector<T>& got,
+                                  const std::vector<float>* got_lse, NanOut&& nan_out, NanLse&& nan_lse) {
+  const std::int64_t n = p.q_elements(), rows = p.total_q() * p.num_heads;
+  const int d = p.head_dim;
+  std::vector<double> ref(static_cast<std::size_t>(n)), ref_lse(static_cast<std::size_t>(rows));
+  std::vector<float> naive(static_cast<std::size_t>(n));
+  reference::attention_fp64(p, q.data(), k.data(), v.data(), ref.data(), ref_lse.data());
+  reference::attention_naive(p, q.data(), k.data(), v.data(), naive.data());
+  std::vector<double> row_naive(static_cast<std::size_t>(rows), 0.0);
+  for (std::int64_t row = 0; row < rows; ++row)
+    for (int col = 0; col < d; ++col) {
+      const std::size_t i = static_cast<std::size_t>(row * d + col);
+      const double e = std::fabs(static_cast<double>(naive[i]) - ref[i]);
+      if (!nan_out(row, col) && std::isfinite(e))
+        row_naive[static_cast<std::size_t>(row)] = std::max(row_naive[static_cast<std::size_t>(row)], e);
+    }
+  return check_nan_pattern(
+      rows, d, ref, ref_lse, got, got_lse, nan_out, nan_lse,
+      [&](std::int64_t row, std::int64_t) { return 2.0 * row_naive[static_cast<std::size_t>(row)] + 1e-3; });
+}
+
+/// The keys [first, end) of one sequence whose V rows a prefill block loads, for the block holding query
+/// `token`'s rows: blocks own rows_per_block packed (token, head) rows (row = token * group + head in group)
+/// and load the Bc-key tiles from the one holding the block's first visible key; the mma.sync kernel copies
+/// keys up to the block's last visible key and zero-fills the rest of the tile (whole_tiles = false), the
+/// Hopper kernel loads whole tiles by TMA and zeroes only the keys past the sequence's end (whole_tiles =
+/// true). A NaN in V at a key of this range reaches every row of the block (P is 0 where a row does not see
+/// the key, and 0 * NaN = NaN). The mask is written out here (bottom-right aligned, docs/attention.md), not
+/// taken from the kernels' Mask. {0, 0} when the block sees no key (it loads none).
+struct PrefillLoads {
+  int rows_per_block = 0, bc = 0;
+  bool whole_tiles = false;
+
+  std::pair<int, int> keys(int q_len, int kv_len, const attention::AttentionOptions& o, int group, int token,
+                           int head_in_group) const {
+    const long long right =
+        o.causal ? (o.window_right < 0 ? 0 : std::min(o.window_right, 0)) : o.window_right;
+    auto first_key = [&](long long i) {
+      const long long pos = i + kv_len - q_len;
+      return o.window_left < 0 ? 0LL : std::max(0LL, pos - o.window_left);
+    };
+    auto end_key = [&](long long i) {
+      const long long pos = i + kv_len - q_len;
+      return right < 0 ? static_cast<long long>(kv_len) : std::clamp(pos + right + 1, 0LL, 1LL * kv_len);
+    };
+    const long long row = 1LL * token * group + head_in_group, row0 = row / rows_per_block * rows_per_block;
+    const long long last_row = std::min(row0 + rows_per_block, 1LL * q_len * group) - 1;
+    const long long first = first_key(row0 / group), end = end_key(last_row / group);
+    if (first >= end) return {0, 0};
+    const long long begin = first / bc * bc;
+    const long long stop = whole_tiles ? std::min((end + bc - 1) / bc * bc, 1LL * kv_len) : end;
+    return {static_cast<int>(begin), static_cast<int>(stop)};
+  }
+};
 
 }  // namespace llmk::test

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "attention/attention_check.hpp"
@@ -245,6 +246,18 @@ TEST_CASE("decode: the split heuristic") {
   CHECK(attn::choose_decode_splits(1, 1 << 20, 64, 132) == attn::kMaxDecodeSplits);
   CHECK(attn::choose_decode_splits(1, 1 << 20, 64, 132) <= attn::kMaxDecodeSplits);
   CHECK(attn::choose_decode_splits(4, 0, 64, 132) == 1);
+  // Non-positive blocks or key tile: one split, no division by zero.
+  CHECK(attn::choose_decode_splits(0, 4096, 64, 132) == 1);
+  CHECK(attn::choose_decode_splits(8, 4096, 0, 132) == 1);
+  // The doc example: 8 sequences x 8 KV heads on 132 SMs want ceil(264 / 64) = 5 splits (4096 keys allow 16).
+  CHECK(attn::choose_decode_splits(8 * 8, 4096, 64, 132) == 5);
+}
+
+TEST_CASE("decode: default_scale is 1 / sqrt(head_dim), 0 for a non-positive head dim") {
+  CHECK(attn::default_scale(128) == 1.0f / std::sqrt(128.0f));
+  CHECK(attn::default_scale(64) == 0.125f);
+  CHECK(attn::default_scale(0) == 0.0f);
+  CHECK(attn::default_scale(-3) == 0.0f);
 }
 
 TEST_CASE("decode: bad arguments are rejected with the rule that failed") {
@@ -369,6 +382,61 @@ TEST_CASE("decode: a custom configuration (2 warps, 4-stage ring)") {
 
 namespace {
 
+// Writes `value` to element d of key t, KV head h, sequence b of K (in_v false) or V: in the device cache and
+// in the reference's ragged copy (t must be below the sequence's length).
+template <class T>
+void plant(Inputs<T>& in, const Case& c, bool in_v, int b, int t, int h, int d, T value) {
+  REQUIRE(t < in.lens[b]);
+  llmk::DeviceBuffer<T>& dev = in_v ? in.d_v : in.d_k;
+  std::vector<T> cache = dev.to_host();
+  cache[(static_cast<std::size_t>(b) * in.max_kv + t) * in.token_stride + h * c.dim + d] = value;
+  dev.upload(cache);
+  std::size_t t0 = 0;
+  for (int i = 0; i < b; ++i) t0 += static_cast<std::size_t>(in.lens[i]);
+  (in_v ? in.v_ragged : in.k_ragged)[((t0 + t) * c.kv_heads + h) * c.dim + d] = value;
+}
+
+// A planted special value and the output it must give: exactly NaN in `col` of heads [head0, head0 +
+// heads) of sequence b (col -1: every column, and the LSE NaN too).
+struct NanSpot {
+  int b, head0, heads, col;
+};
+
+// Runs decode with `splits` into fresh (poisoned) output and LSE buffers and checks the NaN pattern of
+// `spots` exactly: those elements NaN, every other one finite and within the rule of the reference.
+template <class T>
+void check_decode_nans(const Case& c, Inputs<T>& in, int splits, const std::vector<NanSpot>& spots) {
+  CAPTURE(c.window_left);
+  CAPTURE(splits);
+  const int batch = static_cast<int>(c.kv_lens.size());
+  llmk::DeviceBuffer<T> d_o(static_cast<std::size_t>(batch) * c.heads * c.dim);  // poisoned
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * c.heads);
+  const attn::DecodeArgs<T> a = args_of(c, in, d_o.data(), d_lse.data());
+  attn::DecodePlan plan;
+  REQUIRE(attn::plan_decode(a, &plan, splits).ok());
+  REQUIRE(plan.num_splits == splits);
+  llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);  // poisoned
+  const llmk::Status run = attn::decode(a, plan, ws.data(), plan.workspace_bytes, nullptr);
+  REQUIRE_MESSAGE(run.ok(), run.message());
+  const std::vector<float> lse = d_lse.to_host();
+  auto hit = [&](std::int64_t row, int col, bool lse_only) {
+    for (const NanSpot& s : spots)
+      if (row / c.heads == s.b && row % c.heads >= s.head0 && row % c.heads < s.head0 + s.heads &&
+          (s.col < 0 || (!lse_only && s.col == col)))
+        return true;
+    return false;
+  };
+  std::set<std::int64_t> want_rows;
+  for (const NanSpot& s : spots)
+    for (int h = s.head0; h < s.head0 + s.heads; ++h)
+      want_rows.insert(static_cast<std::int64_t>(s.b) * c.heads + h);
+  const std::int64_t nan_rows = llmk::test::check_special_values(
+      in.p, in.q, in.k_ragged, in.v_ragged, d_o.to_host(), &lse,
+      [&](std::int64_t row, int col) { return hit(row, col, false); },
+      [&](std::int64_t row) { return hit(row, 0, true); });
+  CHECK(nan_rows == static_cast<std::int64_t>(want_rows.size()));
+}
+
 // One decode request: its query [heads, dim] and its history [len, kv_heads, dim].
 struct Request {
   int len = 0;
@@ -459,14 +527,6 @@ BatchOut decode_batch(const std::vector<const Request*>& reqs, const Case& shape
   return out;
 }
 
-// Sets the simulator's SM count (LLMK_SIM_SM_COUNT) for a scope, also when a REQUIRE throws.
-struct SmCount {
-  explicit SmCount(const char* sms) { setenv("LLMK_SIM_SM_COUNT", sms, 1); }
-  ~SmCount() { unsetenv("LLMK_SIM_SM_COUNT"); }
-  SmCount(const SmCount&) = delete;
-  SmCount& operator=(const SmCount&) = delete;
-};
-
 // Sequence b's output and LSE bytes of a batch.
 std::vector<unsigned char> bytes_of(const BatchOut& out, int b, const Case& shape) {
   const std::size_t n = static_cast<std::size_t>(shape.heads) * shape.dim;
@@ -526,7 +586,7 @@ TEST_CASE("decode: batch-invariant splits give a request the same bits in any ba
     BatchOut few_sms;
     [[maybe_unused]] int heuristic_1 = 0;
     {
-      const SmCount one_sm("1");
+      const llmk::test::ScopedEnv one_sm("LLMK_SIM_SM_COUNT", "1");
       few_sms = decode_batch({&a}, shape, invariant);
       heuristic_1 = decode_batch({&a}, shape, 0, false, /*plan_only=*/true).splits;
     }
@@ -583,4 +643,35 @@ TEST_CASE("decode: batch-invariant plans are validated") {
   short_plan.keys_per_split = 96;
   CHECK(attn::decode(a, short_plan, ws.data(), ws.size(), nullptr).message().find("plan.keys_per_split") !=
         std::string::npos);
+}
+
+TEST_CASE("decode: a NaN in K or V at key j reaches exactly the heads that see j, through the split merge") {
+  // docs/attention.md, "Special values": NaN in K or V at key j gives NaN in exactly the query heads of that
+  // KV head's group (K: the whole row and the LSE; V: that column, the LSE stays finite), only when j is
+  // visible; keys before the window are never loaded. 3 splits put each NaN in one split (whole 64-key
+  // tiles each): 200 keys in splits [0, 128), [128, 200) and an empty one, 90 keys in [0, 64), [64, 90);
+  // with window_left 100, 101 visible keys from the first visible one, in 64-key splits.
+  static_assert(attn::DefaultDecodeConfig<64>::kBc == 64, "the splits named here");
+  std::mt19937 rng(208);
+  Case c;
+  c.kv_lens = {200, 150, 90};
+  c.heads = 4;
+  c.kv_heads = 2;  // heads 0, 1 read KV head 0; heads 2, 3 KV head 1
+  c.dim = 64;
+  const f16 nan = f16(std::nanf(""));
+  {
+    Inputs<f16> in = make_inputs<f16>(c, rng);
+    plant(in, c, /*in_v=*/false, 0, 120, 1, 5, nan);  // sequence 0, KV head 1: heads 2, 3 (split 0 of 3)
+    plant(in, c, /*in_v=*/true, 2, 80, 0, 11, nan);   // sequence 2, KV head 0: column 11 of heads 0, 1
+    for (int splits : {1, 3}) check_decode_nans(c, in, splits, {{0, 2, 2, -1}, {2, 0, 2, 11}});
+  }
+  c.window_left = 100;  // visible: sequence 0 keys [99, 200), sequence 1 [49, 150), sequence 2 [0, 90)
+  {
+    Inputs<f16> in = make_inputs<f16>(c, rng);
+    plant(in, c, /*in_v=*/false, 0, 98, 1, 5, nan);  // one key before the window: never loaded
+    plant(in, c, /*in_v=*/true, 1, 48, 0, 9, nan);   // likewise
+    plant(in, c, /*in_v=*/false, 1, 49, 1, 3, nan);  // the first visible key: heads 2, 3 of sequence 1
+    plant(in, c, /*in_v=*/true, 0, 170, 0, 9, nan);  // split 1 of 3: column 9 of heads 0, 1 of sequence 0
+    for (int splits : {1, 3}) check_decode_nans(c, in, splits, {{1, 2, 2, -1}, {0, 0, 2, 9}});
+  }
 }

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_check.hpp"
@@ -677,11 +679,10 @@ TEST_CASE("prefill: the dispatch picks the Hopper kernel on sm_90 and the mma.sy
     CHECK(dispatched != mma);
   }
 #if defined(LLMK_SIM)
-  setenv("LLMK_SIM_ARCH", "800", 1);
+  llmk::test::ScopedEnv sm80("LLMK_SIM_ARCH", "800");
   const auto on_ampere = output(attn::prefill(a, nullptr));
   const llmk::Status refused =
       attn::prefill_sm90_with_config<f16, attn::DefaultSm90PrefillConfig<64>>(a, nullptr);
-  unsetenv("LLMK_SIM_ARCH");
   CHECK(on_ampere == mma);
   CHECK(refused.code() == llmk::Status::Code::kUnsupported);
 #endif
@@ -739,4 +740,272 @@ TEST_CASE(
     CHECK(refused.message().find("GQA group (num_heads / num_kv_heads = 131)") != std::string::npos);
     return attn::prefill(a, nullptr);
   });
+}
+
+namespace {
+
+// The special-value tests (docs/attention.md, "Special values"): head dim 64, explicit host inputs in the
+// reference layout (contiguous, varlen offsets from the problem).
+constexpr int kSpecialDim = 64;
+using MmaCfg64 = attn::DefaultPrefillConfig<kSpecialDim>;
+using HopperCfg64 = attn::DefaultSm90PrefillConfig<kSpecialDim>;
+
+// A kernel pinned to its default d64 tile and the keys its blocks load (llmk::test::PrefillLoads): the
+// mma.sync kernel everywhere, the Hopper kernel where it runs (the simulator reports sm_90).
+template <class T>
+struct PinnedKernel {
+  std::string name;
+  Launcher<T> launch;
+  llmk::test::PrefillLoads loads;
+};
+
+template <class T>
+std::vector<PinnedKernel<T>> pinned_kernels(int group) {
+  std::vector<PinnedKernel<T>> kernels = {{"mma.sync, DefaultPrefillConfig<64>",
+                                           attn::prefill_mma_with_config<T, MmaCfg64>,
+                                           {MmaCfg64::kBr, MmaCfg64::kBc, false}}};
+  if (llmk::device_arch() == 900)
+    kernels.push_back(
+        {"Hopper, DefaultSm90PrefillConfig<64>",
+         attn::prefill_sm90_with_config<T, HopperCfg64>,
+         {attn::detail::sm90_prefill_rows_per_block<HopperCfg64>(group), HopperCfg64::kBc, true}});
+  return kernels;
+}
+
+// One launch into fresh output and LSE buffers (allocated poisoned): the output and LSE on the host.
+template <class T>
+std::pair<std::vector<T>, std::vector<float>> launch_special(Launcher<T> launch,
+                                                             const llmk::reference::AttentionProblem& p,
+                                                             const std::vector<T>& q, const std::vector<T>& k,
+                                                             const std::vector<T>& v) {
+  std::vector<int> cu_q(p.batch() + 1, 0), cu_k(p.batch() + 1, 0);
+  for (int b = 0; b < p.batch(); ++b) {
+    cu_q[b + 1] = cu_q[b] + p.q_lens[b];
+    cu_k[b + 1] = cu_k[b] + p.kv_lens[b];
+  }
+  llmk::DeviceBuffer<T> d_q(q), d_k(k), d_v(v), d_o(q.size());  // d_o poisoned
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(p.total_q()) * p.num_heads);
+  llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(cu_k);
+  attn::PrefillArgs<T> a;
+  a.q = d_q.data();
+  a.k = d_k.data();
+  a.v = d_v.data();
+  a.o = d_o.data();
+  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(p.num_heads) * p.head_dim;
+  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(p.num_kv_heads) * p.head_dim;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = p.head_dim;
+  a.lse = d_lse.data();
+  a.cu_seqlens_q = d_cu_q.data();
+  a.cu_seqlens_k = d_cu_k.data();
+  a.cu_seqlens_q_host = cu_q.data();
+  a.cu_seqlens_k_host = cu_k.data();
+  a.batch = p.batch();
+  a.num_heads = p.num_heads;
+  a.num_kv_heads = p.num_kv_heads;
+  a.head_dim = p.head_dim;
+  a.options = p.options;
+  const llmk::Status s = launch(a, nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  REQUIRE(llmk::device_synchronize().ok());
+  return {d_o.to_host(), d_lse.to_host()};
+}
+
+llmk::reference::AttentionProblem special_problem(std::vector<int> q_lens, std::vector<int> kv_lens,
+                                                  int heads, int kv_heads, bool causal) {
+  llmk::reference::AttentionProblem p;
+  p.q_lens = std::move(q_lens);
+  p.kv_lens = std::move(kv_lens);
+  p.num_heads = heads;
+  p.num_kv_heads = kv_heads;
+  p.head_dim = kSpecialDim;
+  p.options.softmax_scale = attn::default_scale(kSpecialDim);
+  p.options.causal = causal;
+  return p;
+}
+
+// Element (token, head, col) of a [tokens, heads, dim] tensor.
+std::size_t at(int token, int heads, int head, int col) {
+  return (static_cast<std::size_t>(token) * heads + head) * kSpecialDim + col;
+}
+
+// Output row (token, head) of the problem -> its sequence and the token's position in it.
+std::pair<int, int> sequence_of(const llmk::reference::AttentionProblem& p, std::int64_t row) {
+  int token = static_cast<int>(row / p.num_heads);
+  for (int b = 0; b < p.batch(); ++b) {
+    if (token < p.q_lens[b]) return {b, token};
+    token -= p.q_lens[b];
+  }
+  return {-1, -1};
+}
+
+}  // namespace
+
+TEST_CASE("prefill: a NaN in V at key j reaches every row of the blocks that load it, rows before j too") {
+  // Sequence 0 (80 tokens, causal, GQA group 4) holds NaN V at key 70 (KV head 0, column 9) and key 40 (KV
+  // head 1, column 20); sequence 1 is clean. A block loads key j's V row when j lies between the first key
+  // of the tile holding the block's first visible key and its last visible key (mma.sync: the rest of the
+  // tile is zero-filled) or the end of that tile (Hopper: whole tiles by TMA, zeroed past the sequence's
+  // end only); every row of such a block then gets NaN in that column, also the rows that do not see j
+  // (0 * NaN). No LSE changes. Both kernels' blocks hold 32 tokens (128 rows); the tiles are 96 keys
+  // (mma.sync) and 128 keys (Hopper), so:
+  //   key 70: mma.sync tokens 64..79 (64..69 do not see it; tokens 32..63 load tile 0 = keys 0..95 only up to
+  //           key 63 and stay finite); Hopper every token (tokens 0..31 load keys 0..79);
+  //   key 40: mma.sync tokens 32..79 (32..39 do not see it); Hopper every token.
+  // Then the same inputs under window_left 20: blocks load keys before their rows' windows (not in sanitizer
+  // builds, LLMK_TEST_FAST).
+  std::mt19937 rng(117);
+  const int heads = 8, kv_heads = 2, group = 4, len0 = 80;
+  llmk::reference::AttentionProblem p = special_problem({len0, 20}, {len0, 20}, heads, kv_heads, true);
+  const std::vector<f16> q = llmk::test::random_tensor<f16>(p.q_elements(), 1.0f, rng);
+  const std::vector<f16> k = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+  std::vector<f16> v = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+  struct Planted {
+    int key, kv_head, col;
+  };
+  const std::vector<Planted> planted = {{70, 0, 9}, {40, 1, 20}};
+  for (const Planted& n : planted) v[at(n.key, kv_heads, n.kv_head, n.col)] = f16(std::nanf(""));
+
+  for (int window_left : llmk::test::fast() ? std::vector<int>{-1} : std::vector<int>{-1, 20}) {
+    CAPTURE(window_left);
+    p.options.window_left = window_left;
+    for (const PinnedKernel<f16>& kernel : pinned_kernels<f16>(group)) {
+      INFO("kernel: " << kernel.name);
+      const llmk::test::PrefillLoads& loads = kernel.loads;
+      auto keys = [&](int token) { return loads.keys(len0, len0, p.options, group, token, 0); };
+      if (window_left < 0) {  // the blocks named above
+        using Range = std::pair<int, int>;
+        CHECK(keys(10) == (loads.whole_tiles ? Range{0, len0} : Range{0, 32}));
+        CHECK(keys(40) == (loads.whole_tiles ? Range{0, len0} : Range{0, 64}));
+        CHECK(keys(70) == Range{0, len0});
+      }
+      auto nan_out = [&](std::int64_t row, int col) {
+        const auto [b, token] = sequence_of(p, row);
+        const int head = static_cast<int>(row % heads);
+        if (b != 0) return false;
+        for (const Planted& n : planted) {
+          if (head / group != n.kv_head || col != n.col) continue;
+          const auto [first, end] = loads.keys(len0, len0, p.options, group, token, head % group);
+          if (n.key >= first && n.key < end) return true;
+        }
+        return false;
+      };
+      std::int64_t want_rows = 0;
+      for (std::int64_t row = 0; row < p.total_q() * heads; ++row)
+        for (int col = 0; col < kSpecialDim; ++col)
+          if (nan_out(row, col)) {
+            ++want_rows;
+            break;
+          }
+      const auto [o, lse] = launch_special(kernel.launch, p, q, k, v);
+      const std::int64_t nan_rows =
+          llmk::test::check_special_values(p, q, k, v, o, &lse, nan_out, [](std::int64_t) { return false; });
+      CHECK(nan_rows == want_rows);
+    }
+  }
+}
+
+TEST_CASE("prefill: a +inf score makes the rows that see it NaN; a soft-cap maps it to the cap") {
+  // K holds +inf at key 20 (KV head 0) and key 196 (KV head 1) in column 3, where every query is positive:
+  // those scores are +inf. 8 queries over 200 keys, causal (queries at keys 192..199): every row of KV head
+  // 0 sees key 20, inside tile 0, which every row sees whole (the kernels' unmasked hot loop: 96-key tiles
+  // with one tile of lookahead in the mma.sync kernel, 128-key tiles in the Hopper kernel); of KV head 1
+  // tokens 4..7 see key 196 (the diagonal tile; tokens 0..3 mask it to -inf). Without a soft-cap 2^(inf -
+  // inf) makes those rows and their LSEs NaN; with soft-cap 30 the same inputs give finite rows, the
+  // reference's (the capped score is 30).
+  std::mt19937 rng(118);
+  const int heads = 4, kv_heads = 2, group = 2, q_len = 8, kv_len = 200;
+  llmk::reference::AttentionProblem p = special_problem({q_len}, {kv_len}, heads, kv_heads, true);
+  std::vector<f16> q = llmk::test::random_tensor<f16>(p.q_elements(), 1.0f, rng);
+  std::vector<f16> k = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+  const std::vector<f16> v = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+  for (int t = 0; t < q_len; ++t)
+    for (int h = 0; h < heads; ++h) q[at(t, heads, h, 3)] = f16(std::fabs(q[at(t, heads, h, 3)].to_float()));
+  k[at(20, kv_heads, 0, 3)] = f16(INFINITY);
+  k[at(196, kv_heads, 1, 3)] = f16(INFINITY);
+  auto sees_inf = [&](std::int64_t row) {
+    const int token = static_cast<int>(row / heads), kv_head = static_cast<int>(row % heads) / group;
+    return kv_head == 0 || token + kv_len - q_len >= 196;
+  };
+  for (const PinnedKernel<f16>& kernel : pinned_kernels<f16>(group)) {
+    INFO("kernel: " << kernel.name);
+    p.options.softcap = 0.0f;
+    const auto [o, lse] = launch_special(kernel.launch, p, q, k, v);
+    const std::int64_t nan_rows = llmk::test::check_special_values(
+        p, q, k, v, o, &lse, [&](std::int64_t row, int) { return sees_inf(row); }, sees_inf);
+    CHECK(nan_rows == q_len * group + 4 * group);
+    p.options.softcap = 30.0f;
+    const auto [capped, capped_lse] = launch_special(kernel.launch, p, q, k, v);
+    llmk::test::check_attention(p, q, k, v, capped, &capped_lse);
+  }
+}
+
+TEST_CASE("prefill: a row that sees no key gives 0 and LSE -inf, even with a NaN query row") {
+  // Causal, 20 queries over 8 keys: tokens 0..11 see nothing; a second sequence has no keys at all. NaN query
+  // rows: two that see nothing (token 2 head 0, token 3 head 2) and one that sees keys (token 15 head 3: NaN
+  // row and LSE), and every row of sequence 1 head 1. V holds NaN at key 0 of KV head 0 (column 7), which the
+  // one block of KV head 0 loads: all its rows get NaN in column 7 (the rows that see nothing included),
+  // their LSE stays -inf; the rest of a row that sees nothing is exactly 0. Then a window without causal
+  // (window_left 3, window_right 2): tokens 0..9 see nothing.
+  std::mt19937 rng(119);
+  const int heads = 4, kv_heads = 2, group = 2;
+  const f16 nan = f16(std::nanf(""));
+  {
+    const llmk::reference::AttentionProblem p = special_problem({20, 5}, {8, 0}, heads, kv_heads, true);
+    std::vector<f16> q = llmk::test::random_tensor<f16>(p.q_elements(), 1.0f, rng);
+    const std::vector<f16> k = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+    std::vector<f16> v = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+    q[at(2, heads, 0, 11)] = q[at(3, heads, 2, 0)] = q[at(15, heads, 3, 40)] = nan;
+    for (int t = 20; t < 25; ++t) q[at(t, heads, 1, 5)] = nan;
+    v[at(0, kv_heads, 0, 7)] = nan;
+    const std::int64_t nan_q_row = 15 * heads + 3;
+    for (const PinnedKernel<f16>& kernel : pinned_kernels<f16>(group)) {
+      INFO("kernel: " << kernel.name);
+      CHECK(kernel.loads.keys(20, 8, p.options, group, 3, 0) == std::pair<int, int>{0, 8});
+      const auto [o, lse] = launch_special(kernel.launch, p, q, k, v);
+      const std::int64_t nan_rows = llmk::test::check_special_values(
+          p, q, k, v, o, &lse,
+          [&](std::int64_t row, int col) {
+            return row == nan_q_row || (row < 20 * heads && row % heads / group == 0 && col == 7);
+          },
+          [&](std::int64_t row) { return row == nan_q_row; });
+      CHECK(nan_rows == 20 * group + 1);
+      // The rows that see nothing: exactly 0 (but column 7 of KV head 0), LSE -inf.
+      int not_zero = 0, not_neg_inf = 0;
+      for (std::int64_t row = 0; row < p.total_q() * heads; ++row) {
+        if (row < 20 * heads && row / heads >= 12) continue;  // sequence 0 tokens 12..19 see keys
+        not_neg_inf += lse[static_cast<std::size_t>(row)] != -INFINITY;
+        for (int col = 0; col < kSpecialDim; ++col)
+          if (!(row < 20 * heads && row % heads / group == 0 && col == 7))
+            not_zero += o[static_cast<std::size_t>(row * kSpecialDim + col)].to_float() != 0.0f;
+      }
+      CHECK(not_zero == 0);
+      CHECK(not_neg_inf == 0);
+    }
+  }
+  {
+    llmk::reference::AttentionProblem p = special_problem({20}, {8}, heads, kv_heads, false);
+    p.options.window_left = 3;
+    p.options.window_right = 2;  // query i sees keys [i - 15, i - 10]: nothing for i <= 9
+    std::vector<f16> q = llmk::test::random_tensor<f16>(p.q_elements(), 1.0f, rng);
+    const std::vector<f16> k = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+    const std::vector<f16> v = llmk::test::random_tensor<f16>(p.kv_elements(), 1.0f, rng);
+    q[at(3, heads, 0, 2)] = q[at(9, heads, 3, 60)] = q[at(14, heads, 1, 30)] = nan;
+    const std::int64_t nan_q_row = 14 * heads + 1;
+    for (const PinnedKernel<f16>& kernel : pinned_kernels<f16>(group)) {
+      INFO("kernel: " << kernel.name);
+      const auto [o, lse] = launch_special(kernel.launch, p, q, k, v);
+      const std::int64_t nan_rows = llmk::test::check_special_values(
+          p, q, k, v, o, &lse, [&](std::int64_t row, int) { return row == nan_q_row; },
+          [&](std::int64_t row) { return row == nan_q_row; });
+      CHECK(nan_rows == 1);
+      int not_zero = 0, not_neg_inf = 0;
+      for (std::int64_t row = 0; row < 10 * heads; ++row) {
+        not_neg_inf += lse[static_cast<std::size_t>(row)] != -INFINITY;
+        for (int col = 0; col < kSpecialDim; ++col)
+          not_zero += o[static_cast<std::size_t>(row * kSpecialDim + col)].to_float() != 0.0f;
+      }
+      CHECK(not_zero == 0);
+      CHECK(not_neg_inf == 0);
+    }
+  }
 }

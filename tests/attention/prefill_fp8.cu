@@ -304,6 +304,66 @@ TEST_CASE("prefill_fp8: a NaN in the next sequence's keys and values stays out o
   CHECK(bad == 0);
 }
 
+TEST_CASE("prefill_fp8: a NaN code inside the sequence reaches the rows of fp16's rules, no other row") {
+  // docs/attention.md, "Special values", for e4m3 K/V (0x7F is NaN). Sequence 0 (60 tokens, causal, group 2):
+  // NaN K at key 25 (KV head 1, column 3): exactly the rows that see key 25 (tokens 25..59 of heads 2, 3)
+  // become NaN, with their LSE; tokens 0..24 compute the score in the same tile and mask it. NaN V at key 40
+  // (KV head 0, column 9): every row of a block that loads it gets NaN in column 9 (tokens 0..39 of heads 0,
+  // 1 too: one block of 60 tokens, whole 128-key tiles up to the sequence's end), the LSE unchanged. Every
+  // other element within the fp8 bound of the file comment; sequence 1 and the other columns untouched.
+  if (!hopper()) return;
+  std::mt19937 rng(307);
+  Case c;
+  c.q_lens = {60, 20};
+  c.kv_lens = {60, 20};
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.dim = 64;
+  c.causal = true;
+  const int group = 2;
+  Inputs in = make_inputs(c, rng);
+  const e4m3 nan = e4m3::from_bits(0x7F);
+  in.k[(25 * 2 + 1) * 64 + 3] = nan;
+  in.v[(40 * 2 + 0) * 64 + 9] = nan;
+  using Cfg = attn::DefaultSm90Fp8PrefillConfig<64>;
+  const llmk::test::PrefillLoads loads{attn::detail::sm90_prefill_rows_per_block<Cfg>(group), Cfg::kBc, true};
+  for (int token : {0, 39, 59}) CHECK(loads.keys(60, 60, in.p.options, group, token, 0) == std::pair{0, 60});
+  Device d(in);
+  llmk::DeviceBuffer<f16> o(static_cast<std::size_t>(in.p.q_elements()));  // poisoned
+  const llmk::Status s = attn::prefill_fp8(args_of<f16>(in, d, o.data(), false), nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const std::vector<f16> got = o.to_host();
+  const std::vector<float> lse = d.lse.to_host();
+
+  const auto& p = in.p;
+  std::vector<double> ref(static_cast<std::size_t>(p.q_elements())),
+      ref_lse(static_cast<std::size_t>(p.total_q() * p.num_heads));
+  llmk::reference::attention_fp8_fp64(p, in.q.data(), in.k.data(), in.v.data(), in.qs.data(), in.ks.data(),
+                                      in.vs.data(), false, ref.data(), ref_lse.data());
+  double vmax = 0.0;
+  for (const e4m3 x : in.v)
+    if (std::isfinite(x.to_float()))
+      vmax = std::max(vmax, std::fabs(x.to_float() * static_cast<double>(in.vs[0])));
+  const double slack = (1.0 / 16 + 60 / 262144.0) * vmax;
+  auto k_nan = [&](std::int64_t row) {  // sequence 0, heads 2 and 3, tokens 25..59
+    return row < 60 * c.heads && row % c.heads / group == 1 && row / c.heads >= 25;
+  };
+  const std::int64_t nan_rows = llmk::test::check_nan_pattern(
+      p.total_q() * p.num_heads, c.dim, ref, ref_lse, got, &lse,
+      [&](std::int64_t row, int col) {
+        const int token = static_cast<int>(row / c.heads), head = static_cast<int>(row % c.heads);
+        if (k_nan(row)) return true;
+        if (row >= 60 * c.heads || head / group != 0 || col != 9) return false;
+        const auto [first, end] = loads.keys(60, 60, p.options, group, token, head % group);
+        return 40 >= first && 40 < end;
+      },
+      k_nan,
+      [&](std::int64_t, std::int64_t i) {
+        return slack + std::fabs(ref[static_cast<std::size_t>(i)]) / 256 + 1e-4;
+      });
+  CHECK(nan_rows == 35 * group + 60 * group);
+}
+
 namespace {
 
 // The inputs' K and V as an e4m3 paged cache (NHD, block table, pages in shuffled order) with the inputs'
@@ -465,9 +525,10 @@ TEST_CASE("prefill_fp8: bad arguments are rejected with the rule that failed; re
     return;
   }
 #if defined(LLMK_SIM)
-  setenv("LLMK_SIM_ARCH", "800", 1);
-  const llmk::Status refused = attn::prefill_fp8(good, nullptr);
-  unsetenv("LLMK_SIM_ARCH");
+  const llmk::Status refused = [&] {
+    llmk::test::ScopedEnv sm80("LLMK_SIM_ARCH", "800");
+    return attn::prefill_fp8(good, nullptr);
+  }();
   CHECK(refused.code() == llmk::Status::Code::kUnsupported);
   CHECK_MESSAGE(refused.message().find("prefill_fp8") != std::string::npos, refused.message());
 #endif
