@@ -189,7 +189,8 @@ __global__ void __launch_bounds__(kSplitThreads) split_outlier_columns_kernel(Sp
     __syncthreads();  // the gather (first chunk) or the previous chunk's bitmap reads are done
     for (int w = tid; w < kSplitChunkCols / 32; w += kSplitThreads) smem.bitmap[w] = 0u;
     __syncthreads();
-    for (std::int64_t o = tid; o < p.n_out; o += kSplitThreads) {  // 64-bit: n_out may be near 2^31
+    // unsigned: o + kSplitThreads stays below 2^32 for any int n_out (an int o would wrap near 2^31)
+    for (unsigned o = static_cast<unsigned>(tid); o < static_cast<unsigned>(p.n_out); o += kSplitThreads) {
       const std::int64_t c = static_cast<std::int64_t>(p.outlier_cols[o]) - chunk0;
       if (c >= 0 && c < chunk_cols) atomicOr(&smem.bitmap[c / 32], 1u << (c % 32));
     }
