@@ -55,6 +55,27 @@ llmk::reference::AttentionProblem problem_of(const Case& c) {
   return p;
 }
 
+// The prefix sums of a problem's query and key lengths (cu_seqlens_q, cu_seqlens_k).
+std::pair<std::vector<int>, std::vector<int>> cu_seqlens(const llmk::reference::AttentionProblem& p) {
+  std::vector<int> cu_q(p.batch() + 1, 0), cu_k(p.batch() + 1, 0);
+  for (int b = 0; b < p.batch(); ++b) {
+    cu_q[b + 1] = cu_q[b] + p.q_lens[b];
+    cu_k[b + 1] = cu_k[b] + p.kv_lens[b];
+  }
+  return {cu_q, cu_k};
+}
+
+// Packed [tokens, heads, row] Q / K / V / O (row >= dim: padded head rows) and the head counts.
+template <class T>
+void set_packed_layout(attn::PrefillArgs<T>& a, int heads, int kv_heads, int dim, std::int64_t row) {
+  a.q_stride_token = a.o_stride_token = heads * row;
+  a.k_stride_token = a.v_stride_token = kv_heads * row;
+  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = row;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = dim;
+}
+
 // Copies a contiguous [tokens, heads, dim] tensor into one with `pad` extra elements after each head row, NaN
 // (a load that runs past the head dim poisons the output).
 template <class T>
@@ -98,11 +119,7 @@ void run_case(const Case& c, std::mt19937& rng, Launch&& launch) {
       d_k(with_head_pad(k, c.kv_heads, c.dim, pad)), d_v(with_head_pad(v, c.kv_heads, c.dim, pad));
   llmk::DeviceBuffer<T> d_o(static_cast<std::size_t>(p.total_q()) * c.heads * row);  // poisoned
   llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(p.total_q()) * c.heads + 1);
-  std::vector<int> cu_q(p.batch() + 1, 0), cu_k(p.batch() + 1, 0);
-  for (int b = 0; b < p.batch(); ++b) {
-    cu_q[b + 1] = cu_q[b] + p.q_lens[b];
-    cu_k[b + 1] = cu_k[b] + p.kv_lens[b];
-  }
+  const auto [cu_q, cu_k] = cu_seqlens(p);
   llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(cu_k);
 
   attn::PrefillArgs<T> a;
@@ -110,10 +127,7 @@ void run_case(const Case& c, std::mt19937& rng, Launch&& launch) {
   a.k = d_k.data();
   a.v = d_v.data();
   a.o = d_o.data();
-  a.q_stride_token = static_cast<std::int64_t>(c.heads) * row;
-  a.o_stride_token = a.q_stride_token;
-  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(c.kv_heads) * row;
-  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = row;
+  set_packed_layout(a, c.heads, c.kv_heads, c.dim, row);
   a.lse = c.with_lse ? d_lse.data() : nullptr;
   if (c.q_lens.size() == 1) {
     a.q_len = c.q_lens[0];
@@ -125,9 +139,6 @@ void run_case(const Case& c, std::mt19937& rng, Launch&& launch) {
     a.cu_seqlens_k_host = cu_k.data();
   }
   a.batch = p.batch();
-  a.num_heads = c.heads;
-  a.num_kv_heads = c.kv_heads;
-  a.head_dim = c.dim;
   a.options = p.options;
   const llmk::Status s = launch(a);
   REQUIRE_MESSAGE(s.ok(), s.message());
@@ -778,11 +789,7 @@ std::pair<std::vector<T>, std::vector<float>> launch_special(Launcher<T> launch,
                                                              const llmk::reference::AttentionProblem& p,
                                                              const std::vector<T>& q, const std::vector<T>& k,
                                                              const std::vector<T>& v) {
-  std::vector<int> cu_q(p.batch() + 1, 0), cu_k(p.batch() + 1, 0);
-  for (int b = 0; b < p.batch(); ++b) {
-    cu_q[b + 1] = cu_q[b] + p.q_lens[b];
-    cu_k[b + 1] = cu_k[b] + p.kv_lens[b];
-  }
+  const auto [cu_q, cu_k] = cu_seqlens(p);
   llmk::DeviceBuffer<T> d_q(q), d_k(k), d_v(v), d_o(q.size());  // d_o poisoned
   llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(p.total_q()) * p.num_heads);
   llmk::DeviceBuffer<int> d_cu_q(cu_q), d_cu_k(cu_k);
@@ -791,18 +798,13 @@ std::pair<std::vector<T>, std::vector<float>> launch_special(Launcher<T> launch,
   a.k = d_k.data();
   a.v = d_v.data();
   a.o = d_o.data();
-  a.q_stride_token = a.o_stride_token = static_cast<std::int64_t>(p.num_heads) * p.head_dim;
-  a.k_stride_token = a.v_stride_token = static_cast<std::int64_t>(p.num_kv_heads) * p.head_dim;
-  a.q_stride_head = a.k_stride_head = a.v_stride_head = a.o_stride_head = p.head_dim;
+  set_packed_layout(a, p.num_heads, p.num_kv_heads, p.head_dim, p.head_dim);
   a.lse = d_lse.data();
   a.cu_seqlens_q = d_cu_q.data();
   a.cu_seqlens_k = d_cu_k.data();
   a.cu_seqlens_q_host = cu_q.data();
   a.cu_seqlens_k_host = cu_k.data();
   a.batch = p.batch();
-  a.num_heads = p.num_heads;
-  a.num_kv_heads = p.num_kv_heads;
-  a.head_dim = p.head_dim;
   a.options = p.options;
   const llmk::Status s = launch(a, nullptr);
   REQUIRE_MESSAGE(s.ok(), s.message());

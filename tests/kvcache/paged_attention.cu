@@ -790,6 +790,20 @@ void make_quant_cache(QuantCache<T, Code>& qc, const Cache<T>& c, kv::KvScale mo
     }
 }
 
+// A paged cache over `s`, its quantized copy (within rel_bound of the values), and random queries [batch,
+// heads, dim].
+template <class T, class Code>
+std::vector<T> quantized_cache(Cache<T>& c, QuantCache<T, Code>& qc, const Setup& s, kv::KvScale mode,
+                               double rel_bound, std::mt19937& rng) {
+  make_cache<T>(c, s, rng);
+  double rel = 0.0;
+  make_quant_cache(qc, c, mode, &rel);
+  INFO("quantization error / (qmax * scale) = " << rel);
+  CHECK(rel <= rel_bound);
+  const int batch = static_cast<int>(s.lens.size());
+  return llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+}
+
 template <class T, class Code>
 void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   Setup s;
@@ -798,18 +812,12 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   s.heads = 4;
   s.kv_heads = 2;
   Cache<T> c;
-  make_cache<T>(c, s, rng);
   QuantCache<T, Code> qc;
-  double rel = 0.0;
-  make_quant_cache(qc, c, mode, &rel);
-  INFO("quantization error / (qmax * scale) = " << rel);
-  CHECK(rel <= rel_bound);
+  const std::vector<T> q = quantized_cache(c, qc, s, mode, rel_bound, rng);
   // Decode over the quantized cache: attention over the exact dequantized values (code * scale; the scales
   // folded into the scores and P, code_tiles.cuh) within the FlashAttention rule, whose naive baseline
   // attends over T(code * scale); the same bits from both table forms.
   const int batch = static_cast<int>(s.lens.size());
-  const std::vector<T> q =
-      llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
   const llmk::reference::AttentionProblem p = decode_problem(s);
   std::vector<T> first;
   for (bool csr : {true, false}) {
@@ -971,15 +979,9 @@ void check_quant_decode(const Setup& s, kv::KvScale mode, double rel_bound, int 
   CAPTURE(window);
   CAPTURE(softcap);
   Cache<T> c;
-  make_cache<T>(c, s, rng);
   QuantCache<T, Code> qc;
-  double rel = 0.0;
-  make_quant_cache(qc, c, mode, &rel);
-  INFO("quantization error / (qmax * scale) = " << rel);
-  CHECK(rel <= rel_bound);
+  const std::vector<T> q = quantized_cache(c, qc, s, mode, rel_bound, rng);
   const int batch = static_cast<int>(s.lens.size());
-  const std::vector<T> q =
-      llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
   llmk::reference::AttentionProblem p = decode_problem(s);
   p.options.window_left = window;
   p.options.softcap = softcap;
