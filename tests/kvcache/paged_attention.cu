@@ -804,6 +804,41 @@ std::vector<T> quantized_cache(Cache<T>& c, QuantCache<T, Code>& qc, const Setup
   return llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
 }
 
+// Paged decode over a quantized cache with a window and soft-cap (window < 0, softcap 0: none) and `splits`
+// splits: the fp64 reference on the exact dequantized values within the FlashAttention rule (output and
+// LSE), the same bits from both table forms; each output and LSE a fresh poisoned buffer.
+template <class T, class Code>
+void decode_quantized_both_forms(const Setup& s, const Cache<T>& c, const QuantCache<T, Code>& qc,
+                                 const std::vector<T>& q, int window, float softcap, int splits) {
+  const int batch = static_cast<int>(s.lens.size());
+  llmk::reference::AttentionProblem p = decode_problem(s);
+  p.options.window_left = window;
+  p.options.softcap = softcap;
+  std::vector<T> first;
+  for (bool csr : {true, false}) {
+    CAPTURE(csr);
+    llmk::DeviceBuffer<T> d_q(q), d_o(q.size());
+    llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
+    attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
+    a.options.window_left = window;
+    a.options.softcap = softcap;
+    const kv::PagedKv<T, Code> pages = qc.view(c, csr);
+    attn::DecodePlan plan;
+    REQUIRE(attn::plan_decode_paged(a, pages, &plan, splits).ok());
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+    const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const std::vector<T> got = d_o.to_host();
+    const std::vector<float> lse = d_lse.to_host();
+    if (csr) {
+      llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, got, &lse, &qc.k_exact, &qc.v_exact);
+      first = got;
+    } else {
+      CHECK(same_bits(first, got));
+    }
+  }
+}
+
 template <class T, class Code>
 void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   Setup s;
@@ -818,27 +853,7 @@ void check_quantized(kv::KvScale mode, double rel_bound, std::mt19937& rng) {
   // folded into the scores and P, code_tiles.cuh) within the FlashAttention rule, whose naive baseline
   // attends over T(code * scale); the same bits from both table forms.
   const int batch = static_cast<int>(s.lens.size());
-  const llmk::reference::AttentionProblem p = decode_problem(s);
-  std::vector<T> first;
-  for (bool csr : {true, false}) {
-    llmk::DeviceBuffer<T> d_q(q), d_o(q.size());
-    llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
-    const attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
-    const kv::PagedKv<T, Code> pages = qc.view(c, csr);
-    attn::DecodePlan plan;
-    REQUIRE(attn::plan_decode_paged(a, pages, &plan, 2).ok());
-    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
-    const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    const std::vector<T> got = d_o.to_host();
-    const std::vector<float> lse = d_lse.to_host();
-    if (csr) {
-      llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, got, &lse, &qc.k_exact, &qc.v_exact);
-      first = got;
-    } else {
-      CHECK(same_bits(first, got));
-    }
-  }
+  decode_quantized_both_forms(s, c, qc, q, -1, 0.0f, 2);
   // Chunked prefill over the quantized cache == dense prefill over the dequantized values.
   std::vector<int> cu_q(batch + 1, 0);
   for (int b = 0; b < batch; ++b) cu_q[b + 1] = cu_q[b] + std::min(s.lens[b], 5);
@@ -967,9 +982,7 @@ TEST_CASE("quantized decode, head dim 48 (an odd number of 16-dim chunks): bf16 
 
 namespace {
 
-// Quantized paged decode over `s` with a window and soft-cap (window < 0, softcap 0: none), `splits` splits:
-// the fp64 reference on the exact dequantized values within the FlashAttention rule (output and LSE), the
-// same bits from both table forms; each output and LSE a fresh poisoned buffer.
+// decode_quantized_both_forms over a fresh quantized cache for `s`.
 template <class T, class Code>
 void check_quant_decode(const Setup& s, kv::KvScale mode, double rel_bound, int window, float softcap,
                         int splits, std::mt19937& rng) {
@@ -981,33 +994,7 @@ void check_quant_decode(const Setup& s, kv::KvScale mode, double rel_bound, int 
   Cache<T> c;
   QuantCache<T, Code> qc;
   const std::vector<T> q = quantized_cache(c, qc, s, mode, rel_bound, rng);
-  const int batch = static_cast<int>(s.lens.size());
-  llmk::reference::AttentionProblem p = decode_problem(s);
-  p.options.window_left = window;
-  p.options.softcap = softcap;
-  std::vector<T> first;
-  for (bool csr : {true, false}) {
-    CAPTURE(csr);
-    llmk::DeviceBuffer<T> d_q(q), d_o(q.size());
-    llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
-    attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
-    a.options.window_left = window;
-    a.options.softcap = softcap;
-    const kv::PagedKv<T, Code> pages = qc.view(c, csr);
-    attn::DecodePlan plan;
-    REQUIRE(attn::plan_decode_paged(a, pages, &plan, splits).ok());
-    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
-    const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    const std::vector<T> got = d_o.to_host();
-    const std::vector<float> lse = d_lse.to_host();
-    if (csr) {
-      llmk::test::check_attention(p, q, qc.k_deq, qc.v_deq, got, &lse, &qc.k_exact, &qc.v_exact);
-      first = got;
-    } else {
-      CHECK(same_bits(first, got));
-    }
-  }
+  decode_quantized_both_forms(s, c, qc, q, window, softcap, splits);
 }
 
 }  // namespace
