@@ -319,7 +319,7 @@ inline Status csr_to_block_table(const CsrPageTable& csr, int page_size, BlockTa
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
   if (page_size < 1) return Status::invalid_argument("page_size", str_cat("must be >= 1, got ", page_size));
   const int batch = csr.indptr.empty() ? 0 : static_cast<int>(csr.indptr.size()) - 1;
-  if (batch > 0) {
+  if (!csr.indptr.empty()) {
     if (csr.last_page_len.size() < static_cast<std::size_t>(batch))
       return Status::invalid_argument(
           "last_page_len", str_cat("must hold batch = ", batch, " entries, got ", csr.last_page_len.size()));

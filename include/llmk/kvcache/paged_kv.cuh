@@ -215,25 +215,10 @@ inline Status check_page_ids(const char* name, const int* entries, long long fir
 
 }  // namespace detail
 
-/// Checks a CSR page table on the host before a launch (FlashInfer's form, see PagedKv): host copies of
-/// page_indptr [batch + 1], page_indices [page_indptr[batch]] and last_page_len [batch]. Returns
-/// Status::invalid_argument naming the array, the sequence and the entry for: a null pointer (page_indices
-/// may be null when no sequence has a page), batch < 0, page_size or num_pages < 1, page_indptr[0] != 0 or
-/// decreasing, last_page_len outside [1, page_size] for a sequence with pages, a page id outside
-/// [0, num_pages) (negative included), a sequence longer than 2^30 tokens. Reads every entry once: O(batch +
-/// page_indptr[batch]) host work, no device access.
-///
-///   // the engine's host copies, the same values it uploads for the kernel
-///   LLMK_RETURN_IF_ERROR(llmk::kvcache::check_page_table_host(indptr.data(), indices.data(), last.data(),
-///                                                             batch, page_size, num_pages));
-///   // e.g. "invalid argument 'page_indices': sequence 3, logical page 7 (entry 42): page id 1200 is outside
-///   //       the pool [0, 1024)"
-///
-/// Setting PagedKv::page_indices_host makes every paged launcher run this check (opt-in).
 namespace detail {
 // The CSR rules that do not involve the pool: page_indptr starts at 0 and never decreases, last_page_len in
 // [1, page_size] for a sequence with pages, lengths <= 2^30. page_indptr [batch + 1] and last_page_len
-// [batch] not null (batch >= 1).
+// [batch] not null (last_page_len may be null when batch == 0).
 inline Status check_page_table_shape(const int* page_indptr, const int* last_page_len, int batch,
                                      int page_size) {
   if (page_indptr[0] != 0)
@@ -258,16 +243,28 @@ inline Status check_page_table_shape(const int* page_indptr, const int* last_pag
 }
 }  // namespace detail
 
+/// Checks a CSR page table on the host before a launch (FlashInfer's form, see PagedKv): host copies of
+/// page_indptr [batch + 1], page_indices [page_indptr[batch]] and last_page_len [batch]. Returns
+/// Status::invalid_argument naming the array, the sequence and the entry for: a null pointer (page_indices
+/// may be null when no sequence has a page), batch < 0, page_size or num_pages < 1, page_indptr[0] != 0 or
+/// decreasing, last_page_len outside [1, page_size] for a sequence with pages, a page id outside
+/// [0, num_pages) (negative included), a sequence longer than 2^30 tokens. Reads every entry once: O(batch +
+/// page_indptr[batch]) host work, no device access.
+///
+///   // the engine's host copies, the same values it uploads for the kernel
+///   LLMK_RETURN_IF_ERROR(llmk::kvcache::check_page_table_host(indptr.data(), indices.data(), last.data(),
+///                                                             batch, page_size, num_pages));
+///   // e.g. "invalid argument 'page_indices': sequence 3, logical page 7 (entry 42): page id 1200 is outside
+///   //       the pool [0, 1024)"
+///
+/// Setting PagedKv::page_indices_host makes every paged launcher run this check (opt-in).
 inline Status check_page_table_host(const int* page_indptr, const int* page_indices, const int* last_page_len,
                                     int batch, int page_size, int num_pages) {
   LLMK_RETURN_IF_ERROR(detail::check_table_geometry(batch, page_size, num_pages));
   if (page_indptr == nullptr) return Status::invalid_argument("page_indptr", "must not be null");
   if (last_page_len == nullptr && batch > 0)
     return Status::invalid_argument("last_page_len", "must not be null");
-  if (batch > 0)
-    LLMK_RETURN_IF_ERROR(detail::check_page_table_shape(page_indptr, last_page_len, batch, page_size));
-  else if (page_indptr[0] != 0)
-    return Status::invalid_argument("page_indptr", str_cat("must start at 0, got ", page_indptr[0]));
+  LLMK_RETURN_IF_ERROR(detail::check_page_table_shape(page_indptr, last_page_len, batch, page_size));
   for (int b = 0; b < batch; ++b) {
     const long long pages = static_cast<long long>(page_indptr[b + 1]) - page_indptr[b];
     if (pages == 0) continue;
