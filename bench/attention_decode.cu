@@ -98,17 +98,19 @@ void run_decode(benchmark::State& state, int splits) {
 }
 
 template <class T>
-void BM_Decode(benchmark::State& state) {
+void BM_Decode(benchmark::State& state) try {
   run_decode<T>(state, 0);
 }
+LLMK_BENCH_CATCH(state)
 
 // The split sweep: the heuristic's shapes at fixed split counts (argument 6, `splits`), so that one GPU run
 // shows which count each shape wants (choose_decode_splits aims at about 2 blocks an SM; FlashAttention-2's
 // heuristic at whole waves of one block an SM).
 template <class T>
-void BM_DecodeSplits(benchmark::State& state) {
+void BM_DecodeSplits(benchmark::State& state) try {
   run_decode<T>(state, static_cast<int>(state.range(5)));
 }
+LLMK_BENCH_CATCH(state)
 
 #if defined(LLMK_CUDA)
 constexpr double kMaxCacheBytes = 8.0 * (1ull << 30);  // K + V of one cache copy

@@ -101,7 +101,7 @@ Args prefill_args(const Shape& s, const In* q, const In* k, const In* v, Out* o)
 }
 
 template <class T, class Kernel = void>
-void BM_Prefill(benchmark::State& state) {
+void BM_Prefill(benchmark::State& state) try {
   const Shape s(state);
   llmk::DeviceBuffer<T> q(s.q_count()), k(s.kv_count()), v(s.kv_count()), o(s.q_count());
   llmk::bench::fill_normal(q, 1);
@@ -119,9 +119,10 @@ void BM_Prefill(benchmark::State& state) {
   });
   llmk::bench::set_throughput(state, s.flops(), (2.0 * s.q_count() + 2.0 * s.kv_count()) * sizeof(T));
 }
+LLMK_BENCH_CATCH(state)
 
 // fp8: normal(0, 1) values as e4m3 codes, descales 1 (per tensor), half output.
-void BM_PrefillFp8(benchmark::State& state) {
+void BM_PrefillFp8(benchmark::State& state) try {
   const Shape s(state);
   llmk::DeviceBuffer<llmk::float8_e4m3> q(s.q_count()), k(s.kv_count()), v(s.kv_count());
   llmk::DeviceBuffer<half> o(s.q_count());
@@ -136,6 +137,7 @@ void BM_PrefillFp8(benchmark::State& state) {
   llmk::bench::set_throughput(state, s.flops(),
                               (s.q_count() + 2.0 * s.kv_count()) * 1.0 + s.q_count() * sizeof(half));
 }
+LLMK_BENCH_CATCH(state)
 
 #if defined(LLMK_CUDA)
 constexpr int kTotalTokens = 16384;  // FA2: batch = 16384 / seq

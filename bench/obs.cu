@@ -150,7 +150,7 @@ struct PhaseCounters {
 // ---- (a) Hessian accumulation ----
 
 template <class T>
-void BM_Hessian(benchmark::State& state) {
+void BM_Hessian(benchmark::State& state) try {
   const std::int64_t d = state.range(0), rows = state.range(1);
   // Rows padded to a multiple of 8 elements: 16-bit batches then meet the tensor-core kernel's rule.
   const std::int64_t ldx = (d + 7) / 8 * 8;
@@ -179,20 +179,18 @@ void BM_Hessian(benchmark::State& state) {
       obs::hessian_update_kernel_for(x.data(), ldx) == obs::HessianKernel::kTensorCore ? 1.0 : 0.0;
   state.counters["x_copies"] = static_cast<double>(copies);
 }
+LLMK_BENCH_CATCH(state)
 
-void BM_HessianF16(benchmark::State& state) {
-  BM_Hessian<llmk::half>(state);
-}
-void BM_HessianBF16(benchmark::State& state) {
-  BM_Hessian<llmk::bfloat16>(state);
-}
-void BM_HessianF32(benchmark::State& state) {
-  BM_Hessian<float>(state);
-}
+void BM_HessianF16(benchmark::State& state) try { BM_Hessian<llmk::half>(state); }
+LLMK_BENCH_CATCH(state)
+void BM_HessianBF16(benchmark::State& state) try { BM_Hessian<llmk::bfloat16>(state); }
+LLMK_BENCH_CATCH(state)
+void BM_HessianF32(benchmark::State& state) try { BM_Hessian<float>(state); }
+LLMK_BENCH_CATCH(state)
 
 // ---- (b, c) GPTQ and SparseGPT on the host ----
 
-void BM_GptqHost(benchmark::State& state) {
+void BM_GptqHost(benchmark::State& state) try {
   const Layer layer = make_layer(state.range(0), state.range(1));
   obs::HostLapackBackend la;
   const obs::GptqOptions opt = gptq_options();
@@ -209,11 +207,12 @@ void BM_GptqHost(benchmark::State& state) {
   }
   phases.report(state, static_cast<double>(layer.n), static_cast<double>(layer.k), 128.0);
 }
+LLMK_BENCH_CATCH(state)
 
 // The issue's comparison with the GPTQ reference (PyTorch fasterquant, 1 thread: 15.3 s on this machine kind
 // for 4096 x 4096): H from 2048 calibration samples (2/n X^T X, built before the timing), g128, act-order
 // off, no reported loss. Run single-threaded: OPENBLAS_NUM_THREADS=1.
-void BM_GptqHostNoLoss(benchmark::State& state) {
+void BM_GptqHostNoLoss(benchmark::State& state) try {
   const std::int64_t n = state.range(0), k = state.range(1), samples = 2048;
   obs::HostLapackBackend la;
   Layer layer;
@@ -246,8 +245,9 @@ void BM_GptqHostNoLoss(benchmark::State& state) {
   phases.report(state, static_cast<double>(n), static_cast<double>(k), 128.0, opt.report_loss);
   state.SetLabel("blas=" LLMK_BENCH_BLAS);
 }
+LLMK_BENCH_CATCH(state)
 
-void BM_SparseGptHost(benchmark::State& state) {
+void BM_SparseGptHost(benchmark::State& state) try {
   const Layer layer = make_layer(state.range(0), state.range(1));
   obs::HostLapackBackend la;
   const obs::SparseGptOptions opt = sparsegpt_options();
@@ -264,6 +264,7 @@ void BM_SparseGptHost(benchmark::State& state) {
   }
   phases.report(state, static_cast<double>(layer.n), static_cast<double>(layer.k), 128.0);
 }
+LLMK_BENCH_CATCH(state)
 
 // ---- (d) the GPU path ----
 
@@ -290,7 +291,7 @@ void run_gpu_path(benchmark::State& state, std::int64_t n, std::int64_t k, Call 
   phases.report(state, static_cast<double>(n), static_cast<double>(k), 128.0);
 }
 
-void BM_GptqGpu(benchmark::State& state) {
+void BM_GptqGpu(benchmark::State& state) try {
   const Layer layer = make_layer(state.range(0), state.range(1));
   const std::int64_t n = layer.n, k = layer.k, groups = k / kGroupSize;
   const obs::GptqOptions opt = gptq_options();
@@ -316,8 +317,9 @@ void BM_GptqGpu(benchmark::State& state) {
     return {};
   });
 }
+LLMK_BENCH_CATCH(state)
 
-void BM_SparseGptGpu(benchmark::State& state) {
+void BM_SparseGptGpu(benchmark::State& state) try {
   const Layer layer = make_layer(state.range(0), state.range(1));
   const std::int64_t n = layer.n, k = layer.k;
   const obs::SparseGptOptions opt = sparsegpt_options();
@@ -339,6 +341,7 @@ void BM_SparseGptGpu(benchmark::State& state) {
     return {};
   });
 }
+LLMK_BENCH_CATCH(state)
 
 // ---- (e) the GPU pruning selections: the CTA radix select against CUB's sorts ----
 
@@ -366,12 +369,10 @@ void run_prune(benchmark::State& state, obs::PruneGpuSelect select) {
   llmk::bench::set_throughput(state, static_cast<double>(n * k), 9.0 * n * k + 4.0 * k);
 }
 
-void BM_PruneBlockSelect(benchmark::State& state) {
-  run_prune(state, obs::PruneGpuSelect::kBlockSelect);
-}
-void BM_PruneDeviceSort(benchmark::State& state) {
-  run_prune(state, obs::PruneGpuSelect::kDeviceSort);
-}
+void BM_PruneBlockSelect(benchmark::State& state) try { run_prune(state, obs::PruneGpuSelect::kBlockSelect); }
+LLMK_BENCH_CATCH(state)
+void BM_PruneDeviceSort(benchmark::State& state) try { run_prune(state, obs::PruneGpuSelect::kDeviceSort); }
+LLMK_BENCH_CATCH(state)
 
 // ---- registration ----
 

@@ -140,7 +140,7 @@ void set_decode_counters(benchmark::State& state, const DecodeShape& s, int spli
 }
 
 template <class T>
-void BM_DenseDecode(benchmark::State& state) {
+void BM_DenseDecode(benchmark::State& state) try {
   const DecodeShape s(state);
   const std::size_t cache_count = s.cache_count();
   const std::size_t copies = copies_for(2 * cache_count * sizeof(T));
@@ -171,9 +171,10 @@ void BM_DenseDecode(benchmark::State& state) {
   });
   set_decode_counters<T>(state, s, plan.num_splits, copies);
 }
+LLMK_BENCH_CATCH(state)
 
 template <class T, class Code = T>
-void BM_PagedDecode(benchmark::State& state) {
+void BM_PagedDecode(benchmark::State& state) try {
   constexpr bool kQuantized = !std::is_same_v<T, Code>;
   const DecodeShape s(state);
   const int page_size = static_cast<int>(state.range(5));
@@ -233,6 +234,7 @@ void BM_PagedDecode(benchmark::State& state) {
   set_decode_counters<T, Code>(state, s, plan.num_splits, copies, kQuantized && per_row_scales);
   state.counters["page_size"] = page_size;
 }
+LLMK_BENCH_CATCH(state)
 
 // A positive scale for the fp8 cache's per-tensor scale (any value works; the codes' range fits N(0, 1)
 // rows).
@@ -241,7 +243,7 @@ float fp8_kv_scale(std::mt19937&) {
 }
 
 template <class T, class Code = T>
-void BM_AppendKv(benchmark::State& state) {
+void BM_AppendKv(benchmark::State& state) try {
   constexpr bool kQuantized = !std::is_same_v<T, Code>;
   constexpr bool kPerRowScales = std::is_same_v<Code, std::int8_t>;
   const int tokens = static_cast<int>(state.range(0)), seqs = static_cast<int>(state.range(1)),
@@ -319,9 +321,10 @@ void BM_AppendKv(benchmark::State& state) {
     llmk::bench::set_bandwidth(state, bytes);  // a copy: no FLOPs, as BM_DeviceCopy
   state.counters["kv_copies"] = static_cast<double>(copies);
 }
+LLMK_BENCH_CATCH(state)
 
 template <class T>
-void BM_CopyPages(benchmark::State& state) {
+void BM_CopyPages(benchmark::State& state) try {
   constexpr bool kScales = std::is_same_v<T, std::int8_t>;
   const int pairs = static_cast<int>(state.range(0)), kv_heads = static_cast<int>(state.range(1)),
             d = static_cast<int>(state.range(2)), page_size = static_cast<int>(state.range(3));
@@ -357,6 +360,7 @@ void BM_CopyPages(benchmark::State& state) {
   llmk::bench::set_bandwidth(state, bytes);  // a copy: no FLOPs, as BM_DeviceCopy
   state.counters["kv_copies"] = static_cast<double>(copies);
 }
+LLMK_BENCH_CATCH(state)
 
 #if defined(LLMK_CUDA)
 // Llama-3-8B-like GQA: 32 query heads sharing 8 KV heads, head dim 128. Largest cache: batch 64 x 8192 keys,

@@ -83,7 +83,7 @@ attn::PrefillArgs<T> chunk_args(const ChunkShape& s, const T* q, T* o) {
 }
 
 template <class T>
-void BM_DenseChunkPrefill(benchmark::State& state) {
+void BM_DenseChunkPrefill(benchmark::State& state) try {
   const ChunkShape s(state);
   if (s.d != kDim) {
     state.SkipWithError("head dim 128 only");
@@ -103,9 +103,10 @@ void BM_DenseChunkPrefill(benchmark::State& state) {
       state, [&] { return attn::prefill_with_config<T, attn::DefaultPrefillConfig<kDim>>(a, nullptr); });
   llmk::bench::set_throughput(state, s.flops(), 2.0 * (s.q_count() + s.kv_count()) * sizeof(T));
 }
+LLMK_BENCH_CATCH(state)
 
 template <class T, class Code = T>
-void BM_PagedPrefill(benchmark::State& state) {
+void BM_PagedPrefill(benchmark::State& state) try {
   constexpr bool kQuantized = !std::is_same_v<T, Code>;
   const ChunkShape s(state);
   if (s.d != kDim) {
@@ -139,6 +140,7 @@ void BM_PagedPrefill(benchmark::State& state) {
                                   (kQuantized && pool.kPerRowScales ? 2.0 * rows * sizeof(float) : 0.0));
   state.counters["page_size"] = s.page_size;
 }
+LLMK_BENCH_CATCH(state)
 
 #if defined(LLMK_CUDA)
 // Llama-3-8B-like GQA (32 query heads, 8 KV heads, head dim 128): a 512-token chunk after 3.5k cached

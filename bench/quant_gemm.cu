@@ -223,19 +223,21 @@ void run_scaled_8bit(benchmark::State& state, Gen gen, GemmFn gemm_fn, bool hopp
   });
 }
 
-void BM_W8A8(benchmark::State& state) {
+void BM_W8A8(benchmark::State& state) try {
   run_scaled_8bit<std::int8_t>(state, random_int8,
                                [](const auto& p) { return gemm::w8a8_gemm<half>(p, nullptr); });
 }
-void BM_FP8(benchmark::State& state) {
+LLMK_BENCH_CATCH(state)
+void BM_FP8(benchmark::State& state) try {
   run_scaled_8bit<llmk::float8_e4m3>(state, normal_fp8,
                                      [](const auto& p) { return gemm::fp8_gemm<half>(p, nullptr); });
 }
+LLMK_BENCH_CATCH(state)
 
 #if defined(LLMK_CUDA)
 // w8a8_gemm / fp8_gemm's Hopper kernel at every M (they take it for M > 64 only): the crossover at M <= 64
 // against their mma.sync split-K tiles (BM_W8A8 / BM_FP8). Skipped without sm_90a.
-void BM_W8A8Hopper(benchmark::State& state) {
+void BM_W8A8Hopper(benchmark::State& state) try {
   run_scaled_8bit<std::int8_t>(
       state, random_int8,
       [](const auto& p) {
@@ -244,7 +246,8 @@ void BM_W8A8Hopper(benchmark::State& state) {
       },
       true);
 }
-void BM_FP8Hopper(benchmark::State& state) {
+LLMK_BENCH_CATCH(state)
+void BM_FP8Hopper(benchmark::State& state) try {
   run_scaled_8bit<llmk::float8_e4m3>(
       state, normal_fp8,
       [](const auto& p) {
@@ -253,11 +256,12 @@ void BM_FP8Hopper(benchmark::State& state) {
       },
       true);
 }
+LLMK_BENCH_CATCH(state)
 
 // The Hopper fp16 GEMM (gemm_f16_sm90, llmk/gemm/gemm_f16.cuh): fp16 A and W, fp32 accumulate, fp16 out (the
 // bytes of BM_CublasHgemm), with a workspace so that small M splits K as cuBLAS's does. Skipped with
 // gemm_f16_sm90's message where the device or the build has no sm_90a code.
-void BM_Sm90Hgemm(benchmark::State& state) {
+void BM_Sm90Hgemm(benchmark::State& state) try {
   const Shape s(state);
   const std::size_t copies = copies_for(2 * s.nk());
   llmk::DeviceBuffer<half> a(s.mk()), w(copies * s.nk());
@@ -276,6 +280,7 @@ void BM_Sm90Hgemm(benchmark::State& state) {
     return gemm::gemm_f16_sm90(gc, nullptr);
   });
 }
+LLMK_BENCH_CATCH(state)
 
 // The Hopper GEMM's K sweep (docs/gemm.md, "Measured and predicted"). The 2026-11-25 H100 run fitted the
 // large-M Hopper GEMMs as rounds x (F + k-tiles x 0.425 us) with an unexplained fixed cost F of 4.4-7.5 us a
@@ -294,7 +299,7 @@ using SweepConfig = std::conditional_t<Cm == 1, SweepBase<In, BN, Cm, Pp>,
                                        gemm::Sm90ClusterGemmConfig<SweepBase<In, BN, Cm, Pp>>>;
 
 template <int BN, int Cm, int Pp = 0>
-void BM_Sm90KSweepF16(benchmark::State& state) {
+void BM_Sm90KSweepF16(benchmark::State& state) try {
   const Shape s(state);
   const std::size_t copies = copies_for(2 * s.nk());
   llmk::DeviceBuffer<half> a(s.mk()), w(copies * s.nk()), d(s.mn());
@@ -309,8 +314,9 @@ void BM_Sm90KSweepF16(benchmark::State& state) {
     return gemm::gemm_f16_sm90<SweepConfig<half, BN, Cm, Pp>>(gc, nullptr);
   });
 }
+LLMK_BENCH_CATCH(state)
 template <int BN, int Cm, int Pp = 0>
-void BM_Sm90KSweepI8(benchmark::State& state) {
+void BM_Sm90KSweepI8(benchmark::State& state) try {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * s.n;  // W + s_w
   const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
@@ -323,11 +329,12 @@ void BM_Sm90KSweepI8(benchmark::State& state) {
     return gemm::w8a8_gemm_sm90<half, SweepConfig<std::int8_t, BN, Cm, Pp>>(step, nullptr);
   });
 }
+LLMK_BENCH_CATCH(state)
 
 // Block-wise fp8 (gemm::fp8_gemm_blockwise, DeepSeek-V3 scales): e4m3 A and W, s_a per token and 128 of K
 // (token-contiguous), s_w per 128 x 128 weight block, fp16 out. Hopper only (skipped elsewhere with the
 // launcher's message); its anchor is BM_CublasLtFp8 (per-tensor scaling, the same bytes of A and W).
-void BM_FP8Blockwise(benchmark::State& state) {
+void BM_FP8Blockwise(benchmark::State& state) try {
   const Shape s(state);
   const int kb = (s.k + 127) / 128, nb = (s.n + 127) / 128;
   const double weight_bytes = static_cast<double>(s.nk()) + 4.0 * nb * kb;
@@ -354,9 +361,10 @@ void BM_FP8Blockwise(benchmark::State& state) {
     return gemm::fp8_gemm_blockwise<half>(p, nullptr);
   });
 }
+LLMK_BENCH_CATCH(state)
 #endif
 
-void BM_MixedInt8(benchmark::State& state) {
+void BM_MixedInt8(benchmark::State& state) try {
   const Shape s(state);
   const std::size_t w_out_count = static_cast<std::size_t>(s.n) * kOutliers;
   // W (outlier columns zeroed, still read) + s_w + the fp16 outlier weights.
@@ -382,6 +390,7 @@ void BM_MixedInt8(benchmark::State& state) {
     return gemm::mixed_int8_gemm<half>(step, nullptr);
   });
 }
+LLMK_BENCH_CATCH(state)
 
 // Weight-only GEMM: `bits` 4 or 8, scales per group of `group` K columns (0: per channel, G = K), uint8 zero
 // points or none. The packed weights are random bytes: the repack (weight_only_repack) of random codes is a
@@ -436,26 +445,25 @@ void run_weight_only(benchmark::State& state, int bits, int group, bool zero_poi
   });
 }
 
-void BM_W4A16(benchmark::State& state) {
-  run_weight_only(state, 4, kGroupSize, true);
-}
-void BM_W4A16PerChannel(benchmark::State& state) {
-  run_weight_only(state, 4, 0, false);
-}
-void BM_W8A16(benchmark::State& state) {
-  run_weight_only(state, 8, 0, false);
-}
-void BM_W4A16Hopper(benchmark::State& state) {
+void BM_W4A16(benchmark::State& state) try { run_weight_only(state, 4, kGroupSize, true); }
+LLMK_BENCH_CATCH(state)
+void BM_W4A16PerChannel(benchmark::State& state) try { run_weight_only(state, 4, 0, false); }
+LLMK_BENCH_CATCH(state)
+void BM_W8A16(benchmark::State& state) try { run_weight_only(state, 8, 0, false); }
+LLMK_BENCH_CATCH(state)
+void BM_W4A16Hopper(benchmark::State& state) try {
   run_weight_only(state, 4, kGroupSize, true, gemm::WeightOnlyKernel::kHopper);
 }
-void BM_W4A16MmaSync(benchmark::State& state) {
+LLMK_BENCH_CATCH(state)
+void BM_W4A16MmaSync(benchmark::State& state) try {
   run_weight_only(state, 4, kGroupSize, true, gemm::WeightOnlyKernel::kMmaSync);
 }
+LLMK_BENCH_CATCH(state)
 
 // ---- cuBLAS baselines (CUDA build) ----
 #if defined(LLMK_QUANT_GEMM_CUBLAS)
 
-void BM_CublasHgemm(benchmark::State& state) {
+void BM_CublasHgemm(benchmark::State& state) try {
   const Shape s(state);
   const double weight_bytes = 2.0 * static_cast<double>(s.nk());
   const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
@@ -475,6 +483,7 @@ void BM_CublasHgemm(benchmark::State& state) {
                                   a.data(), &beta, d.data(), CUDA_R_16F, CUBLAS_COMPUTE_32F);
   });
 }
+LLMK_BENCH_CATCH(state)
 
 // cuBLASLt GEMM, the same mapping as cublas_tn: cuBLASLt A = W (stored [K, N], TRANSA = T), B = A (stored
 // [K, M], TRANSB = N), C = D = [N, M] column-major. Int8 IMMA and fp8 kernels with the regular (column-major)
@@ -546,7 +555,7 @@ struct LtGemm {
 
 constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
 
-void BM_CublasLtInt8(benchmark::State& state) {
+void BM_CublasLtInt8(benchmark::State& state) try {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk());
   const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
@@ -575,11 +584,12 @@ void BM_CublasLtInt8(benchmark::State& state) {
   });
   state.counters["cublaslt"] = lt.found ? 1.0 : 0.0;
 }
+LLMK_BENCH_CATCH(state)
 
 // cuBLASLt fp8: e4m3 A and W, fp32 compute, fp16 out (no scales: the bare fp8 tensor-core GEMM, the floor for
 // BM_FP8, which also applies per-token x per-channel scales). sm_89+; a device or shape without an fp8
 // algorithm skips with cuBLASLt's answer.
-void BM_CublasLtFp8(benchmark::State& state) {
+void BM_CublasLtFp8(benchmark::State& state) try {
   const Shape s(state);
   const double weight_bytes = static_cast<double>(s.nk());
   const std::size_t copies = copies_for(static_cast<std::size_t>(weight_bytes));
@@ -604,6 +614,7 @@ void BM_CublasLtFp8(benchmark::State& state) {
                   kLtWorkspaceBytes);
   });
 }
+LLMK_BENCH_CATCH(state)
 
 #endif  // LLMK_QUANT_GEMM_CUBLAS
 

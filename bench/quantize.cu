@@ -74,7 +74,7 @@ std::int64_t row_bytes(int cols) {
 }
 
 template <class Q, class In>
-void BM_QuantizeDynamic(benchmark::State& state) {
+void BM_QuantizeDynamic(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
   llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
@@ -95,9 +95,10 @@ void BM_QuantizeDynamic(benchmark::State& state) {
   llmk::bench::set_throughput(state, 1.0 * rows * cols,
                               1.0 * rows * cols * sizeof(In) + 1.0 * rows * ldq + param_bytes<Q>(rows, cols));
 }
+LLMK_BENCH_CATCH(state)
 
 template <class Q, class In>
-void BM_Quantize(benchmark::State& state) {
+void BM_Quantize(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
   llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
@@ -111,9 +112,10 @@ void BM_Quantize(benchmark::State& state) {
   llmk::bench::set_throughput(state, 1.0 * rows * cols,
                               1.0 * rows * cols * sizeof(In) + 1.0 * rows * ldq + param_bytes<Q>(rows, cols));
 }
+LLMK_BENCH_CATCH(state)
 
 template <class Q, class Out>
-void BM_Dequantize(benchmark::State& state) {
+void BM_Dequantize(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
   llmk::DeviceBuffer<std::uint8_t> codes = random_device<std::uint8_t>(static_cast<std::size_t>(rows) * ldq);
@@ -128,9 +130,10 @@ void BM_Dequantize(benchmark::State& state) {
       state, 1.0 * rows * cols,
       1.0 * rows * ldq + 1.0 * rows * cols * sizeof(Out) + param_bytes<Q>(rows, cols));
 }
+LLMK_BENCH_CATCH(state)
 
 template <class In>
-void BM_TensorAmax(benchmark::State& state) {
+void BM_TensorAmax(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
   llmk::DeviceBuffer<float> amax(1);
@@ -138,12 +141,13 @@ void BM_TensorAmax(benchmark::State& state) {
       state, [&] { return q::tensor_amax(x.data(), cols, rows, cols, amax.data(), nullptr); });
   llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 4.0);
 }
+LLMK_BENCH_CATCH(state)
 
 // The same reduction by CUB (llmk::device::reduce_max_abs: cub::DeviceReduce on a GPU) on the same contiguous
 // tensor: the pairing's anchor of BM_TensorAmax (bench/model/pairs.py). tensor_amax stays hand-written
 // (strided views with 16-byte loads, no workspace) while it is not slower than this.
 template <class In>
-void BM_TensorAmaxCub(benchmark::State& state) {
+void BM_TensorAmaxCub(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t n = static_cast<std::int64_t>(rows) * cols;
   llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(n));
@@ -158,6 +162,7 @@ void BM_TensorAmaxCub(benchmark::State& state) {
   });
   llmk::bench::set_throughput(state, 1.0 * n, 1.0 * n * sizeof(In) + 4.0);
 }
+LLMK_BENCH_CATCH(state)
 
 // LLM.int8()'s outlier column list of activations [tokens, hidden] (about 1% of columns above 6): the
 // one-block compaction (no workspace) and the workspace form (CUB's DeviceSelect), the latter the anchor.
@@ -169,7 +174,7 @@ std::vector<In> outlier_activations(int rows, int cols) {
 }
 
 template <class In>
-void BM_OutlierColumns(benchmark::State& state) {
+void BM_OutlierColumns(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols));
   llmk::DeviceBuffer<std::int32_t> out(static_cast<std::size_t>(cols)), count(1);
@@ -178,9 +183,10 @@ void BM_OutlierColumns(benchmark::State& state) {
   });
   llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 8.0 * cols);
 }
+LLMK_BENCH_CATCH(state)
 
 template <class In>
-void BM_OutlierColumnsCub(benchmark::State& state) {
+void BM_OutlierColumnsCub(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols));
   llmk::DeviceBuffer<std::int32_t> out(static_cast<std::size_t>(cols)), count(1);
@@ -195,6 +201,7 @@ void BM_OutlierColumnsCub(benchmark::State& state) {
   });
   llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 8.0 * cols);
 }
+LLMK_BENCH_CATCH(state)
 
 using llmk::bfloat16;
 using llmk::half;

@@ -89,25 +89,21 @@ void run_f16_gemm(benchmark::State& state) {
   op.set_counters(state);
 }
 
-void BM_TileGemmF16(benchmark::State& state) {
-  run_f16_gemm<half, false>(state);
-}
-void BM_GemmF16(benchmark::State& state) {
-  run_f16_gemm<half, true>(state);
-}
+void BM_TileGemmF16(benchmark::State& state) try { run_f16_gemm<half, false>(state); }
+LLMK_BENCH_CATCH(state)
+void BM_GemmF16(benchmark::State& state) try { run_f16_gemm<half, true>(state); }
+LLMK_BENCH_CATCH(state)
 
 #if defined(LLMK_CUDA)
-void BM_TileGemmBF16(benchmark::State& state) {
-  run_f16_gemm<bfloat16, false>(state);
-}
-void BM_GemmBF16(benchmark::State& state) {
-  run_f16_gemm<bfloat16, true>(state);
-}
+void BM_TileGemmBF16(benchmark::State& state) try { run_f16_gemm<bfloat16, false>(state); }
+LLMK_BENCH_CATCH(state)
+void BM_GemmBF16(benchmark::State& state) try { run_f16_gemm<bfloat16, true>(state); }
+LLMK_BENCH_CATCH(state)
 #endif
 
 #if defined(LLMK_CUDA) && defined(LLMK_BENCH_CUBLAS)
 template <class T>
-void BM_CublasGemm(benchmark::State& state) {
+void BM_CublasGemm(benchmark::State& state) try {
   const GemmOperands<T> op(state);
   llmk::bench::CublasHandle handle;
   if (!llmk::bench::skip_unless_ok(state,
@@ -121,6 +117,7 @@ void BM_CublasGemm(benchmark::State& state) {
   });
   op.set_counters(state);
 }
+LLMK_BENCH_CATCH(state)
 #endif
 
 #if defined(LLMK_CUDA)

@@ -145,7 +145,7 @@ void time_rotating(benchmark::State& state, std::size_t copies, Work&& work, std
 /// llmk::bench::BM_DeviceCopy;` then BENCHMARK(BM_DeviceCopy), so the name carries no namespace): a
 /// device-to-device copy of that many MiB, cudaMemcpyAsync on a GPU, llmk::device_copy in the simulator.
 /// Counter: bytes/s with bytes = 2 * size (size read + size written).
-inline void BM_DeviceCopy(benchmark::State& state) {
+inline void BM_DeviceCopy(benchmark::State& state) try {
   const std::size_t bytes = static_cast<std::size_t>(state.range(0)) << 20;
   DeviceBuffer<unsigned char> src(bytes), dst(bytes);
   if (!skip_unless_ok(state, device_memset(src.data(), 0x3c, bytes))) return;
@@ -160,5 +160,6 @@ inline void BM_DeviceCopy(benchmark::State& state) {
   });
   set_bandwidth(state, 2.0 * static_cast<double>(bytes));  // a copy has no FLOPs
 }
+LLMK_BENCH_CATCH(state)
 
 }  // namespace llmk::bench

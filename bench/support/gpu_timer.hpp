@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "bench_guard.hpp"
 #include "llmk/config.cuh"
 #include "llmk/core/launch.cuh"
 #include "llmk/core/status.cuh"

@@ -588,5 +588,24 @@ class TestSdpaAnchor(unittest.TestCase):
             self.assertFalse(out.exists())
 
 
+class TestBenchmarkGuards(unittest.TestCase):
+    """Every benchmark function is a function-try-block ending in LLMK_BENCH_CATCH (bench/support/bench_guard.hpp):
+    an exception out of one benchmark errors its row instead of aborting the binary. The handler itself is tested
+    by tests/perf/bench_guard.cpp."""
+
+    def test_every_benchmark_function_is_guarded(self):
+        import re
+        definition = re.compile(r"^(?:inline |static )?void (BM_\w+)\(benchmark::State& state\)\s*(try\b)?",
+                                re.M)
+        seen, unguarded = 0, []
+        for path in sorted(list((ROOT / "bench").glob("*.cu")) + list((ROOT / "bench/support").glob("*.hpp"))):
+            for m in definition.finditer(path.read_text()):
+                seen += 1
+                if not m.group(2):
+                    unguarded.append(f"{path.relative_to(ROOT)}: {m.group(1)}")
+        self.assertGreater(seen, 40)
+        self.assertEqual(unguarded, [], "benchmark functions without `try { ... } LLMK_BENCH_CATCH(state)`")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
