@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,11 +32,36 @@ std::vector<T> random_tensor(std::int64_t count, float magnitude, std::mt19937& 
   return v;
 }
 
-/// The FlashAttention rule: max |out - ref| <= 2 * max |naive - ref| + 1e-3, where naive is the
-/// same-precision framework computation; every LSE within 1e-3 (or both -inf). `got` may contain poison: NaN
-/// fails. k_exact / v_exact (optional): the exact K and V when k / v are their roundings to T (an 8-bit
-/// cache's code * scale): the reference then attends over the exact values, the naive baseline over k / v
-/// (what a framework that dequantizes to T computes).
+/// The absolute floor of the rule for one output row (docs/attention.md, "Testing"): one unit in the last
+/// place of T at the row's largest reference value (the kernel rounds its output to T, the naive baseline
+/// keeps fp32), at most 1e-3, plus 1e-6. Before 2026-11-29 the floor was 1e-3 for every row, more than a
+/// dropped key moves a row of a long history (|v_j - out| / kv_len: ~3e-4 at 2000 keys).
+template <class T>
+double output_floor(double row_ref_max) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "16-bit outputs only");
+  constexpr int kMantissaBits = std::is_same_v<T, half> ? 10 : 7;
+  return std::min(1e-3, std::ldexp(row_ref_max, -kMantissaBits)) + 1e-6;
+}
+
+/// How close a row came to its bound (error / bound), printed per call when LLMK_TEST_TOLERANCE_STATS is
+/// set: what the floor above was calibrated with.
+inline bool tolerance_stats() {
+  static const bool on = std::getenv("LLMK_TEST_TOLERANCE_STATS") != nullptr;
+  return on;
+}
+
+/// The LSE bound: 5e-5 * max(1, |ref|) when the kernel reads the reference's inputs (the simulator's LSEs are
+/// within 3e-7 relative: fp32 sums of 2^x; the GPU's approximate exp2 / log2 add ~2^-22 relative), 1e-3 when
+/// the kernel reads rounded K / V and the reference the exact values (an 8-bit cache).
+inline double lse_tolerance(double ref, bool exact_inputs) {
+  return exact_inputs ? 5e-5 * std::max(1.0, std::fabs(ref)) : 1e-3;
+}
+
+/// The FlashAttention rule, per row: max |out - ref| <= 2 * max |naive - ref| + output_floor<T>(max |ref|),
+/// where naive is the same-precision framework computation; every LSE within lse_tolerance (or both -inf).
+/// `got` may contain poison: NaN fails. k_exact / v_exact (optional): the exact K and V when k / v are their
+/// roundings to T (an 8-bit cache's code * scale): the reference then attends over the exact values, the
+/// naive baseline over k / v (what a framework that dequantizes to T computes).
 template <class T>
 void check_attention(const reference::AttentionProblem& p, const std::vector<T>& q, const std::vector<T>& k,
                      const std::vector<T>& v, const std::vector<T>& got, const std::vector<float>* got_lse,
@@ -53,37 +81,47 @@ void check_attention(const reference::AttentionProblem& p, const std::vector<T>&
   reference::attention_naive(p, q.data(), k.data(), v.data(), naive.data());
   // Checked per (token, head) row, so one bad row cannot hide behind another row's large naive error; the
   // global figures are reported.
-  double err = 0.0, naive_err = 0.0;
+  double err = 0.0, naive_err = 0.0, used = 0.0;
   std::int64_t worst = -1, bad_rows = 0;
   const int d = p.head_dim;
   for (std::int64_t row = 0; row < n / d; ++row) {
-    double row_err = 0.0, row_naive = 0.0;
+    double row_err = 0.0, row_naive = 0.0, row_max = 0.0;
     for (std::int64_t i = row * d; i < (row + 1) * d; ++i) {
       const double e = std::fabs(static_cast<double>(got[i].to_float()) - ref[i]);
       row_err = std::isnan(e) ? e : std::max(row_err, e);
       if (std::isnan(row_err)) break;
       row_naive = std::max(row_naive, std::fabs(static_cast<double>(naive[i]) - ref[i]));
+      row_max = std::max(row_max, std::fabs(ref[i]));
     }
     naive_err = std::max(naive_err, row_naive);
     if (!(row_err <= err)) {
       err = row_err;
       worst = row;
     }
-    if (!(row_err <= 2.0 * row_naive + 1e-3) && bad_rows++ < 3)
+    const double bound = 2.0 * row_naive + output_floor<T>(row_max);
+    used = std::isnan(row_err) ? row_err : std::max(used, row_err / bound);
+    if (!(row_err <= bound) && bad_rows++ < 3)
       MESSAGE("row " << row << " (token " << row / p.num_heads << ", head " << row % p.num_heads
-                     << "): error " << row_err << ", naive error " << row_naive);
+                     << "): error " << row_err << ", naive error " << row_naive << ", bound " << bound);
   }
   INFO("max error " << err << " in row " << worst << ", max naive error " << naive_err);
   CHECK(bad_rows == 0);
+  double lse_used = 0.0;
   if (got_lse != nullptr) {
+    const bool exact_inputs = k_exact == nullptr;
     int bad = 0;
     for (std::size_t i = 0; i < ref_lse.size(); ++i) {
       const double g = (*got_lse)[i], r = ref_lse[i];
-      const bool ok = std::isinf(r) ? (g == r) : std::fabs(g - r) <= 1e-3;
-      if (!ok && bad++ < 5) MESSAGE("lse[" << i << "] = " << g << ", want " << r);
+      const double tol = lse_tolerance(r, exact_inputs);
+      const bool ok = std::isinf(r) ? (g == r) : std::fabs(g - r) <= tol;
+      if (!std::isinf(r)) lse_used = std::isnan(g) ? g : std::max(lse_used, std::fabs(g - r) / tol);
+      if (!ok && bad++ < 5) MESSAGE("lse[" << i << "] = " << g << ", want " << r << " +- " << tol);
     }
     CHECK(bad == 0);
   }
+  if (tolerance_stats())
+    std::fprintf(stderr, "tolerance use: output %.3f lse %.3f (rows %lld, head dim %d, exact inputs %d)\n",
+                 used, lse_used, static_cast<long long>(n / d), d, k_exact == nullptr ? 1 : 0);
 }
 
 /// Special-value checks (docs/attention.md, "Special values"): `got` (and `got_lse`, optional) against a
@@ -154,17 +192,22 @@ std::int64_t check_special_values(const reference::AttentionProblem& p, const st
   std::vector<float> naive(static_cast<std::size_t>(n));
   reference::attention_fp64(p, q.data(), k.data(), v.data(), ref.data(), ref_lse.data());
   reference::attention_naive(p, q.data(), k.data(), v.data(), naive.data());
-  std::vector<double> row_naive(static_cast<std::size_t>(rows), 0.0);
-  for (std::int64_t row = 0; row < rows; ++row)
+  std::vector<double> bound(static_cast<std::size_t>(rows), 0.0);  // 2 * naive error + output_floor
+  for (std::int64_t row = 0; row < rows; ++row) {
+    double row_naive = 0.0, row_max = 0.0;
     for (int col = 0; col < d; ++col) {
       const std::size_t i = static_cast<std::size_t>(row * d + col);
       const double e = std::fabs(static_cast<double>(naive[i]) - ref[i]);
-      if (!nan_out(row, col) && std::isfinite(e))
-        row_naive[static_cast<std::size_t>(row)] = std::max(row_naive[static_cast<std::size_t>(row)], e);
+      if (!nan_out(row, col) && std::isfinite(e)) {
+        row_naive = std::max(row_naive, e);
+        row_max = std::max(row_max, std::fabs(ref[i]));
+      }
     }
+    bound[static_cast<std::size_t>(row)] = 2.0 * row_naive + output_floor<T>(row_max);
+  }
   return check_nan_pattern(
       rows, d, ref, ref_lse, got, got_lse, nan_out, nan_lse,
-      [&](std::int64_t row, std::int64_t) { return 2.0 * row_naive[static_cast<std::size_t>(row)] + 1e-3; });
+      [&](std::int64_t row, std::int64_t) { return bound[static_cast<std::size_t>(row)]; });
 }
 
 /// The keys [first, end) of one sequence whose V rows a prefill block loads, for the block holding query

@@ -12,11 +12,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -109,14 +113,17 @@ void write_tokens(const std::vector<T>& k, const std::vector<T>& v, const Setup&
   REQUIRE_MESSAGE(st.ok(), st.message());
 }
 
-template <class T>
-void make_cache(Cache<T>& c, const Setup& s, std::mt19937& rng) {
+// `plant(c)`, when given, changes c.k / c.v (special values) after they are drawn and before sequence 1's
+// shared prefix is copied from sequence 0 and the pools are written.
+template <class T, class Plant = std::nullptr_t>
+void make_cache(Cache<T>& c, const Setup& s, std::mt19937& rng, Plant plant = nullptr) {
   c.s = s;
   const int batch = static_cast<int>(s.lens.size()), row = s.kv_heads * s.dim;
   c.kv_begin.assign(batch + 1, 0);
   for (int b = 0; b < batch; ++b) c.kv_begin[b + 1] = c.kv_begin[b] + s.lens[b];
   c.k = llmk::test::random_tensor<T>(static_cast<std::int64_t>(c.kv_begin[batch]) * row, 1.0f, rng);
   c.v = llmk::test::random_tensor<T>(static_cast<std::int64_t>(c.kv_begin[batch]) * row, 1.0f, rng);
+  if constexpr (!std::is_same_v<Plant, std::nullptr_t>) plant(c);
   // Only whole pages are shared, and only as many as both sequences have.
   const int shared_pages = batch < 2 ? 0 : std::min({s.shared_prefix, s.lens[0], s.lens[1]}) / s.page_size;
   for (int t = 0; t < shared_pages * s.page_size; ++t)
@@ -414,6 +421,63 @@ TEST_CASE("paged decode: HND and NHD; bf16; GQA 4 and MQA; head dim 128") {
   s.kv_heads = 1;
   s.hnd = true;
   check_decode<f16>(s, rng, 0);
+}
+
+// docs/attention.md, "Special values", through the page table: a NaN in K at key j makes every column of the
+// query heads that see j NaN (and their LSE), a NaN in V one column; a NaN in a page shared by two sequences
+// reaches both. The paged forms give the dense kernel's bits (NaN payloads included), and the NaN pattern is
+// exactly the expected one: every other output and LSE finite.
+TEST_CASE("paged decode: NaN in K or V pages reaches exactly the heads that see it, shared pages included") {
+  std::mt19937 rng(615);
+  Setup s;
+  s.lens = {150, 200, 37};
+  s.page_size = 16;
+  s.shared_prefix = 32;                // sequence 1's first two pages are sequence 0's
+  const int row = s.kv_heads * s.dim;  // 2 KV heads of dim 64; 4 query heads: heads 2g, 2g + 1 read KV head g
+  const float nan = std::nanf("");
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng, [&](Cache<f16>& cc) {
+    auto at = [&](int b, int t, int g, int col) { return (cc.kv_begin[b] + t) * row + g * s.dim + col; };
+    cc.k[at(0, 5, 1, 17)] = f16(nan);   // a shared page: heads 2, 3 of sequences 0 and 1
+    cc.v[at(1, 180, 0, 9)] = f16(nan);  // column 9 of heads 0, 1 of sequence 1
+    cc.k[at(2, 36, 0, 0)] = f16(nan);   // the last key of a short last page: heads 0, 1 of sequence 2
+  });
+  // (sequence, head, column): column -1 is the whole row and its LSE.
+  const std::set<std::tuple<int, int, int>> want = {{0, 2, -1}, {0, 3, -1}, {1, 2, -1}, {1, 3, -1},
+                                                    {1, 0, 9},  {1, 1, 9},  {2, 0, -1}, {2, 1, -1}};
+  const int batch = static_cast<int>(s.lens.size());
+  const std::vector<f16> q =
+      llmk::test::random_tensor<f16>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+  for (int splits : {1, 3}) {
+    CAPTURE(splits);
+    std::vector<float> lse_dense, lse_csr, lse_table;
+    const auto dense = run_decode(c, q, splits, 0, &lse_dense);
+    const auto csr = run_decode(c, q, splits, 1, &lse_csr);
+    const auto table = run_decode(c, q, splits, 2, &lse_table);
+    CHECK(same_bits(dense, csr));
+    CHECK(same_bits(dense, table));
+    CHECK(std::memcmp(lse_dense.data(), lse_csr.data(), lse_dense.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(lse_dense.data(), lse_table.data(), lse_dense.size() * sizeof(float)) == 0);
+    int nan_outputs = 0;
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < s.heads; ++h) {
+        CAPTURE(b);
+        CAPTURE(h);
+        const bool whole = want.count({b, h, -1}) != 0;
+        CHECK(std::isnan(lse_csr[b * s.heads + h]) == whole);
+        for (int col = 0; col < s.dim; ++col) {
+          const float o = static_cast<float>(csr[(static_cast<std::size_t>(b) * s.heads + h) * s.dim + col]);
+          const bool want_nan = whole || want.count({b, h, col}) != 0;
+          nan_outputs += std::isnan(o) ? 1 : 0;
+          if (std::isnan(o) != want_nan || (!want_nan && !std::isfinite(o))) {
+            CAPTURE(col);
+            FAIL_CHECK("output " << o << " where " << (want_nan ? "NaN" : "a finite value")
+                                 << " is expected");
+          }
+        }
+      }
+    CHECK(nan_outputs == 6 * s.dim + 2);
+  }
 }
 
 TEST_CASE("paged (chunked) prefill: a chunk attends to the cached prefix and to itself, == dense prefill") {
