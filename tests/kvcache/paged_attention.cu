@@ -306,6 +306,23 @@ std::vector<T> run_decode(const Cache<T>& c, const std::vector<T>& q, int splits
   return d_o.to_host();
 }
 
+// Decodes q over the dense cache and both paged table forms; the three must agree bit for bit (outputs and
+// LSEs, NaN payloads included). Returns the CSR form's output and LSE.
+template <class T>
+std::vector<T> decode_all_forms(const Cache<T>& c, const std::vector<T>& q, int splits,
+                                std::vector<float>* lse) {
+  std::vector<float> lse_dense, lse_table;
+  const auto dense = run_decode(c, q, splits, 0, &lse_dense);
+  const auto csr = run_decode(c, q, splits, 1, lse);
+  const auto table = run_decode(c, q, splits, 2, &lse_table);
+  CHECK(same_bits(dense, csr));
+  CHECK(same_bits(dense, table));
+  REQUIRE(lse->size() == lse_dense.size());
+  CHECK(std::memcmp(lse_dense.data(), lse->data(), lse_dense.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(lse_dense.data(), lse_table.data(), lse_dense.size() * sizeof(float)) == 0);
+  return csr;
+}
+
 template <class T>
 void check_decode(const Setup& s, std::mt19937& rng, int splits) {
   CAPTURE(s.page_size);
@@ -318,16 +335,10 @@ void check_decode(const Setup& s, std::mt19937& rng, int splits) {
   const int batch = static_cast<int>(s.lens.size());
   const std::vector<T> q =
       llmk::test::random_tensor<T>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
-  std::vector<float> lse_dense, lse_csr, lse_table;
-  const auto dense = run_decode(c, q, splits, 0, &lse_dense);
-  const auto csr = run_decode(c, q, splits, 1, &lse_csr);
-  const auto table = run_decode(c, q, splits, 2, &lse_table);
-  CHECK(same_bits(dense, csr));
-  CHECK(same_bits(dense, table));
-  CHECK(lse_dense == lse_csr);
-  CHECK(lse_dense == lse_table);
+  std::vector<float> lse;
+  const std::vector<T> out = decode_all_forms(c, q, splits, &lse);
   const llmk::reference::AttentionProblem p = decode_problem(s);
-  llmk::test::check_attention(p, q, c.k, c.v, csr, &lse_csr);
+  llmk::test::check_attention(p, q, c.k, c.v, out, &lse);
 }
 
 }  // namespace
@@ -450,14 +461,8 @@ TEST_CASE("paged decode: NaN in K or V pages reaches exactly the heads that see 
       llmk::test::random_tensor<f16>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
   for (int splits : {1, 3}) {
     CAPTURE(splits);
-    std::vector<float> lse_dense, lse_csr, lse_table;
-    const auto dense = run_decode(c, q, splits, 0, &lse_dense);
-    const auto csr = run_decode(c, q, splits, 1, &lse_csr);
-    const auto table = run_decode(c, q, splits, 2, &lse_table);
-    CHECK(same_bits(dense, csr));
-    CHECK(same_bits(dense, table));
-    CHECK(std::memcmp(lse_dense.data(), lse_csr.data(), lse_dense.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(lse_dense.data(), lse_table.data(), lse_dense.size() * sizeof(float)) == 0);
+    std::vector<float> lse_csr;
+    const std::vector<f16> csr = decode_all_forms(c, q, splits, &lse_csr);
     int nan_outputs = 0;
     for (int b = 0; b < batch; ++b)
       for (int h = 0; h < s.heads; ++h) {

@@ -730,7 +730,9 @@ Status plan_decode_with_config(const DecodeArgs<T>& args, DecodePlan* plan, Deco
 }
 
 /// Split-KV decode with an explicit configuration. The caller owns the workspace (CUB style): plan first,
-/// allocate plan.workspace_bytes (16-byte aligned; nothing when 0), then run.
+/// allocate plan.workspace_bytes (16-byte aligned; nothing when 0), then run. It only enqueues kernels on
+/// `stream` (no allocation, synchronization or host read of device memory), so it can be captured in a CUDA
+/// graph; a workspace serves one call at a time (two decodes in flight on two streams need two).
 ///
 ///   llmk::attention::DecodeArgs<llmk::half> a;   // q [B, H, 128], k/v [B, max_len, H_kv, 128], ...
 ///   llmk::attention::DecodePlan plan;

@@ -38,7 +38,9 @@ namespace llmk::gemm {
 
 /// Arguments of mixed_int8_gemm: the int8 part (regular columns, outlier columns zeroed in both A and W)
 /// plus the fp16 outlier part: A_out [M, k_outliers] and W_out [N, k_outliers] (K-major, as
-/// llmk::quant::split_outlier_columns writes them; k_outliers may be 0).
+/// llmk::quant::split_outlier_columns writes them; k_outliers may be 0). k_outliers is a host value: with
+/// outlier columns found on the device (find_outlier_columns), their count crosses to the host before the
+/// launch, so a step whose outliers change cannot be captured in a CUDA graph as one (capture it per count).
 struct MixedInt8Args {
   QuantGemmArgs<std::int8_t> regular;
   const half* a_outliers = nullptr;

@@ -266,7 +266,9 @@ inline constexpr std::size_t kQuantizeDynamicWorkspaceBytes = 16;
 ///
 /// Workspace, CUB style: call once with workspace == nullptr to get the size in *workspace_bytes (nothing
 /// else is read or launched), allocate it (4-byte aligned device memory, e.g. DeviceBuffer), call again with
-/// it. The size is never 0, so the second call is never mistaken for a query; only PerTensor writes to it.
+/// it. The size is never 0, so the second call is never mistaken for a query; only PerTensor writes to it
+/// (its range accumulator), so a PerTensor workspace serves one call at a time (two calls in flight on two
+/// streams need two workspaces).
 ///
 /// Rules: those of quantize, plus scales_out non-null (zero_points_out too when Asymmetric), workspace_bytes
 /// non-null, *workspace_bytes >= the queried size, workspace 4-byte aligned.
