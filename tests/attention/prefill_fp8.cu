@@ -5,8 +5,10 @@
 // error <= 2^-4 above 2^-6, absolute <= 2^-10 below, with p scaled into (0, 256]). Per element:
 //   |out - ref| <= (2^-4 + kv_len * 2^-18) * max |v| + 2^-8 * |ref| + 1e-4       (a bound, never reached)
 // and, since the roundings of many keys cancel, over the whole output:
-//   rms(out - ref) <= 0.08 * rms(ref)            (measured: about 0.02; a zero, shuffled or mis-scaled output
-//                                                 is at 1 or more)
+//   rms(out - ref) <= 0.04 * rms(ref)            (measured: 0.0257, the same on an H100 and in the simulator;
+//                                                 a zero, shuffled or mis-scaled output is at 1 or more; one
+//                                                 V row lost moves a row by ~1 / sqrt(kv_len): 0.065 at 240
+//                                                 keys, which the bound of 0.08 until 2026-11-29 let pass)
 // LSEs (computed from the unrounded p) within 1e-3.
 #include <doctest/doctest.h>
 
@@ -148,7 +150,7 @@ void check_fp8(const Inputs& in, const std::vector<T>& got, const std::vector<fl
   const double rms = std::sqrt(err2 / std::max(ref2, 1e-30));
   INFO("rms error / rms ref = " << rms << ", max error " << worst << " (bound " << slack << " + |ref|/256)");
   CHECK(bad == 0);
-  CHECK(rms <= 0.08);
+  CHECK(rms <= 0.04);
   g_worst_rms = std::max(g_worst_rms, rms);
   g_worst_max = std::max(g_worst_max, worst / std::max(vmax, 1e-30));
   int bad_lse = 0;
