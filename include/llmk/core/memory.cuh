@@ -32,23 +32,67 @@ inline int cuda_device_count() {
 #endif
 }
 
-/// Allocates `bytes` of device memory (256-byte aligned), poisoned.
-inline Status device_malloc(void** ptr, std::size_t bytes) {
+namespace detail {
+
+// Allocates `bytes` of device memory (256-byte aligned), not yet poisoned.
+inline Status device_allocate(void** ptr, std::size_t bytes) {
   if (ptr == nullptr) return Status::invalid_argument("ptr", "must not be null");
   *ptr = nullptr;
   if (bytes == 0) return {};
 #if defined(LLMK_CUDA)
-  cudaError_t e = cudaMalloc(ptr, bytes);
-  if (e != cudaSuccess)
+  const cudaError_t e = cudaMalloc(ptr, bytes);
+  if (e != cudaSuccess) {
+    *ptr = nullptr;
     return Status::out_of_memory(str_cat("cudaMalloc(", bytes, "): ", cudaGetErrorString(e)));
-  e = cudaMemset(*ptr, kPoisonByte, bytes);
-  if (e != cudaSuccess) return Status::cuda_error("cudaMemset", cudaGetErrorString(e));
+  }
 #else
   *ptr = ::operator new (bytes, std::align_val_t{256}, std::nothrow);
   if (*ptr == nullptr) return Status::out_of_memory(str_cat("host allocation of ", bytes, " bytes"));
-  std::memset(*ptr, kPoisonByte, bytes);
 #endif
   return {};
+}
+
+#if defined(LLMK_CUDA)
+// Waits for the default stream's work (where cudaMemcpy / cudaMemset run, legacy or per-thread): they may
+// return before the device finished (a device-to-device copy, the DMA of a pageable host-to-device copy, a
+// memset), and a kernel on a non-blocking stream is not ordered after them.
+inline Status finish_default_stream(const char* call, cudaError_t e) {
+  if (e == cudaSuccess) e = cudaStreamSynchronize(nullptr);
+  return e == cudaSuccess ? Status{} : Status::cuda_error(call, cudaGetErrorString(e));
+}
+#endif
+
+// Poisons [ptr, ptr + bytes) in stream order.
+inline Status poison_on(void* ptr, std::size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return {};
+#if defined(LLMK_CUDA)
+  const cudaError_t e = cudaMemsetAsync(ptr, kPoisonByte, bytes, stream);
+  if (e != cudaSuccess) return Status::cuda_error("cudaMemsetAsync", cudaGetErrorString(e));
+#else
+  (void)stream;
+  std::memset(ptr, kPoisonByte, bytes);
+#endif
+  return {};
+}
+
+}  // namespace detail
+
+/// Allocates `bytes` of device memory (256-byte aligned), poisoned; the poison is in place when it returns,
+/// so a kernel on any stream (non-blocking ones included) reads it, never the other way round.
+inline Status device_malloc(void** ptr, std::size_t bytes) {
+  LLMK_RETURN_IF_ERROR(detail::device_allocate(ptr, bytes));
+  if (bytes == 0) return {};
+#if defined(LLMK_CUDA)
+  const Status poisoned = detail::finish_default_stream("cudaMemset", cudaMemset(*ptr, kPoisonByte, bytes));
+  if (!poisoned.ok()) {
+    cudaFree(*ptr);
+    *ptr = nullptr;
+  }
+  return poisoned;
+#else
+  std::memset(*ptr, kPoisonByte, bytes);
+  return {};
+#endif
 }
 
 inline void device_free(void* ptr) {
@@ -62,7 +106,7 @@ inline void device_free(void* ptr) {
 
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
-/// Synchronous copy between host and device memory.
+/// Synchronous copy between host and device memory: the copy is complete when it returns.
 inline Status device_copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) {
   if (bytes == 0) return {};
   if (dst == nullptr) return Status::invalid_argument("dst", "must not be null");
@@ -71,8 +115,7 @@ inline Status device_copy(void* dst, const void* src, std::size_t bytes, CopyKin
   const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
                            : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
                                                              : cudaMemcpyDeviceToDevice;
-  cudaError_t e = cudaMemcpy(dst, src, bytes, k);
-  if (e != cudaSuccess) return Status::cuda_error("cudaMemcpy", cudaGetErrorString(e));
+  LLMK_RETURN_IF_ERROR(detail::finish_default_stream("cudaMemcpy", cudaMemcpy(dst, src, bytes, k)));
 #else
   (void)kind;
   std::memmove(dst, src, bytes);
@@ -80,13 +123,12 @@ inline Status device_copy(void* dst, const void* src, std::size_t bytes, CopyKin
   return {};
 }
 
-/// Fills device memory with a byte value.
+/// Fills device memory with a byte value; complete when it returns.
 inline Status device_memset(void* dst, int value, std::size_t bytes) {
   if (bytes == 0) return {};
   if (dst == nullptr) return Status::invalid_argument("dst", "must not be null");
 #if defined(LLMK_CUDA)
-  cudaError_t e = cudaMemset(dst, value, bytes);
-  if (e != cudaSuccess) return Status::cuda_error("cudaMemset", cudaGetErrorString(e));
+  LLMK_RETURN_IF_ERROR(detail::finish_default_stream("cudaMemset", cudaMemset(dst, value, bytes)));
 #else
   std::memset(dst, value, bytes);
 #endif
@@ -103,7 +145,7 @@ inline Status device_synchronize() {
   return {};
 }
 
-/// Runs work(scratch) with `bytes` of device memory allocated for the call (device_malloc: poisoned) and
+/// Runs work(scratch) with `bytes` of device memory allocated for the call (poisoned on `stream`) and
 /// frees it after synchronizing `stream`, on which work queues its kernels: for the entries that take no
 /// caller-owned storage (offline steps; an allocation and a synchronization per call). Returns the
 /// allocation's error, else work's, else the synchronization's; *allocated (when not null) says whether the
@@ -112,9 +154,15 @@ inline Status device_synchronize() {
 template <class Work>
 Status with_device_scratch(std::size_t bytes, cudaStream_t stream, Work&& work, bool* allocated = nullptr) {
   void* scratch = nullptr;
-  const Status got = device_malloc(&scratch, bytes);
-  if (allocated != nullptr) *allocated = got.ok();
-  if (!got.ok()) return got;
+  const Status got = detail::device_allocate(&scratch, bytes);
+  // The poison goes on `stream`, ahead of work's kernels (a memset on the default stream would not be ordered
+  // before them on a non-blocking stream).
+  const Status poisoned = got.ok() ? detail::poison_on(scratch, bytes, stream) : got;
+  if (allocated != nullptr) *allocated = poisoned.ok();
+  if (!poisoned.ok()) {
+    if (got.ok()) device_free(scratch);
+    return poisoned;
+  }
   const Status s = work(scratch);
 #if defined(LLMK_CUDA)
   const cudaError_t e = cudaStreamSynchronize(stream);
