@@ -35,10 +35,11 @@ namespace llmk::attention {
 /// tensors, strides not multiples of 8 elements, num_heads not a multiple of num_kv_heads, bad lengths or
 /// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0).
 ///
-/// CUDA graphs: the launch reads the host offsets (cu_seqlens_*_host, or q_len / kv_len): the grid (the longest
-/// query), the Hopper kernel's tensor maps (the total query and key counts) and its block order are fixed by
-/// them. A captured prefill replays correctly only with device offsets within those it was captured with:
-/// capture with the largest (padded) lengths. Rows past them are not written; keys past them read as zeros.
+/// CUDA graphs: the launch reads the host offsets (cu_seqlens_*_host, or q_len / kv_len): the grid (the
+/// longest query), the Hopper kernel's tensor maps (the total query and key counts) and its block order are
+/// fixed by them. A captured prefill replays correctly only with device offsets within those it was captured
+/// with: capture with the largest (padded) lengths. Rows past them are not written; keys past them read as
+/// zeros.
 template <class T, class Cfg>
 Status prefill_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
   using HopperCfg = DefaultSm90PrefillConfig<Cfg::kHeadDim>;

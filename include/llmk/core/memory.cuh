@@ -79,21 +79,7 @@ inline Status poison_on(void* ptr, std::size_t bytes, cudaStream_t stream) {
 
 /// Allocates `bytes` of device memory (256-byte aligned), poisoned; the poison is in place when it returns,
 /// so a kernel on any stream (non-blocking ones included) reads it, never the other way round.
-inline Status device_malloc(void** ptr, std::size_t bytes) {
-  LLMK_RETURN_IF_ERROR(detail::device_allocate(ptr, bytes));
-  if (bytes == 0) return {};
-#if defined(LLMK_CUDA)
-  const Status poisoned = detail::finish_default_stream("cudaMemset", cudaMemset(*ptr, kPoisonByte, bytes));
-  if (!poisoned.ok()) {
-    cudaFree(*ptr);
-    *ptr = nullptr;
-  }
-  return poisoned;
-#else
-  std::memset(*ptr, kPoisonByte, bytes);
-  return {};
-#endif
-}
+inline Status device_malloc(void** ptr, std::size_t bytes);
 
 inline void device_free(void* ptr) {
   if (ptr == nullptr) return;
@@ -133,6 +119,16 @@ inline Status device_memset(void* dst, int value, std::size_t bytes) {
   std::memset(dst, value, bytes);
 #endif
   return {};
+}
+
+inline Status device_malloc(void** ptr, std::size_t bytes) {
+  LLMK_RETURN_IF_ERROR(detail::device_allocate(ptr, bytes));
+  const Status poisoned = device_memset(*ptr, kPoisonByte, bytes);
+  if (!poisoned.ok()) {
+    device_free(*ptr);
+    *ptr = nullptr;
+  }
+  return poisoned;
 }
 
 /// Waits for all device work and reports asynchronous errors (a no-op in the simulator, whose launches are
