@@ -1,6 +1,7 @@
 // Tests of the host attention references (llmk/reference/attention.hpp): closed-form values, softmax
 // properties, LSE merging (split-KV), the mask semantics of llmk/attention/mask.cuh checked against one-query
-// sub-problems, the GQA head mapping, and the rounding of the naive same-precision baseline. Host logic only.
+// sub-problems, the GQA head mapping, the rounding of the naive same-precision baseline, and the fp8 kernel's
+// P-rounding reference. Host logic only.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -508,6 +509,87 @@ TEST_CASE("attention_naive: hand-computed roundings (half)") {
     llmk::reference::attention_fp64(pr, q.data(), k.data(), v.data(), exact, nullptr);
     CHECK(exact[0] > 0.753);  // the fp64 reference sees the 2^-5 score difference
   }
+}
+
+TEST_CASE("attention_fp8_p_rounded: P rounded to e4m3 per key tile, from the running max (hand-computed)") {
+  // softmax_scale = ln 2 makes x_j = log2(e) s_j = q k_j: keys with x = 0 and 0.5, V = (1, 0), descales 1.
+  // key_tile 2 (one tile, m = 0.5): p = (2^7.5 = 181.02 -> e4m3 176, 2^8 = 256); the kernel's l sums the
+  // unrounded p, so out = 176 / (181.02 + 256). key_tile 1: tile 0 from m = 0 (p = 256, exact), rescaled by
+  // 2^-0.5 when tile 1 moves m to 0.5: exactly the fp64 attention. A third query row that sees no key
+  // (causal, q_len 3 > kv_len 2) gets zeros.
+  using e4m3 = llmk::float8_e4m3;
+  AttentionProblem pr = make_problem({3}, {2}, 1, 1, 1);
+  pr.options.softmax_scale = static_cast<float>(std::log(2.0));
+  pr.options.causal = true;  // queries at key positions -1, 0, 1: row 0 sees nothing, row 1 key 0 only
+  const std::vector<e4m3> q = {e4m3(1.0f), e4m3(1.0f), e4m3(1.0f)}, k = {e4m3(0.0f), e4m3(0.5f)},
+                          v = {e4m3(1.0f), e4m3(0.0f)};
+  const float one = 1.0f;
+  const double xs = 0.5 * std::log2(std::exp(1.0)) * static_cast<float>(std::log(2.0));  // x of key 1
+  const double l = std::exp2(8.0 - xs) + 256.0;
+  double out[3], slack[3], magnitude[3], exact[3];
+  llmk::reference::attention_fp8_fp64(pr, q.data(), k.data(), v.data(), &one, &one, &one, false, exact,
+                                      nullptr);
+  llmk::reference::Fp8PRoundingModel model;
+  model.key_tile = 2;
+  llmk::reference::attention_fp8_p_rounded(pr, q.data(), k.data(), v.data(), &one, &one, &one, false, model,
+                                           out, slack, magnitude);
+  CHECK(out[0] == 0.0);
+  CHECK(slack[0] == 0.0);
+  CHECK(out[1] == 1.0);  // one key: p = 256 exactly
+  CHECK(out[2] == doctest::Approx(176.0 / l).epsilon(1e-12));
+  CHECK(magnitude[2] == doctest::Approx(176.0 / l).epsilon(1e-12));
+  CHECK(slack[2] < 1e-5);  // 181.02 is far from e4m3's midpoints (184): only the p errors' share
+  CHECK(slack[2] > 0.0);
+  model.key_tile = 1;
+  llmk::reference::attention_fp8_p_rounded(pr, q.data(), k.data(), v.data(), &one, &one, &one, false, model,
+                                           out, slack, magnitude);
+  CHECK(out[2] == doctest::Approx(exact[2]).epsilon(1e-12));
+  // An argument error large enough to cross a midpoint: either rounding is allowed, the slack covers both.
+  model.key_tile = 2;
+  model.arg_rel = 0.01;  // p0 within (1 +- 0.06) 181.02: 176 or 192
+  llmk::reference::attention_fp8_p_rounded(pr, q.data(), k.data(), v.data(), &one, &one, &one, false, model,
+                                           out, slack, magnitude);
+  CHECK(slack[2] >= (192.0 - 176.0) / l);
+  model.key_tile = 0;
+  CHECK_THROWS_AS(llmk::reference::attention_fp8_p_rounded(pr, q.data(), k.data(), v.data(), &one, &one, &one,
+                                                           false, model, out, slack, magnitude),
+                  std::invalid_argument);
+}
+
+TEST_CASE("attention_fp8_p_rounded: within a few percent of exact attention, closer with one tile per key") {
+  // Random e4m3 inputs, GQA, causal, per-KV-head descales: the P rounding moves outputs by at most 2^-4 of
+  // max |v| (rms far less), and the slack stays small where nothing is near a boundary.
+  using e4m3 = llmk::float8_e4m3;
+  std::mt19937 rng(41);
+  AttentionProblem pr = make_problem({7, 20}, {30, 20}, 4, 2, 32);
+  pr.options.causal = true;
+  const std::vector<e4m3> q = random_values<e4m3>(pr.q_elements(), rng),
+                          k = random_values<e4m3>(pr.kv_elements(), rng),
+                          v = random_values<e4m3>(pr.kv_elements(), rng);
+  const std::vector<float> qs = {0.7f, 1.3f}, ks = {1.1f, 0.4f}, vs = {0.5f, 2.0f};
+  const std::size_t n = static_cast<std::size_t>(pr.q_elements());
+  std::vector<double> exact(n), out(n), slack(n), magnitude(n);
+  llmk::reference::attention_fp8_fp64(pr, q.data(), k.data(), v.data(), qs.data(), ks.data(), vs.data(), true,
+                                      exact.data(), nullptr);
+  llmk::reference::Fp8PRoundingModel model;
+  model.key_tile = 8;
+  llmk::reference::attention_fp8_p_rounded(pr, q.data(), k.data(), v.data(), qs.data(), ks.data(), vs.data(),
+                                           true, model, out.data(), slack.data(), magnitude.data());
+  double err2 = 0.0, ref2 = 0.0, worst_slack = 0.0;
+  int moved = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double vmax = i / 32 % 4 < 2 ? 0.5 : 2.0;  // |v| <= 1 times the head's descale
+    CHECK(std::fabs(out[i] - exact[i]) <= vmax / 16 + 1e-12);
+    CHECK(magnitude[i] <= vmax * (1.0 + 1.0 / 16) + 1e-12);
+    CHECK(magnitude[i] >= std::fabs(out[i]) - 1e-12);
+    moved += out[i] != exact[i];
+    err2 += (out[i] - exact[i]) * (out[i] - exact[i]);
+    ref2 += exact[i] * exact[i];
+    worst_slack = std::max(worst_slack, slack[i] / std::max(magnitude[i], 1e-30));
+  }
+  CHECK(moved > static_cast<int>(n / 2));  // the rounding is real
+  CHECK(std::sqrt(err2 / ref2) < 0.04);
+  CHECK(worst_slack < 0.5);
 }
 
 TEST_CASE("AttentionProblem: inconsistent shapes throw std::invalid_argument") {

@@ -7,6 +7,9 @@
 //                    baseline of the FlashAttention tolerance rule: max|out - ref| <= 2 * max|naive - ref| +
 //                    1e-3.
 //   merge_states     combines partial results (output, LSE) over disjoint key sets, as split-KV kernels do.
+//   attention_fp8_fp64       attention_fp64 over 8-bit float codes times their descale factors.
+//   attention_fp8_p_rounded  what an fp8 kernel computes when it rounds P to e4m3 per key tile, with a
+//                            per-element slack for its fp32 arithmetic.
 //
 // Layout (that of llmk::attention with contiguous tensors): ragged and token-major, Q and O [total_q,
 // num_heads, head_dim], K and V [total_kv, num_kv_heads, head_dim], LSE [total_q, num_heads]; sequence b owns
@@ -221,6 +224,129 @@ void attention_fp8_fp64(const AttentionProblem& p, const Code* q, const Code* k,
   const std::vector<double> kd = dequant(k, p.total_kv(), p.num_kv_heads, 1, k_descale);
   const std::vector<double> vd = dequant(v, p.total_kv(), p.num_kv_heads, 1, v_descale);
   attention_fp64(p, qd.data(), kd.data(), vd.data(), out, lse);
+}
+
+/// The error model of attention_fp8_p_rounded: how a kernel forms P (its tiles, its bias) and how far its
+/// fp32 arithmetic may be from fp64. The defaults describe llmk's Hopper fp8 prefill in the simulator.
+struct Fp8PRoundingModel {
+  int key_tile = 128;  // keys per tile (the kernel's Bc): the running max moves once per tile
+  int exp_bias = 8;    // p = 2^(x - m + exp_bias): p in (0, 2^exp_bias]
+  // Error of the exponent argument x - m + exp_bias (fp32 scale, max and FMA), relative to |x| + |m| +
+  // exp_bias; and of 2^arg itself, relative to p.
+  double arg_rel = 0x1p-21, exp_rel = 0x1p-21;
+  // Error of x from summing the QK products (a GPU's fp8 tensor cores keep fewer bits than fp32), relative to
+  // the same sum of |q_d k_d| (scaled as x is). 0: exact products summed in fp32 (the simulator).
+  double score_rel = 0.0;
+};
+
+/// What an fp8 attention kernel that rounds P to e4m3 computes, with a per-element bound of what its
+/// arithmetic may add (attention_fp8_fp64 is the exact attention; this is that kernel's answer). Per row, in
+/// the kernel's order: x_j = log2(e) s_j (s_j as attention_fp64 over the dequantized inputs); keys in tiles
+/// t = j / key_tile of the sequence's keys; m_t the running max of x after tile t; p_j = 2^(x_j - m_t + bias)
+/// rounded to float8_e4m3 (p^_j); out = v_descale sum_j 2^(m_t - m_T) p^_j v_j / L with L = sum_j 2^(x_j -
+/// m_T + bias) unrounded (the kernel's l). Per element, `slack` bounds what fp32 arithmetic can change: a p_j
+/// within its error of an e4m3 rounding boundary may round either way (|p^hi - p^lo|), and every p_j's error
+/// moves its share of out (the sum and L alike); `magnitude` is v_descale sum_j 2^(m_t - m_T) p^_j |v_j| / L,
+/// the scale of the P V accumulation's own rounding. A row that sees no key gets 0 in all three. Finite codes
+/// only. Throws std::invalid_argument like attention_fp64, and for key_tile < 1.
+///
+///   llmk::reference::Fp8PRoundingModel model;   // model.key_tile = the kernel's Bc
+///   std::vector<double> want(pr.q_elements()), slack(want.size()), magnitude(want.size());
+///   llmk::reference::attention_fp8_p_rounded(pr, q8.data(), k8.data(), v8.data(), &qs, &ks, &vs, false,
+///                                            model, want.data(), slack.data(), magnitude.data());
+template <class Code>
+void attention_fp8_p_rounded(const AttentionProblem& p, const Code* q, const Code* k, const Code* v,
+                             const float* q_descale, const float* k_descale, const float* v_descale,
+                             bool per_kv_head, const Fp8PRoundingModel& model, double* out, double* slack,
+                             double* magnitude) {
+  if (model.key_tile < 1) throw std::invalid_argument("attention_fp8_p_rounded: key_tile must be >= 1");
+  const int d_len = p.head_dim, group = p.num_heads / std::max(p.num_kv_heads, 1);
+  const std::int64_t q_token = static_cast<std::int64_t>(p.num_heads) * d_len;
+  const std::int64_t kv_token = static_cast<std::int64_t>(p.num_kv_heads) * d_len;
+  const double log2e = 1.4426950408889634, bias = model.exp_bias;
+  const double softcap = p.options.softcap;
+  std::vector<double> x, err, rel, tile_max, acc(static_cast<std::size_t>(d_len)), sl(acc.size()),
+      mag(acc.size());
+  auto value = [](Code c) { return static_cast<double>(c.to_float()); };
+  attention_detail::for_each_row(p, [&](int b, int i, int h, std::int64_t qt, std::int64_t kv0, int hk,
+                                        const attention_detail::ReferenceMask& mask) {
+    const int kv_len = p.kv_lens[b], head = per_kv_head ? h / group : 0;
+    const double qk = static_cast<double>(q_descale[head]) * k_descale[head], vs = v_descale[head];
+    const Code* qi = q + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    x.assign(static_cast<std::size_t>(kv_len), -std::numeric_limits<double>::infinity());
+    err.assign(x.size(), 0.0);
+    const int tiles = (kv_len + model.key_tile - 1) / model.key_tile;
+    tile_max.assign(static_cast<std::size_t>(tiles), -std::numeric_limits<double>::infinity());
+    for (int j = 0; j < kv_len; ++j) {
+      if (!mask.visible(i, j)) continue;
+      const Code* kj = k + (kv0 + j) * kv_token + static_cast<std::int64_t>(hk) * d_len;
+      double dot = 0.0, abs_dot = 0.0;
+      for (int d = 0; d < d_len; ++d) {
+        dot += value(qi[d]) * value(kj[d]);
+        abs_dot += std::fabs(value(qi[d]) * value(kj[d]));
+      }
+      double s = p.options.softmax_scale * qk * dot;
+      if (softcap > 0.0) s = softcap * std::tanh(s / softcap);
+      x[static_cast<std::size_t>(j)] = log2e * s;
+      // The products' summation error, through the scale (tanh's slope is at most 1).
+      err[static_cast<std::size_t>(j)] = model.score_rel * log2e * p.options.softmax_scale * qk * abs_dot;
+      double& tm = tile_max[static_cast<std::size_t>(j / model.key_tile)];
+      tm = std::max(tm, log2e * s);
+    }
+    double m_final = -std::numeric_limits<double>::infinity();
+    for (double tm : tile_max) m_final = std::max(m_final, tm);
+    double* o = out + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    double* o_slack = slack + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    double* o_mag = magnitude + qt * q_token + static_cast<std::int64_t>(h) * d_len;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    std::fill(sl.begin(), sl.end(), 0.0);
+    std::fill(mag.begin(), mag.end(), 0.0);
+    if (m_final == -std::numeric_limits<double>::infinity()) {  // nothing visible
+      std::copy(acc.begin(), acc.end(), o);
+      std::copy(acc.begin(), acc.end(), o_slack);
+      std::copy(acc.begin(), acc.end(), o_mag);
+      return;
+    }
+    const double err_max = *std::max_element(err.begin(), err.end());  // the max's own error
+    double l = 0.0, m = -std::numeric_limits<double>::infinity();
+    rel.assign(x.size(), 0.0);  // each p's relative error bound
+    for (int t = 0; t < tiles; ++t) {
+      m = std::max(m, tile_max[static_cast<std::size_t>(t)]);
+      const double w = std::exp2(m - m_final);  // the rescales of this tile's terms until the end
+      for (int j = t * model.key_tile; j < std::min(kv_len, (t + 1) * model.key_tile); ++j) {
+        const double xj = x[static_cast<std::size_t>(j)];
+        if (xj == -std::numeric_limits<double>::infinity()) continue;
+        const double pj = std::exp2(xj - m + bias);
+        const double eps = (model.arg_rel * (std::fabs(xj) + std::fabs(m) + bias) +
+                            err[static_cast<std::size_t>(j)] + err_max) *
+                               0.6931471805599453 +
+                           model.exp_rel;
+        rel[static_cast<std::size_t>(j)] = eps;
+        const double ph = static_cast<double>(float8_e4m3(static_cast<float>(pj)).to_float());
+        const double lo = static_cast<double>(float8_e4m3(static_cast<float>(pj * (1.0 - eps))).to_float());
+        const double hi = static_cast<double>(float8_e4m3(static_cast<float>(pj * (1.0 + eps))).to_float());
+        l += std::exp2(xj - m_final + bias);
+        const Code* vj = v + (kv0 + j) * kv_token + static_cast<std::int64_t>(hk) * d_len;
+        for (int d = 0; d < d_len; ++d) {
+          const double vd = value(vj[d]) * vs;
+          acc[static_cast<std::size_t>(d)] += w * ph * vd;
+          mag[static_cast<std::size_t>(d)] += w * ph * std::fabs(vd);
+          sl[static_cast<std::size_t>(d)] += w * ((hi - lo) + eps * ph) * std::fabs(vd);
+        }
+      }
+    }
+    // Each p's error also moves L: |d(out)| <= sum_j eps_j p_j |out| / L.
+    double l_err = 0.0;
+    for (int j = 0; j < kv_len; ++j)
+      if (x[static_cast<std::size_t>(j)] != -std::numeric_limits<double>::infinity())
+        l_err +=
+            rel[static_cast<std::size_t>(j)] * std::exp2(x[static_cast<std::size_t>(j)] - m_final + bias);
+    for (int d = 0; d < d_len; ++d) {
+      o[d] = acc[static_cast<std::size_t>(d)] / l;
+      o_slack[d] = (sl[static_cast<std::size_t>(d)] + l_err * std::fabs(o[d])) / l;
+      o_mag[d] = mag[static_cast<std::size_t>(d)] / l;
+    }
+  });
 }
 
 /// "Naive same-precision" attention: what a straightforward framework implementation in T computes, the
