@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "llmk/core/device_algorithms.cuh"
@@ -606,4 +607,164 @@ TEST_CASE("device algorithms: the new entries name their bad arguments") {
                                             nullptr),
             "offsets"));
 #endif
+}
+
+namespace {
+
+// p moved by `bytes`: a pointer misaligned for T (never dereferenced: the entries must reject it first).
+template <class T>
+T* shifted(T* p, std::size_t bytes) {
+  return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(p) + bytes);
+}
+
+// An invalid_argument naming `arg` for the rule that contains `rule`.
+bool names(const llmk::Status& s, const char* arg, const char* rule) {
+  return s.code() == llmk::Status::Code::kInvalidArgument &&
+         s.message().find(std::string("'") + arg + "'") != std::string::npos &&
+         s.message().find(rule) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("device algorithms: misaligned pointers are named (sorts, scans and reductions, selections)") {
+  constexpr auto asc = dev::SortOrder::kAscending;
+  const char* aligned = "must be aligned to its element size";
+  const std::vector<float> hf = {3, 1, 2, 0, 5, 4, 7, 6, 0, 0, 0, 0, 0, 0, 0, 0};
+  const std::vector<std::int64_t> hoff = {0, 3, 8, 0};
+  llmk::DeviceBuffer<float> kf(hf), kf_out(16), thr(std::vector<float>{2, 5, 0, 0});
+  llmk::DeviceBuffer<unsigned> ku(std::vector<unsigned>(16, 1u)), ku_out(16);
+  llmk::DeviceBuffer<std::int32_t> vi(std::vector<std::int32_t>(16, 1)), vi_out(16);
+  llmk::DeviceBuffer<std::int64_t> off(hoff), ks(std::vector<std::int64_t>{1, 2, 0, 0}), i64(16);
+  llmk::DeviceBuffer<std::uint8_t> keep(16);
+  // Sorts: the review's case (float keys 2 bytes off), each array named itself, the int64 offsets 4 off.
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::sort_keys<float>(t, b, shifted(kf.data(), 2), kf_out.data(), 8, asc, nullptr);
+              }),
+              "keys_in", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::sort_pairs<unsigned, std::int32_t>(t, b, ku.data(), ku_out.data(), vi.data(),
+                                                               shifted(vi_out.data(), 1), 8, asc, nullptr);
+              }),
+              "values_out", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_sort_keys<float>(t, b, kf.data(), kf_out.data(), 8, 2,
+                                                       shifted(off.data(), 4), asc, nullptr);
+              }),
+              "offsets", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_sort_pairs<unsigned, std::int32_t>(t, b, ku.data(), ku_out.data(),
+                                                                         shifted(vi.data(), 2), vi_out.data(),
+                                                                         8, 2, off.data(), asc, nullptr);
+              }),
+              "values_in", aligned));
+  // One element further is aligned: accepted.
+  CHECK(with_temp([&](void* t, std::size_t* b) {
+          return dev::sort_keys<unsigned>(t, b, ku.data() + 1, ku_out.data() + 1, 7, asc, nullptr);
+        }).ok());
+  // Scans and reductions.
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::exclusive_sum<std::int32_t>(t, b, shifted(vi.data(), 2), vi_out.data(), 8,
+                                                        nullptr);
+              }),
+              "in", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::reduce_sum<std::int64_t>(t, b, i64.data(), shifted(i64.data() + 8, 4), 0,
+                                                     nullptr);
+              }),
+              "out", aligned));  // the output is written even for count 0
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::reduce_max_abs<float>(t, b, shifted(kf.data(), 1), kf_out.data(), 8, nullptr);
+              }),
+              "in", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_reduce_sum<std::int64_t>(t, b, i64.data(), i64.data() + 8, 2,
+                                                               shifted(off.data(), 4), nullptr);
+              }),
+              "offsets", aligned));
+  // Selections, the int64 outputs and per-segment inputs included.
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::select_flagged<std::int32_t>(t, b, vi.data(), keep.data(), vi_out.data(),
+                                                         shifted(i64.data(), 4), 8, nullptr);
+              }),
+              "num_selected", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::select_less_than<float, std::int32_t>(t, b, shifted(kf.data(), 2), 8, 2.0f,
+                                                                  vi_out.data(), i64.data(), nullptr);
+              }),
+              "keys", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::lowest_k_mask<unsigned>(t, b, shifted(ku.data(), 2), 8, 3, keep.data(), nullptr);
+              }),
+              "keys", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_lowest_k_mask<float>(t, b, kf.data(), 8, 2, off.data(),
+                                                           shifted(ks.data(), 4), keep.data(), nullptr);
+              }),
+              "ks", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_kth_value<float>(t, b, kf.data(), 8, 2, shifted(off.data(), 4), 1,
+                                                       kf_out.data(), nullptr);
+              }),
+              "offsets", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::kth_value<float>(t, b, kf.data(), 8, 1, shifted(kf_out.data(), 2), nullptr);
+              }),
+              "out", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_select_less_than<float, std::int32_t>(
+                    t, b, kf.data(), 8, 2, off.data(), shifted(thr.data(), 2), vi_out.data(), i64.data(),
+                    i64.data() + 8, nullptr);
+              }),
+              "thresholds", aligned));
+  CHECK(names(with_temp([&](void* t, std::size_t* b) {
+                return dev::segmented_select_less_than<float, std::int32_t>(
+                    t, b, kf.data(), 8, 2, off.data(), thr.data(), vi_out.data(), i64.data(),
+                    shifted(i64.data() + 8, 4), nullptr);
+              }),
+              "segment_counts", aligned));
+}
+
+TEST_CASE("device algorithms: the ragged rank-based forms bound segments below 2^32 (32-bit segment ids)") {
+  // Checked first, on the size query, before anything is allocated: a huge segment count needs no memory.
+  llmk::DeviceBuffer<float> k(8), out(1);
+  std::size_t bytes = 0;
+  const std::int64_t two32 = std::int64_t{1} << 32;
+  for (const std::int64_t segments : {two32, two32 + 1}) {
+    CHECK(names(dev::segmented_lowest_k_mask<float>(nullptr, &bytes, k.data(), 8, segments, nullptr, nullptr,
+                                                    nullptr, nullptr),
+                "segments", "2^32"));
+    CHECK(names(dev::segmented_kth_value<float>(nullptr, &bytes, k.data(), 8, segments, nullptr, 1,
+                                                out.data(), nullptr),
+                "segments", "2^32"));
+  }
+  CHECK(dev::segmented_lowest_k_mask<float>(nullptr, &bytes, k.data(), 8, two32 - 1, nullptr, nullptr,
+                                            nullptr, nullptr)
+            .ok());
+  CHECK(dev::segmented_kth_value<float>(nullptr, &bytes, k.data(), 8, two32 - 1, nullptr, 1, out.data(),
+                                        nullptr)
+            .ok());
+}
+
+TEST_CASE("device algorithms: a SortOrder that is not an enumerator is named 'order'") {
+  llmk::DeviceBuffer<unsigned> k(8);
+  llmk::DeviceBuffer<std::int32_t> v(8);
+  llmk::DeviceBuffer<std::int64_t> off(std::vector<std::int64_t>{0, 8});
+  std::size_t bytes = 0;
+  for (const int raw : {2, -1, 255}) {
+    const auto order = static_cast<dev::SortOrder>(raw);
+    CHECK(names(dev::sort_keys<unsigned>(nullptr, &bytes, k.data(), k.data(), 8, order, nullptr), "order",
+                "SortOrder"));
+    CHECK(names(dev::sort_pairs<unsigned, std::int32_t>(nullptr, &bytes, k.data(), k.data(), v.data(),
+                                                        v.data(), 8, order, nullptr),
+                "order", "SortOrder"));
+    CHECK(names(dev::segmented_sort_keys<unsigned>(nullptr, &bytes, k.data(), k.data(), 8, 1, off.data(),
+                                                   order, nullptr),
+                "order", "SortOrder"));
+    CHECK(
+        names(dev::segmented_sort_pairs<unsigned, std::int32_t>(nullptr, &bytes, k.data(), k.data(), v.data(),
+                                                                v.data(), 8, 1, off.data(), order, nullptr),
+              "order", "SortOrder"));
+  }
+  CHECK(dev::sort_keys<unsigned>(nullptr, &bytes, k.data(), k.data(), 8, dev::SortOrder::kDescending, nullptr)
+            .ok());
 }

@@ -273,6 +273,12 @@ TEST_CASE("fp8_gemm_blockwise validates its scales") {
   p.scales.ld_a_scales = s.m - 1;
   names(p, "scales.ld_a_scales");
   p = args();
+  p.scales.ld_a_scales = std::int64_t{1} << 31;  // past the TMA coordinates
+  names(p, "scales.ld_a_scales");
+  // ceil(K / 128) * ld_a_scales wraps to a small product: rejected all the same (the check divides).
+  p.scales.ld_a_scales = (std::int64_t{1} << 62) + 256;
+  names(p, "scales.ld_a_scales");
+  p = args();
   p.scales.bias = reinterpret_cast<const float*>(reinterpret_cast<const char*>(d_sw.data()) + 2);
   names(p, "scales.bias");
   p = args();
@@ -534,7 +540,7 @@ TEST_CASE("sm90 split-K: W8A8 bit for bit the unsplit result (int32 exact, bf16 
     auto ws = dirty_workspace(bytes, rng);
     p.workspace = ws.data();
     p.workspace_bytes = bytes;
-    llmk::Status st = gemm::w8a8_gemm_sm90<std::int32_t>(p, nullptr);
+    const llmk::Status st = gemm::w8a8_gemm_sm90<std::int32_t>(p, nullptr);
     REQUIRE_MESSAGE(st.ok(), st.message());
     const std::vector<std::int32_t> got = d.to_host();
     int bad = 0;
@@ -555,8 +561,8 @@ TEST_CASE("sm90 split-K: W8A8 bit for bit the unsplit result (int32 exact, bf16 
     q.workspace = ws.data();
     q.workspace_bytes = bytes;
     q.split_k = 3;
-    st = gemm::w8a8_gemm_sm90<bf16>(q, nullptr);
-    REQUIRE_MESSAGE(st.ok(), st.message());
+    const llmk::Status split_st = gemm::w8a8_gemm_sm90<bf16>(q, nullptr);
+    REQUIRE_MESSAGE(split_st.ok(), split_st.message());
     const std::vector<bf16> got_split = split.to_host();
     CHECK(bits_of(one.to_host()) == bits_of(got_split));  // padding included
     CHECK(padding_written(got_split, ldd, s.m, s.n) == 0);

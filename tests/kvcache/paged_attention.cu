@@ -413,6 +413,23 @@ TEST_CASE("paged (chunked) prefill, head dim 128: == dense prefill bit for bit")
   CHECK(x.lse_dense.to_host() == x.lse_paged.to_host());
 }
 
+TEST_CASE("paged prefill: head counts below 1 are rejected by name, never divided by") {
+  // prefill_paged asks whether the Hopper kernel applies (the GQA group num_heads / num_kv_heads) before the
+  // launcher validates: a zero KV-head count divided by zero there (SIGFPE) until 2026-11-29.
+  std::mt19937 rng(615);
+  ChunkD128 x(rng);
+  for (const auto& [heads, kv_heads, name] :
+       {std::tuple{x.paged.num_heads, 0, "num_kv_heads"}, std::tuple{x.paged.num_heads, -1, "num_kv_heads"},
+        std::tuple{0, x.paged.num_kv_heads, "num_heads"}}) {
+    attn::PrefillArgs<f16> a = x.paged;
+    a.num_heads = heads;
+    a.num_kv_heads = kv_heads;
+    const llmk::Status st = attn::prefill_paged(a, x.c.view(false), nullptr);
+    CHECK(st.code() == llmk::Status::Code::kInvalidArgument);
+    CHECK_MESSAGE(st.message().find(name) != std::string::npos, st.message());
+  }
+}
+
 TEST_CASE("paged decode: HND and NHD; bf16; GQA 4 and MQA; head dim 128") {
   std::mt19937 rng(602);
   for (bool hnd : {false, true}) {

@@ -583,10 +583,12 @@ Status sm90_prefill_refusal(const Args& args, const char* launcher) {
   return {};
 }
 
-/// Whether the Hopper kernel runs these (validated) arguments: an sm_90a-capable device and a GQA group the
-/// Q box can hold.
+/// Whether the Hopper kernel runs these arguments: an sm_90a-capable device and a GQA group the Q box can
+/// hold. Head counts below 1 answer false (no division by them): the mma.sync launcher's validation names
+/// them, which is what prefill_paged_with_config reaches, since it asks before validating.
 template <class T, class Cfg>
 bool sm90_prefill_applies(const PrefillArgs<T>& args) {
+  if (args.num_heads < 1 || args.num_kv_heads < 1) return false;
   return sm90_prefill_rows_per_block<Cfg>(args.num_heads / args.num_kv_heads) > 0 && sm90a_runnable<Cfg>();
 }
 

@@ -84,7 +84,7 @@ LLMK_DEVICE void sm90_gather_pages(const Kv& kv, arch::sm90::TmaRing<S>& k_bars,
 /// The code staging of the quantized producer (sm90_dequant_pages), after the kernel's barriers: a ring of
 /// kSlots pieces, each kRows rows of one operand's codes (K or V of one tile, D bytes a row) and their fp32
 /// scales. Pieces of at most 8 KiB of codes (64 rows up to head dim 128, 32 at d256) keep several in flight
-/// in what the tiles leave of the 227 KiB: d64 and d128 6 slots, d256 2.
+/// in what the tiles leave of the 227 KiB: d64, d96 and d128 6 slots, d256 4.
 template <class Cfg>
 struct Sm90CodeStaging {
   static constexpr int kHeadDim = Cfg::kHeadDim, kBc = Cfg::kBc;

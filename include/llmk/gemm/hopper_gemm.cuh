@@ -412,19 +412,19 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
               }
               store_quad(p.d + static_cast<std::int64_t>(row) * p.ldd + col, v, cols, p.quad_store);
             });
-        continue;
-      }
+      } else {  // (an else, not a continue: the store loop is unreachable in split-K instantiations)
 #pragma unroll
-      for (int sub = 0; sub < kSubs; ++sub) {
-        const int r0 = m0 + 64 * (kPp ? sub : half);
-        if constexpr (Storage::kStaged) {
-          if (p.tma_store) {
-            sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, box_stored, acc[sub], p, r0, n0,
-                                                        std::make_integer_sequence<int, Storage::kBoxes>{});
-            continue;
+        for (int sub = 0; sub < kSubs; ++sub) {
+          const int r0 = m0 + 64 * (kPp ? sub : half);
+          if constexpr (Storage::kStaged) {
+            if (p.tma_store) {
+              sm90_detail::store_tile_boxes<Cfg, Storage>(staging, box_seq, box_stored, acc[sub], p, r0, n0,
+                                                          std::make_integer_sequence<int, Storage::kBoxes>{});
+              continue;
+            }
           }
+          store_rows_plain<Cfg>(acc[sub], p, r0, n0);
         }
-        store_rows_plain<Cfg>(acc[sub], p, r0, n0);
       }
     }
     if constexpr (kPp) {

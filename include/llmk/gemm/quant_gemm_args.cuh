@@ -201,7 +201,8 @@ Status validate_fp8_block_gemm(const Fp8BlockGemmArgs& p) {
   if (s.ld_a_scales < p.m)
     return Status::invalid_argument("scales.ld_a_scales",
                                     str_cat("must be >= M (M=", p.m, ", ld_a_scales=", s.ld_a_scales, ")"));
-  if (k_blocks * s.ld_a_scales + 128 > (std::int64_t{1} << 31))
+  // Divided, not multiplied: a huge ld_a_scales must not wrap the product past the check.
+  if (k_blocks > 0 && s.ld_a_scales > ((std::int64_t{1} << 31) - 128) / k_blocks)
     return Status::invalid_argument("scales.ld_a_scales",
                                     "ceil(K / 128) * ld_a_scales must stay below 2^31 (TMA coordinates)");
   LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales.bias", s.bias));

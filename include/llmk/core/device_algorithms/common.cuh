@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <string_view>
 #include <utility>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "llmk/config.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 
 #if defined(LLMK_HOST_ONLY)
 #error "llmk/core/device_algorithms.cuh works on device memory: build with nvcc or the simulator (LLMK_SIM)"
@@ -47,7 +49,7 @@
 namespace llmk::device {
 
 /// The order of sort_pairs, sort_keys and their segmented forms (stable either way: equal keys keep their
-/// input order).
+/// input order). A value that is not one of the two enumerators is an invalid_argument naming 'order'.
 ///   llmk::device::sort_keys<float>(temp, &bytes, in, out, n, llmk::device::SortOrder::kDescending, stream);
 enum class SortOrder { kAscending, kDescending };
 
@@ -57,10 +59,33 @@ namespace detail {
 inline constexpr std::size_t kSimTempBytes = 16;  // see the file comment
 #endif
 
-// The first null pointer of `args` as an invalid_argument naming it; OK when none is null.
-inline Status check_not_null(std::initializer_list<std::pair<const char*, const void*>> args) {
-  for (const auto& [name, pointer] : args)
-    if (pointer == nullptr) return Status::invalid_argument(name, "must not be null");
+// A typed pointer argument of an entry: its name, and the alignment check of its element type (CUB and
+// llmk's kernels load and store whole elements, so a misaligned pointer faults on the GPU, asynchronously,
+// after the call returned).
+struct PointerArg {
+  const char* name;
+  const void* pointer;
+  Status (*check_alignment)(std::string_view, const void*);
+  template <class T>
+  PointerArg(const char* n, const T* p) : name(n), pointer(p), check_alignment(&check_element_alignment<T>) {}
+};
+
+// The first pointer of `args` that is null ("must not be null") or not aligned to its element ("must be
+// aligned to its element size (N bytes)"), as an invalid_argument naming it; OK when all are valid.
+inline Status check_pointers(std::initializer_list<PointerArg> args) {
+  for (const PointerArg& a : args) {
+    if (a.pointer == nullptr) return Status::invalid_argument(a.name, "must not be null");
+    LLMK_RETURN_IF_ERROR(a.check_alignment(a.name, a.pointer));
+  }
+  return {};
+}
+
+// The sorts' order: a SortOrder enumerator (any other value would sort descending on the GPU).
+inline Status check_order(SortOrder order) {
+  if (order != SortOrder::kAscending && order != SortOrder::kDescending)
+    return Status::invalid_argument(
+        "order",
+        str_cat("must be SortOrder::kAscending or SortOrder::kDescending, got ", static_cast<int>(order)));
   return {};
 }
 

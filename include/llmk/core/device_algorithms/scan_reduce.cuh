@@ -2,8 +2,9 @@
 // The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
 // Errors every entry shares (Status::invalid_argument naming the argument): temp_bytes null; on the second
 // call (temp not null) *temp_bytes below the size query's answer ('temp_bytes') or temp not 16-byte aligned
-// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes: each
-// entry's "Errors:" line lists them with its own rules. A failing CUB call or launch: Status::cuda_error
+// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes, each for
+// null and for alignment to its element type (the named pointer): each entry's "Errors:" line lists them
+// with its own rules. A failing CUB call or launch: Status::cuda_error
 // naming it (the simulator's kernels: Status::Code::kSimulatorError).
 #pragma once
 
@@ -12,27 +13,28 @@
 namespace llmk::device {
 
 namespace detail {
-inline Status check_in_out(const void* in, const void* out) {
-  LLMK_RETURN_IF_ERROR(check_not_null({{"in", in}, {"out", out}}));
-  return {};
+template <class In, class Out>
+Status check_in_out(const In* in, const Out* out) {
+  return check_pointers({{"in", in}, {"out", out}});
 }
 // A reduction's output is written even for count 0; its input is read only for count > 0.
-inline Status check_reduce(const void* in, const void* out, std::int64_t count) {
-  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
-  if (count > 0 && in == nullptr) return Status::invalid_argument("in", "must not be null");
+template <class In, class Out>
+Status check_reduce(const In* in, const Out* out, std::int64_t count) {
+  LLMK_RETURN_IF_ERROR(check_pointers({{"out", out}}));
+  if (count > 0) LLMK_RETURN_IF_ERROR(check_pointers({{"in", in}}));
   return {};
 }
-inline Status check_segmented(const void* in, const void* out, const std::int64_t* offsets) {
-  LLMK_RETURN_IF_ERROR(check_not_null({{"in", in}, {"out", out}, {"offsets", offsets}}));
-  return {};
+template <class In, class Out>
+Status check_segmented(const In* in, const Out* out, const std::int64_t* offsets) {
+  return check_pointers({{"in", in}, {"out", out}, {"offsets", offsets}});
 }
 // The segmented reductions take no element count: the simulator checks that the segments do not decrease.
 inline constexpr std::int64_t kAnyCount = std::numeric_limits<std::int64_t>::max();
 }  // namespace detail
 
 /// out[i] = in[0] + ... + in[i - 1] (exclusive; out[0] = 0) or + in[i] (inclusive). Integer types: exact.
-/// in and out may be the same array. Errors: the shared ones (file comment); count < 0; in or out null when
-/// count > 0.
+/// in and out may be the same array. Errors: the shared ones (file comment); count < 0; in or out null or
+/// misaligned when count > 0.
 ///   llmk::device::exclusive_sum<std::int32_t>(temp, &bytes, counts, offsets, n, stream);
 template <class T>
 Status exclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
@@ -78,7 +80,8 @@ Status inclusive_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, s
 
 /// *out (device) = max |in[i]| over the finite elements (0 when there are none, count 0 included): llmk's
 /// amax rule (llmk/quant/kernels.cuh). Exact (a max), so bit-identical on both builds. T: float, llmk::half,
-/// llmk::bfloat16. Errors: the shared ones (file comment); count < 0; out null, or in null when count > 0.
+/// llmk::bfloat16. Errors: the shared ones (file comment); count < 0; out null or misaligned, or in null or
+/// misaligned when count > 0.
 ///   llmk::device::reduce_max_abs<float>(temp, &bytes, x, d_amax, n, stream);
 template <class T>
 Status reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* out, std::int64_t count,
@@ -105,7 +108,8 @@ Status reduce_max_abs(void* temp, std::size_t* temp_bytes, const T* in, float* o
 /// *out (device) = the sum of in[0 .. count) (0 for count 0). Integer types: exact. Floating point: the
 /// summation order is the implementation's (a tree on the GPU, left to right in the simulator), so the last
 /// bits may differ between the builds; use an integer or fp64 type where the result must be reproducible.
-/// Errors: the shared ones (file comment); count < 0; out null, or in null when count > 0.
+/// Errors: the shared ones (file comment); count < 0; out null or misaligned, or in null or misaligned when
+/// count > 0.
 ///   llmk::device::reduce_sum<std::int64_t>(temp, &bytes, counts, d_total, n, stream);
 template <class T>
 Status reduce_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std::int64_t count,
@@ -127,7 +131,8 @@ Status reduce_sum(void* temp, std::size_t* temp_bytes, const T* in, T* out, std:
 }
 
 /// out[s] = max |in[i]| over the finite elements of segment s = [offsets[s], offsets[s + 1]) (0 when empty).
-/// Errors: the shared ones (file comment); segments < 0; in, out or offsets null when segments > 0; in the
+/// Errors: the shared ones (file comment); segments < 0; in, out or offsets null or misaligned when
+/// segments > 0; in the
 /// simulator only, a negative or decreasing offset ('offsets'; on a GPU the offsets are the caller's
 /// contract).
 ///   llmk::device::segmented_reduce_max_abs<float>(temp, &bytes, w, row_amax, rows, row_offsets, stream);

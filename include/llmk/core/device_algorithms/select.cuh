@@ -4,8 +4,9 @@
 // The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
 // Errors every entry shares (Status::invalid_argument naming the argument): temp_bytes null; on the second
 // call (temp not null) *temp_bytes below the size query's answer ('temp_bytes') or temp not 16-byte aligned
-// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes: each
-// entry's "Errors:" line lists them with its own rules. A failing CUB call or launch: Status::cuda_error
+// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes, each for
+// null and for alignment to its element type (the named pointer): each entry's "Errors:" line lists them
+// with its own rules. A failing CUB call or launch: Status::cuda_error
 // naming it (the simulator's kernels: Status::Code::kSimulatorError).
 // The ragged forms' offsets (segments + 1 entries, 0 first, count last, non-decreasing) are checked in the
 // simulator only ('offsets'); on a GPU they are the caller's contract, as CUB's are.
@@ -18,7 +19,7 @@ namespace llmk::device {
 
 /// Stream compaction: out gets in[i] for every i with flags[i] != 0, in order; *num_selected (device) the
 /// count. out must hold count elements (the worst case). Errors: the shared ones (file comment); count < 0;
-/// num_selected null; in, flags or out null when count > 0.
+/// num_selected null or misaligned; in, flags or out null or misaligned when count > 0.
 ///   llmk::device::select_flagged<std::int32_t>(temp, &bytes, iota, is_outlier, cols_out, d_count, K,
 ///   stream);
 template <class T>
@@ -26,8 +27,8 @@ Status select_flagged(void* temp, std::size_t* temp_bytes, const T* in, const st
                       std::int64_t* num_selected, std::int64_t count, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   auto checks = [&]() -> Status {
-    if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
-    if (count > 0) LLMK_RETURN_IF_ERROR(detail::check_not_null({{"in", in}, {"flags", flags}, {"out", out}}));
+    LLMK_RETURN_IF_ERROR(detail::check_pointers({{"num_selected", num_selected}}));
+    if (count > 0) LLMK_RETURN_IF_ERROR(detail::check_pointers({{"in", in}, {"flags", flags}, {"out", out}}));
     return {};
   };
 #if defined(LLMK_SIM)
@@ -209,6 +210,15 @@ inline Status check_ragged(std::int64_t count, std::int64_t segments) {
   return {};
 }
 
+// The rank-based ragged forms (rank_by_segment) also store each position's segment as a 32-bit id.
+inline Status check_ragged_ranked(std::int64_t count, std::int64_t segments) {
+  LLMK_RETURN_IF_ERROR(check_ragged(count, segments));
+  if (segments > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()))
+    return Status::invalid_argument("segments",
+                                    str_cat("must be < 2^32 (32-bit segment ids), got ", segments));
+  return {};
+}
+
 inline Status check_offsets_values(std::int64_t count, std::int64_t segments, const std::int64_t* offsets) {
 #if defined(LLMK_SIM)
   if (offsets[0] != 0 || offsets[segments] != count)
@@ -235,7 +245,7 @@ inline Status check_offsets_values(std::int64_t count, std::int64_t segments, co
 /// segmented sort would add two more); plus two or three small launches. temp holds the position arrays and
 /// the sorted keys. k is clamped to [0, length]; segments * length must be < 2^32 (32-bit positions).
 /// Errors: the shared ones (file comment); segments or length < 0; segments * length >= 2^32 ('count');
-/// keys or keep null when segments * length > 0.
+/// keys or keep null or misaligned when segments * length > 0.
 ///   // per-row pruning of a [rows, cols] score matrix, k per row
 ///   llmk::device::segmented_lowest_k_mask<unsigned>(temp, &bytes, scores, rows, cols, k, keep, stream);
 template <class Key>
@@ -263,7 +273,7 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, needs, &query));
   if (query || count == 0) return {};
-  LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"keep", keep}}));
+  LLMK_RETURN_IF_ERROR(detail::check_pointers({{"keys", keys}, {"keep", keep}}));
   auto* base = static_cast<unsigned char*>(temp);
   auto* index = reinterpret_cast<Index*>(base);                      // positions; later the sorted segments
   auto* by_key = reinterpret_cast<Index*>(base + idx_bytes);         // positions sorted by key
@@ -288,7 +298,7 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
 }
 
 /// The k lowest of keys[0 .. count) by (key, index): segmented_lowest_k_mask with one segment. Errors: the
-/// shared ones (file comment); count < 0 or >= 2^32; keys or keep null when count > 0.
+/// shared ones (file comment); count < 0 or >= 2^32; keys or keep null or misaligned when count > 0.
 ///   llmk::device::lowest_k_mask<unsigned>(temp, &bytes, score_bits, rows * cols, k, mask, stream);
 template <class Key>
 Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
@@ -301,9 +311,9 @@ Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::
 /// non-decreasing entries from 0 to count; empty segments allowed), the ks[s] lowest of segment s by (key,
 /// position) (ks: device, one per segment, each clamped to [0, the segment's length]): keep[i] = 0 for them,
 /// 1 for the others. The same two stable radix sorts as the equal form (the segment of a position is found
-/// by a binary search over offsets). count must be < 2^32. Errors: the shared ones (file comment); count < 0
-/// or >= 2^32; segments < 0, or 0 with count > 0; keys, offsets, ks or keep null when count > 0; the offsets'
-/// values (simulator only, file comment).
+/// by a binary search over offsets). count and segments must be < 2^32. Errors: the shared ones (file
+/// comment); count < 0 or >= 2^32; segments < 0, >= 2^32, or 0 with count > 0; keys, offsets, ks or keep null
+/// or misaligned when count > 0; the offsets' values (simulator only, file comment).
 ///   // 50% of each sequence's tokens, sequences of different lengths
 ///   llmk::device::segmented_lowest_k_mask<float>(temp, &bytes, scores, tokens, batch, cu_seqlens, halves,
 ///                                                keep, stream);
@@ -311,14 +321,14 @@ template <class Key>
 Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count,
                                std::int64_t segments, const std::int64_t* offsets, const std::int64_t* ks,
                                std::uint8_t* keep, cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_ragged(count, segments));
+  LLMK_RETURN_IF_ERROR(detail::check_ragged_ranked(count, segments));
   detail::RankLayout l;
   LLMK_RETURN_IF_ERROR(detail::rank_layout<Key>(count, segments, stream, &l));
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, l.total, &query));
   if (query || count == 0) return {};
   LLMK_RETURN_IF_ERROR(
-      detail::check_not_null({{"keys", keys}, {"offsets", offsets}, {"ks", ks}, {"keep", keep}}));
+      detail::check_pointers({{"keys", keys}, {"offsets", offsets}, {"ks", ks}, {"keep", keep}}));
   LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
   const std::uint32_t *grouped = nullptr, *group_seg = nullptr;
   LLMK_RETURN_IF_ERROR(
@@ -329,10 +339,11 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
 
 /// out[s] (device, one per segment) = the key of rank k (0-based, ascending; k clamped to [0, length - 1])
 /// of segment s = keys[offsets[s] .. offsets[s + 1]), Key{} for an empty segment: the k-th value, e.g. a
-/// pruning threshold per row or per sequence. offsets as in the ragged segmented_lowest_k_mask; count must
-/// be < 2^32. Exact (a sort), so bit-identical on both builds. Errors: the shared ones (file comment); count
-/// < 0 or >= 2^32; segments < 0, or 0 with count > 0; out or offsets null when segments > 0, keys null when
-/// count > 0; the offsets' values (simulator only, file comment).
+/// pruning threshold per row or per sequence. offsets as in the ragged segmented_lowest_k_mask; count and
+/// segments must be < 2^32. Exact (a sort), so bit-identical on both builds. Errors: the shared ones (file
+/// comment); count < 0 or >= 2^32; segments < 0, >= 2^32, or 0 with count > 0; out or offsets null or
+/// misaligned when segments > 0, keys null or misaligned when count > 0; the offsets' values (simulator
+/// only, file comment).
 ///   // the median score of each row of a [rows, cols] matrix (row_offsets = 0, cols, 2 cols, ...)
 ///   llmk::device::segmented_kth_value<float>(temp, &bytes, scores, rows * cols, rows, row_offsets,
 ///                                            cols / 2, medians, stream);
@@ -340,14 +351,14 @@ template <class Key>
 Status segmented_kth_value(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count,
                            std::int64_t segments, const std::int64_t* offsets, std::int64_t k, Key* out,
                            cudaStream_t stream) {
-  LLMK_RETURN_IF_ERROR(detail::check_ragged(count, segments));
+  LLMK_RETURN_IF_ERROR(detail::check_ragged_ranked(count, segments));
   detail::RankLayout l;
   LLMK_RETURN_IF_ERROR(detail::rank_layout<Key>(count, segments, stream, &l));
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, l.total, &query));
   if (query || segments == 0) return {};
-  LLMK_RETURN_IF_ERROR(detail::check_not_null({{"out", out}, {"offsets", offsets}}));
-  if (count > 0 && keys == nullptr) return Status::invalid_argument("keys", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_pointers({{"out", out}, {"offsets", offsets}}));
+  if (count > 0) LLMK_RETURN_IF_ERROR(detail::check_pointers({{"keys", keys}}));
   LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
   const std::uint32_t *grouped = nullptr, *group_seg = nullptr;
   if (count > 0)
@@ -359,7 +370,7 @@ Status segmented_kth_value(void* temp, std::size_t* temp_bytes, const Key* keys,
 
 /// *out (device) = the key of rank k (0-based, ascending, clamped to [0, count - 1]) of keys[0 .. count);
 /// Key{} when count is 0. temp also holds the one-segment offsets {0, count}. Errors: the shared ones (file
-/// comment); count < 0 or >= 2^32; out null; keys null when count > 0.
+/// comment); count < 0 or >= 2^32; out null or misaligned; keys null or misaligned when count > 0.
 ///   llmk::device::kth_value<float>(temp, &bytes, magnitudes, n, n / 2, d_threshold, stream);
 template <class Key>
 Status kth_value(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count, std::int64_t k,
@@ -371,7 +382,7 @@ Status kth_value(void* temp, std::size_t* temp_bytes, const Key* keys, std::int6
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, offsets_at + 2 * sizeof(std::int64_t), &query));
   if (query) return {};
-  if (out == nullptr) return Status::invalid_argument("out", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_pointers({{"out", out}}));
   auto* offsets = reinterpret_cast<std::int64_t*>(static_cast<unsigned char*>(temp) + offsets_at);
   LLMK_RETURN_IF_ERROR(launch(detail::whole_offsets_kernel<>, dim3(1), dim3(32), 0, stream, offsets, count));
   return segmented_kth_value<Key>(temp, &bytes, keys, count, 1, offsets, k, out, stream);
@@ -390,7 +401,8 @@ struct LessAt {
 /// Threshold select: indices_out gets every position i with keys[i] < threshold, in increasing order;
 /// *num_selected (device) their count. indices_out must hold count entries (the worst case); count must fit
 /// Index. cub::DeviceSelect::If over a counting iterator on the GPU. Errors: the shared ones (file comment);
-/// count < 0 or above Index's maximum; num_selected null; keys or indices_out null when count > 0.
+/// count < 0 or above Index's maximum; num_selected null or misaligned; keys or indices_out null or
+/// misaligned when count > 0.
 ///   // the columns whose score is below the per-layer threshold
 ///   llmk::device::select_less_than<float, std::int32_t>(temp, &bytes, scores, n, threshold, cols, d_count,
 ///                                                       stream);
@@ -404,9 +416,9 @@ Status select_less_than(void* temp, std::size_t* temp_bytes, const Key* keys, st
         str_cat("must fit the index type (<= ", std::numeric_limits<Index>::max(), "), got ", count));
   const detail::LessAt<Key, Index> pred{keys, threshold};
   auto checks = [&]() -> Status {
-    if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
+    LLMK_RETURN_IF_ERROR(detail::check_pointers({{"num_selected", num_selected}}));
     if (count > 0)
-      LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys", keys}, {"indices_out", indices_out}}));
+      LLMK_RETURN_IF_ERROR(detail::check_pointers({{"keys", keys}, {"indices_out", indices_out}}));
     return {};
   };
 #if defined(LLMK_SIM)
@@ -486,7 +498,8 @@ __global__ void __launch_bounds__(256)
 /// iterator on the GPU (a loop in the simulator), and the counts (two binary searches per segment). Temporary
 /// storage: one byte per position plus CUB's. Errors: the shared ones (file comment); count < 0, >= 2^32 or
 /// above Index's maximum; segments < 0, or 0 with count > 0; num_selected null; offsets null when segments
-/// > 0; keys, thresholds or indices_out null when count > 0; the offsets' values (simulator only).
+/// > 0; keys, thresholds or indices_out null when count > 0; any of these, or segment_counts when not null,
+/// misaligned; the offsets' values (simulator only).
 ///   // per row of a [rows, cols] score matrix, the columns below that row's threshold
 ///   llmk::device::segmented_select_less_than<float, std::int32_t>(temp, &bytes, scores, rows * cols, rows,
 ///                                                                 row_offsets, row_thresholds, positions,
@@ -515,11 +528,13 @@ Status segmented_select_less_than(void* temp, std::size_t* temp_bytes, const Key
   bool query = false;
   LLMK_RETURN_IF_ERROR(detail::check_temp(temp, temp_bytes, select_at + select_bytes, &query));
   if (query) return {};
-  if (num_selected == nullptr) return Status::invalid_argument("num_selected", "must not be null");
-  if (segments > 0 && offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_pointers({{"num_selected", num_selected}}));
+  if (segments > 0) LLMK_RETURN_IF_ERROR(detail::check_pointers({{"offsets", offsets}}));
   if (count > 0)
     LLMK_RETURN_IF_ERROR(
-        detail::check_not_null({{"keys", keys}, {"thresholds", thresholds}, {"indices_out", indices_out}}));
+        detail::check_pointers({{"keys", keys}, {"thresholds", thresholds}, {"indices_out", indices_out}}));
+  if (segment_counts != nullptr && segments > 0)
+    LLMK_RETURN_IF_ERROR(detail::check_pointers({{"segment_counts", segment_counts}}));
   if (segments > 0) LLMK_RETURN_IF_ERROR(detail::check_offsets_values(count, segments, offsets));
   auto* flags = static_cast<std::uint8_t*>(temp);
   if (count > 0)

@@ -2,9 +2,10 @@
 // The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
 // Errors every entry shares (Status::invalid_argument naming the argument): temp_bytes null; on the second
 // call (temp not null) *temp_bytes below the size query's answer ('temp_bytes') or temp not 16-byte aligned
-// ('temp'). Pointers are checked on the second call only, and only those the call reads or writes: each
-// entry's "Errors:" line lists them with its own rules. A failing CUB call or launch: Status::cuda_error
-// naming it (the simulator's kernels: Status::Code::kSimulatorError).
+// ('temp'); order not a SortOrder enumerator ('order', on either call). Pointers are checked on the second
+// call only, and only those the call reads or writes, each for null and for alignment to its element type
+// (the named pointer): each entry's "Errors:" line lists them with its own rules. A failing CUB call or
+// launch: Status::cuda_error naming it (the simulator's kernels: Status::Code::kSimulatorError).
 #pragma once
 
 #include "llmk/core/device_algorithms/common.cuh"
@@ -13,21 +14,19 @@ namespace llmk::device {
 
 /// Stable sort of (key, value) pairs by key: keys_out / values_out get the sorted pairs; equal keys keep
 /// their input order (in both orders). Inputs and outputs must not overlap. count 0: nothing runs.
-/// Errors: the shared ones (file comment); count < 0; keys_in, keys_out, values_in or values_out null when
-/// count > 0.
+/// Errors: the shared ones (file comment); count < 0; keys_in, keys_out, values_in or values_out null or
+/// misaligned when count > 0.
 ///   llmk::device::sort_pairs<float, std::int32_t>(temp, &bytes, diag, diag_sorted, iota, perm, d,
 ///                                                 llmk::device::SortOrder::kDescending, stream);
 template <class Key, class Value>
 Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out,
                   const Value* values_in, Value* values_out, std::int64_t count, SortOrder order,
                   cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_order(order));
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   auto checks = [&]() -> Status {
-    LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys_in", keys_in},
-                                                 {"keys_out", keys_out},
-                                                 {"values_in", values_in},
-                                                 {"values_out", values_out}}));
-    return {};
+    return detail::check_pointers(
+        {{"keys_in", keys_in}, {"keys_out", keys_out}, {"values_in", values_in}, {"values_out", values_out}});
   };
 #if defined(LLMK_SIM)
   (void)stream;
@@ -53,16 +52,16 @@ Status sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* 
 
 /// Stable sort of keys: keys_out gets keys_in in order (equal keys keep their input order, which shows only
 /// for -0.0 / +0.0). Input and output must not overlap. count 0: nothing runs. Errors: the shared ones (file
-/// comment); count < 0; keys_in or keys_out null when count > 0.
+/// comment); count < 0; keys_in or keys_out null or misaligned when count > 0.
 ///   llmk::device::sort_keys<float>(temp, &bytes, magnitudes, sorted, n, llmk::device::SortOrder::kAscending,
 ///                                  stream);
 template <class Key>
 Status sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out, std::int64_t count,
                  SortOrder order, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_order(order));
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   auto checks = [&]() -> Status {
-    LLMK_RETURN_IF_ERROR(detail::check_not_null({{"keys_in", keys_in}, {"keys_out", keys_out}}));
-    return {};
+    return detail::check_pointers({{"keys_in", keys_in}, {"keys_out", keys_out}});
   };
 #if defined(LLMK_SIM)
   (void)stream;
@@ -86,8 +85,9 @@ Status sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* k
 
 /// Stable sort of (key, value) pairs within each segment s = [offsets[s], offsets[s + 1]) (offsets: device,
 /// segments + 1 non-decreasing entries; elements outside every segment are neither read nor written).
-/// Errors: the shared ones (file comment); count or segments < 0; when both are > 0, a key or value array
-/// null ('keys_in') or offsets null; in the simulator only, a segment outside [0, count) or decreasing
+/// Errors: the shared ones (file comment); count or segments < 0; when both are > 0, keys_in, keys_out,
+/// values_in, values_out or offsets null or misaligned; in the simulator only, a segment outside [0, count)
+/// or decreasing
 /// ('offsets'; on a GPU the offsets are the caller's contract).
 ///   llmk::device::segmented_sort_pairs<unsigned, std::int32_t>(temp, &bytes, keys, keys_out, cols, cols_out,
 ///       rows * k, rows, row_offsets, llmk::device::SortOrder::kAscending, stream);
@@ -96,13 +96,15 @@ Status segmented_sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys
                             const Value* values_in, Value* values_out, std::int64_t count,
                             std::int64_t segments, const std::int64_t* offsets, SortOrder order,
                             cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_order(order));
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
   auto checks = [&]() -> Status {
-    if (keys_in == nullptr || keys_out == nullptr || values_in == nullptr || values_out == nullptr)
-      return Status::invalid_argument("keys_in", "keys and values (in and out) must not be null");
-    if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
-    return {};
+    return detail::check_pointers({{"keys_in", keys_in},
+                                   {"keys_out", keys_out},
+                                   {"values_in", values_in},
+                                   {"values_out", values_out},
+                                   {"offsets", offsets}});
   };
 #if defined(LLMK_SIM)
   (void)stream;
@@ -128,20 +130,18 @@ Status segmented_sort_pairs(void* temp, std::size_t* temp_bytes, const Key* keys
 }
 
 /// Stable sort of keys within each segment s = [offsets[s], offsets[s + 1]) (as segmented_sort_pairs).
-/// Errors: as segmented_sort_pairs's, for keys_in / keys_out and offsets.
+/// Errors: as segmented_sort_pairs's, for keys_in, keys_out and offsets.
 ///   llmk::device::segmented_sort_keys<float>(temp, &bytes, scores, sorted, rows * cols, rows, row_offsets,
 ///                                            llmk::device::SortOrder::kDescending, stream);
 template <class Key>
 Status segmented_sort_keys(void* temp, std::size_t* temp_bytes, const Key* keys_in, Key* keys_out,
                            std::int64_t count, std::int64_t segments, const std::int64_t* offsets,
                            SortOrder order, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_order(order));
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
   auto checks = [&]() -> Status {
-    if (keys_in == nullptr || keys_out == nullptr)
-      return Status::invalid_argument("keys_in", "keys_in and keys_out must not be null");
-    if (offsets == nullptr) return Status::invalid_argument("offsets", "must not be null");
-    return {};
+    return detail::check_pointers({{"keys_in", keys_in}, {"keys_out", keys_out}, {"offsets", offsets}});
   };
 #if defined(LLMK_SIM)
   (void)stream;
