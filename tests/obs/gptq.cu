@@ -251,6 +251,14 @@ TEST_CASE("gptq: bad arguments name the argument") {
   o.block_size = 0;
   CHECK(has(run(o), "block_size"));
   o = {};
+  o.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(2);  // would act as kAbsmax
+  CHECK(has(run(o), "symmetric_grid"));
+  {
+    llmk::obs::ObqOptions oo;
+    oo.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(-1);
+    CHECK(has(llmk::obs::obq_quantize(w.data(), 4, 16, 16, h.data(), 16, oo, la, &q), "symmetric_grid"));
+  }
+  o = {};
   o.damping.percdamp = -1.0;
   CHECK(has(run(o), "percdamp"));
   o = {};

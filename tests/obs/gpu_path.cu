@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -643,6 +644,14 @@ TEST_CASE("gpu paths: bad arguments name the argument") {
   sb.group_size = 8;  // without bits
   CHECK(has(srun(sb, so), "group_size"));
   sb = sopt;
+  sb.count = static_cast<llmk::obs::PruneCount>(5);
+  CHECK(has(srun(sb, so), "count"));
+  sb.count = llmk::obs::PruneCount::kThreshold;  // the reference's threshold rule: a host option
+  CHECK(srun(sb, so).code() == llmk::Status::Code::kUnsupported);
+  sb.prune_n = 2;  // n:m has no threshold: the option does not apply
+  sb.prune_m = 4;
+  CHECK(srun(sb, so).ok());
+  sb = sopt;
   sb.bits = 4;  // quantizing needs codes, scales, zeros, g_idx
   CHECK(has(srun(sb, so), "codes"));
   llmk::obs::SparseGptGpuOutputs sbo = so;
@@ -675,4 +684,131 @@ TEST_CASE("gpu paths: bad arguments name the argument") {
                                                           wws.data(), wws.size(), nullptr, &srep);
     CHECK(s.code() == llmk::Status::Code::kUnsupported);
   }
+}
+
+TEST_CASE("gpu paths: misaligned pointers, outputs overlapping w or h, a bad symmetric_grid are named") {
+  const std::int64_t n = 4, k = 16;
+  const Layer l = test_layer(n, k, 5);
+  llmk::DeviceBuffer<float> dw(l.w), dh(l.h), scales(static_cast<std::size_t>(n + 1)),
+      deq(static_cast<std::size_t>(n * k + 1)), spare(static_cast<std::size_t>(k * k + 1));
+  llmk::DeviceBuffer<std::uint8_t> codes(static_cast<std::size_t>(n * k)), zeros(static_cast<std::size_t>(n)),
+      mask(static_cast<std::size_t>(n * k));
+  llmk::DeviceBuffer<std::int32_t> g_idx(static_cast<std::size_t>(k + 1));
+  DeviceBackend la;
+
+  // GPTQ
+  const llmk::obs::GptqOptions base;
+  const std::size_t ws_bytes = llmk::obs::gptq_gpu_workspace_bytes(n, k, base);
+  llmk::DeviceBuffer<unsigned char> ws(ws_bytes);
+  const llmk::obs::GptqGpuOutputs good{codes.data(), k, scales.data(), zeros.data(), g_idx.data(),
+                                       deq.data(),   k};
+  llmk::obs::GptqGpuReport rep;
+  auto gptq = [&](const llmk::obs::GptqOptions& o, const llmk::obs::GptqGpuOutputs& out, const float* w,
+                  const float* h) {
+    return llmk::obs::gptq_quantize_gpu(w, n, k, k, h, k, o, la, out, ws.data(), ws_bytes, nullptr, &rep);
+  };
+  {
+    const llmk::Status s = gptq(base, good, dw.data(), dh.data());
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  CHECK(rejects(gptq(base, good, shifted(spare.data(), 2), dh.data()), "w", "aligned"));
+  CHECK(rejects(gptq(base, good, dw.data(), shifted(spare.data(), 2)), "h", "aligned"));
+  llmk::obs::GptqGpuOutputs o = good;
+  o.scales = shifted(scales.data(), 2);
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "scales", "aligned"));
+  o = good;
+  o.g_idx = shifted(g_idx.data(), 1);
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "g_idx", "aligned"));
+  o = good;
+  o.dequantized = shifted(deq.data(), 2);
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "dequantized", "aligned"));
+  o = good;
+  o.dequantized = dh.data() + 3;  // the loss GEMM reads h after the column loop wrote it
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "dequantized", "overlap"));
+  o.dequantized = dw.data() + 1;  // not w itself: later columns would read quantized weights
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "dequantized", "overlap"));
+  o.dequantized = dw.data();
+  o.ld_dequantized = k + 1;
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "dequantized", "overlap"));
+  o = good;
+  o.g_idx = reinterpret_cast<std::int32_t*>(dw.data()) + 4;  // written before w is read
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "g_idx", "overlap"));
+  o = good;
+  o.scales = dh.data();
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "scales", "overlap"));
+  o = good;
+  o.codes = reinterpret_cast<std::uint8_t*>(dw.data()) + 5;
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "codes", "overlap"));
+  o = good;
+  o.zeros = reinterpret_cast<std::uint8_t*>(dh.data()) + 1;
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "zeros", "overlap"));
+  llmk::obs::GptqOptions bad = base;
+  bad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(2);
+  CHECK(rejects(gptq(bad, good, dw.data(), dh.data()), "symmetric_grid", "SymmetricGrid"));
+  {  // in place (dequantized = w, same leading dimension) is allowed and gives the same result
+    const GpuGptq ref = run_gptq_gpu(l, base);
+    REQUIRE_MESSAGE(ref.status.ok(), ref.status.message());
+    llmk::DeviceBuffer<float> dw2(l.w);
+    o = good;
+    o.dequantized = dw2.data();
+    const llmk::Status s = gptq(base, o, dw2.data(), dh.data());
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    CHECK(codes.to_host() == ref.codes);
+    const std::vector<float> q = dw2.to_host();
+    std::int64_t differ = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) differ += !same_bits(q[i], ref.deq[i]);
+    CHECK(differ == 0);
+    check_rel(rep.loss, ref.report.loss, kExact ? 1e-12 : kGpuLossRel);
+  }
+
+  // SparseGPT (joint 4-bit quantization: every output)
+  llmk::obs::SparseGptOptions sopt;
+  sopt.bits = 4;
+  const std::size_t sws = llmk::obs::sparsegpt_gpu_workspace_bytes(n, k, sopt);
+  llmk::DeviceBuffer<unsigned char> sws_buf(sws);
+  llmk::obs::SparseGptGpuOutputs sgood;
+  sgood.weights = deq.data();
+  sgood.ld_weights = k;
+  sgood.mask = mask.data();
+  sgood.ld_mask = k;
+  sgood.codes = codes.data();
+  sgood.ld_codes = k;
+  sgood.scales = scales.data();
+  sgood.zeros = zeros.data();
+  sgood.g_idx = g_idx.data();
+  llmk::obs::SparseGptGpuReport srep;
+  auto sparse = [&](const llmk::obs::SparseGptOptions& so, const llmk::obs::SparseGptGpuOutputs& out,
+                    const float* w) {
+    return llmk::obs::sparsegpt_prune_gpu(w, n, k, k, dh.data(), k, so, la, out, sws_buf.data(), sws, nullptr,
+                                          &srep);
+  };
+  {
+    const llmk::Status s = sparse(sopt, sgood, dw.data());
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  CHECK(rejects(sparse(sopt, sgood, shifted(spare.data(), 2)), "w", "aligned"));
+  llmk::obs::SparseGptGpuOutputs so = sgood;
+  so.weights = shifted(deq.data(), 2);
+  CHECK(rejects(sparse(sopt, so, dw.data()), "weights", "aligned"));
+  so = sgood;
+  so.scales = shifted(scales.data(), 3);
+  CHECK(rejects(sparse(sopt, so, dw.data()), "scales", "aligned"));
+  so = sgood;
+  so.g_idx = shifted(g_idx.data(), 2);
+  CHECK(rejects(sparse(sopt, so, dw.data()), "g_idx", "aligned"));
+  so = sgood;
+  so.weights = dh.data() + 9;
+  CHECK(rejects(sparse(sopt, so, dw.data()), "weights", "overlap"));
+  so.weights = dw.data();
+  so.ld_weights = k + 1;  // w's first element, but not w's layout
+  CHECK(rejects(sparse(sopt, so, dw.data()), "weights", "overlap"));
+  so = sgood;
+  so.mask = reinterpret_cast<std::uint8_t*>(dh.data()) + 2;
+  CHECK(rejects(sparse(sopt, so, dw.data()), "mask", "overlap"));
+  so = sgood;
+  so.g_idx = reinterpret_cast<std::int32_t*>(dw.data());
+  CHECK(rejects(sparse(sopt, so, dw.data()), "g_idx", "overlap"));
+  llmk::obs::SparseGptOptions sbad = sopt;
+  sbad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(-1);
+  CHECK(rejects(sparse(sbad, sgood, dw.data()), "symmetric_grid", "SymmetricGrid"));
 }

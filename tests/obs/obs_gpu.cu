@@ -7,7 +7,9 @@
 // rank-deficient Hessians (the retry reported identically), and argument errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -486,6 +488,105 @@ TEST_CASE("obs / obq gpu: bad arguments name the argument") {
   CHECK(has(llmk::obs::obq_quantize_gpu(dw.data(), n, k, k, dh.data(), k, qbase, la, qgood, ws.data(), qws,
                                         nullptr, nullptr),
             "report"));
+}
+
+TEST_CASE("obs / obq gpu: misaligned pointers, outputs overlapping w or h, a bad symmetric_grid are named") {
+  constexpr std::int64_t n = 4, k = 16;
+  const Layer l = test_layer(n, k, 5);
+  // w in the second half of `both`: an output in the first half ends exactly where w begins.
+  std::vector<float> both_host(static_cast<std::size_t>(2 * n * k), 0.0f);
+  std::copy(l.w.begin(), l.w.end(), both_host.begin() + n * k);
+  llmk::DeviceBuffer<float> both(both_host), dh(l.h), weights(static_cast<std::size_t>(n * k + 1)),
+      scales(static_cast<std::size_t>(n + 1)), deq(static_cast<std::size_t>(n * k + 1)),
+      spare(static_cast<std::size_t>(k * k + 1));
+  float* dw = both.data() + n * k;
+  llmk::DeviceBuffer<std::uint8_t> mask(static_cast<std::size_t>(n * k)),
+      codes(static_cast<std::size_t>(n * k)), zeros(static_cast<std::size_t>(n));
+  llmk::DeviceBuffer<std::int32_t> g_idx(static_cast<std::size_t>(k + 1));
+  llmk::DeviceBuffer<double> row_loss(static_cast<std::size_t>(n + 1));
+  DeviceBackend la;
+  llmk::obs::ObsPruneOptions popt;
+  popt.prune_per_row = 3;
+  const llmk::obs::ObqOptions qopt;
+  const std::size_t pws = llmk::obs::obs_prune_gpu_workspace_bytes(n, k, popt),
+                    qws = llmk::obs::obq_quantize_gpu_workspace_bytes(n, k, qopt);
+  llmk::DeviceBuffer<unsigned char> ws(std::max(pws, qws));
+
+  const llmk::obs::ObsPruneGpuOutputs pgood{weights.data(), k, mask.data(), k, row_loss.data()};
+  llmk::obs::ObsPruneGpuReport prep;
+  auto prune = [&](const llmk::obs::ObsPruneGpuOutputs& out, const float* w, const float* h) {
+    return llmk::obs::obs_prune_gpu(w, n, k, k, h, k, popt, la, out, ws.data(), pws, nullptr, &prep);
+  };
+  {
+    const llmk::Status s = prune(pgood, dw, dh.data());
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  CHECK(rejects(prune(pgood, shifted(spare.data(), 2), dh.data()), "w", "aligned"));
+  CHECK(rejects(prune(pgood, dw, shifted(spare.data(), 2)), "h", "aligned"));
+  llmk::obs::ObsPruneGpuOutputs po = pgood;
+  po.weights = shifted(weights.data(), 2);
+  CHECK(rejects(prune(po, dw, dh.data()), "weights", "aligned"));
+  po = pgood;
+  po.row_loss = shifted(row_loss.data(), 4);  // fp64: 8 bytes
+  CHECK(rejects(prune(po, dw, dh.data()), "row_loss", "aligned"));
+  po = pgood;
+  po.weights = dw;  // in place: the loss would read the pruned weights as the original ones
+  CHECK(rejects(prune(po, dw, dh.data()), "weights", "overlap"));
+  po.weights = both.data() + 1;  // its last element is w's first
+  CHECK(rejects(prune(po, dw, dh.data()), "weights", "overlap"));
+  po.weights = both.data();  // ends where w begins: allowed
+  {
+    const llmk::Status s = prune(po, dw, dh.data());
+    CHECK_MESSAGE(s.ok(), s.message());
+  }
+  po = pgood;
+  po.weights = dh.data() + 5;
+  CHECK(rejects(prune(po, dw, dh.data()), "weights", "overlap"));
+  po = pgood;
+  po.mask = reinterpret_cast<std::uint8_t*>(dh.data()) + 3;
+  CHECK(rejects(prune(po, dw, dh.data()), "mask", "overlap"));
+  po = pgood;
+  po.row_loss = reinterpret_cast<double*>(dw) + 1;
+  CHECK(rejects(prune(po, dw, dh.data()), "row_loss", "overlap"));
+
+  const llmk::obs::ObqGpuOutputs qgood{codes.data(), k, scales.data(), zeros.data(), g_idx.data(),
+                                       deq.data(),   k};
+  llmk::obs::ObqGpuReport qrep;
+  auto obq = [&](const llmk::obs::ObqOptions& o, const llmk::obs::ObqGpuOutputs& out, const float* w) {
+    return llmk::obs::obq_quantize_gpu(w, n, k, k, dh.data(), k, o, la, out, ws.data(), qws, nullptr, &qrep);
+  };
+  {
+    const llmk::Status s = obq(qopt, qgood, dw);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  CHECK(rejects(obq(qopt, qgood, shifted(spare.data(), 1)), "w", "aligned"));
+  llmk::obs::ObqGpuOutputs qo = qgood;
+  qo.scales = shifted(scales.data(), 2);
+  CHECK(rejects(obq(qopt, qo, dw), "scales", "aligned"));
+  qo = qgood;
+  qo.g_idx = shifted(g_idx.data(), 2);
+  CHECK(rejects(obq(qopt, qo, dw), "g_idx", "aligned"));
+  qo = qgood;
+  qo.dequantized = shifted(deq.data(), 3);
+  CHECK(rejects(obq(qopt, qo, dw), "dequantized", "aligned"));
+  qo = qgood;
+  qo.dequantized = dw;  // in place
+  CHECK(rejects(obq(qopt, qo, dw), "dequantized", "overlap"));
+  qo = qgood;
+  qo.scales = dh.data() + 7;
+  CHECK(rejects(obq(qopt, qo, dw), "scales", "overlap"));
+  qo = qgood;
+  qo.g_idx = reinterpret_cast<std::int32_t*>(dw) + 2;
+  CHECK(rejects(obq(qopt, qo, dw), "g_idx", "overlap"));
+  qo = qgood;
+  qo.codes = reinterpret_cast<std::uint8_t*>(dh.data());
+  CHECK(rejects(obq(qopt, qo, dw), "codes", "overlap"));
+  qo = qgood;
+  qo.zeros = reinterpret_cast<std::uint8_t*>(dw) + 1;
+  CHECK(rejects(obq(qopt, qo, dw), "zeros", "overlap"));
+  llmk::obs::ObqOptions bad = qopt;
+  bad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(2);
+  CHECK(rejects(obq(bad, qgood, dw), "symmetric_grid", "SymmetricGrid"));
 }
 
 TEST_CASE("obs / obq gpu: equal keys break to the first column as the host") {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -107,6 +108,18 @@ inline double trace_loss(const std::vector<float>& w, const std::vector<float>& 
 /// The Status is an error naming argument `arg`.
 inline bool has(const llmk::Status& s, const char* arg) {
   return !s.ok() && s.message().find(std::string("'") + arg + "'") != std::string::npos;
+}
+
+/// The Status is an invalid_argument naming `arg` with `rule` in its message.
+inline bool rejects(const llmk::Status& s, const char* arg, const char* rule) {
+  return s.code() == llmk::Status::Code::kInvalidArgument && has(s, arg) &&
+         s.message().find(rule) != std::string::npos;
+}
+
+/// p moved by `bytes` (a misaligned pointer into the same allocation).
+template <class T>
+T* shifted(T* p, std::ptrdiff_t bytes) {
+  return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(p) + bytes);
 }
 
 inline bool same_bits(float a, float b) {

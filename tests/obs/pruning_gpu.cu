@@ -336,6 +336,12 @@ TEST_CASE("wanda / magnitude gpu: bad arguments are named") {
   CHECK(names(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, bad, out, c.ld_out, m, c.ld_mask), "prune_m"));
   bad.prune_n = -1;
   CHECK(names(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, bad, out, c.ld_out, m, c.ld_mask), "prune_n"));
+  bad = {};
+  bad.count = static_cast<llmk::obs::PruneCount>(3);
+  CHECK(names(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, bad, out, c.ld_out, m, c.ld_mask), "count"));
+  bad.count = llmk::obs::PruneCount::kThreshold;  // a host option: the GPU counts exactly
+  CHECK(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, bad, out, c.ld_out, m, c.ld_mask).code() ==
+        llmk::Status::Code::kUnsupported);
   {  // m > 32: unsupported on the GPU
     const Case big = make_case(2, 64, 1, false);
     llmk::DeviceBuffer<float> bw(big.w), bh(big.h), bo(static_cast<std::size_t>(2 * big.ld_out));

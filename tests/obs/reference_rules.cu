@@ -424,3 +424,65 @@ TEST_CASE("reference rules: Wanda's default mask is the reference's, its per-row
       CHECK(std::count(wa.mask.begin() + r * cols, wa.mask.begin() + (r + 1) * cols, 0) == per_row);
   }
 }
+
+TEST_CASE("reference rules: PruneCount::kThreshold is the reference codes' threshold rule (ties included)") {
+  // magnitude: the reference's mask exactly, one weight more than the exact count (no ties in random data).
+  const Layer l = outlier_layer();
+  for (const double sparsity : {0.5, 0.6}) {
+    CAPTURE(sparsity);
+    llmk::obs::PruneOptions po;
+    po.sparsity = sparsity;
+    po.count = llmk::obs::PruneCount::kThreshold;
+    llmk::obs::PruneResult mg;
+    REQUIRE(llmk::obs::magnitude_prune(l.w.data(), l.n, l.k, l.ldw, nullptr, 0, po, nullptr, &mg).ok());
+    CHECK(mg.weights == magnitude_reference(l, sparsity));
+    const auto exact = static_cast<std::ptrdiff_t>(static_cast<double>(l.n * l.k) * sparsity);
+    CHECK(std::count(mg.mask.begin(), mg.mask.end(), 0) == exact + 1);
+  }
+  // Ties at the threshold all go: 40 of 64 weights share |w| = 0.5, the rank-32 score is one of them.
+  {
+    Layer t = make_layer(4, 16, 32, 5);
+    for (std::int64_t i = 0; i < 40; ++i) t.w[static_cast<std::size_t>(i * 64 / 40)] = i % 2 ? 0.5f : -0.5f;
+    llmk::obs::PruneOptions po;
+    po.count = llmk::obs::PruneCount::kThreshold;
+    llmk::obs::PruneResult mg;
+    REQUIRE(llmk::obs::magnitude_prune(t.w.data(), t.n, t.k, t.ldw, nullptr, 0, po, nullptr, &mg).ok());
+    CHECK(mg.weights == magnitude_reference(t, 0.5));
+    po.count = llmk::obs::PruneCount::kExact;
+    llmk::obs::PruneResult exact;
+    REQUIRE(llmk::obs::magnitude_prune(t.w.data(), t.n, t.k, t.ldw, nullptr, 0, po, nullptr, &exact).ok());
+    CHECK(std::count(exact.mask.begin(), exact.mask.end(), 0) == 32);
+    CHECK(std::count(mg.mask.begin(), mg.mask.end(), 0) > 33);
+  }
+  // SparseGPT, 50% per block: the reference's count per block (one more than int(numel p)); the masks follow
+  // fp32 compensated weights here and fp64 ones in the emulation, so the losses are compared.
+  {
+    llmk::obs::HostLapackBackend la;
+    llmk::obs::SparseGptOptions so;
+    so.count = llmk::obs::PruneCount::kThreshold;
+    llmk::obs::SparseGptResult sg, sg_exact;
+    REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, so, la, &sg).ok());
+    so.count = llmk::obs::PruneCount::kExact;
+    REQUIRE(
+        llmk::obs::sparsegpt_prune(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, so, la, &sg_exact).ok());
+    const std::vector<float> ref = sparsegpt_reference(l, 0.5, 0, 0);
+    const double ours = loss_of(l, sg.weights), exact = loss_of(l, sg_exact.weights), want = loss_of(l, ref);
+    const auto zeros = [](const std::vector<float>& v) { return std::count(v.begin(), v.end(), 0.0f); };
+    MESSAGE("sparsegpt 50%, threshold rule: loss ", ours, ", reference ", want, " (", ours / want,
+            "x); exact count ", exact, " (", exact / want, "x); pruned ", zeros(sg.weights), " / reference ",
+            zeros(ref), " / exact ", zeros(sg_exact.weights));
+    const std::int64_t blocks = (l.k + 127) / 128;
+    CHECK(std::count(sg.mask.begin(), sg.mask.end(), 0) ==
+          std::count(sg_exact.mask.begin(), sg_exact.mask.end(), 0) + blocks);
+    CHECK(zeros(sg.weights) == zeros(ref));
+    CHECK(ours == doctest::Approx(want).epsilon(1e-4));
+  }
+  // Out-of-range values are rejected by name; the GPU entries refuse the threshold rule (host only).
+  llmk::obs::PruneOptions bad;
+  bad.count = static_cast<llmk::obs::PruneCount>(7);
+  llmk::obs::PruneResult unused;
+  const llmk::Status st =
+      llmk::obs::magnitude_prune(l.w.data(), l.n, l.k, l.ldw, nullptr, 0, bad, nullptr, &unused);
+  CHECK(st.code() == llmk::Status::Code::kInvalidArgument);
+  CHECK(st.message().find("'count'") != std::string::npos);
+}

@@ -668,6 +668,13 @@ TEST_CASE("sparsegpt / wanda / magnitude: bad arguments name the argument") {
   o.prune_n = -1;
   CHECK(has(run(o), "prune_n"));
   o = {};
+  o.count = static_cast<llmk::obs::PruneCount>(2);
+  CHECK(has(run(o), "count"));
+  o = {};
+  o.bits = 4;
+  o.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(9);
+  CHECK(has(run(o), "symmetric_grid"));
+  o = {};
   o.block_size = 0;
   CHECK(has(run(o), "block_size"));
   o = {};

@@ -209,4 +209,11 @@ Status check_element_alignment(std::string_view name, const void* p) {
   return {};
 }
 
+/// Whether the byte ranges [p, p + bytes) and [q, q + bytes_q) overlap (host arithmetic on addresses: the
+/// launchers' aliasing checks).
+inline bool ranges_overlap(const void* p, std::int64_t bytes, const void* q, std::int64_t bytes_q) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p), b = reinterpret_cast<std::uintptr_t>(q);
+  return a < b + static_cast<std::uintptr_t>(bytes_q) && b < a + static_cast<std::uintptr_t>(bytes);
+}
+
 }  // namespace llmk

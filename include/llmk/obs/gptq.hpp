@@ -64,6 +64,7 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
   const detail::LayerArgs a{w, rows, cols, ldw, h, ldh};
   LLMK_RETURN_IF_ERROR(detail::validate_layer(a));
   LLMK_RETURN_IF_ERROR(detail::validate_quant_choice(opt.bits, opt.group_size, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   if (opt.block_size < 1)
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
   LLMK_RETURN_IF_ERROR(

@@ -71,10 +71,12 @@ inline std::size_t gptq_gpu_workspace_bytes(std::int64_t rows, std::int64_t cols
 /// h [K, K] (ldh; llmk/obs/hessian.cuh), fp32 device memory, finite; neither is modified. Options and output
 /// meaning as gptq_quantize (llmk/obs/gptq.hpp). `la` performs the factorizations and GEMMs on device memory
 /// on `stream` (a GPU build requires la.uses_device_memory(); in the simulator HostLapackBackend serves).
-/// Errors name the argument: rows, cols, w, ldw, h, ldh, bits, group_size, block_size, mse_grid,
-/// mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, codes, ld_codes, scales, zeros, g_idx,
-/// ld_dequantized, workspace, workspace_bytes, la, report. A Hessian that no damping makes positive definite
-/// is an error naming h. On an error the outputs' contents are unspecified; on success they are finite.
+/// Errors name the argument: rows, cols, w, ldw, h, ldh, bits, group_size, block_size, symmetric_grid,
+/// group_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, codes, ld_codes,
+/// scales, zeros, g_idx, dequantized, ld_dequantized, workspace, workspace_bytes, la, report. w, h, scales,
+/// g_idx, dequantized must be 4-byte aligned; no output may overlap h, nor w, except dequantized being w
+/// itself with ld_dequantized = ldw (in place). A Hessian that no damping makes positive definite is an error
+/// naming h. On an error the outputs' contents are unspecified; on success they are finite.
 /// Synchronous: returns after the stream finished (the report's timings need it).
 ///   llmk::obs::GptqGpuOutputs out{d_codes, K, d_scales, d_zeros, d_g_idx, nullptr, 0};
 ///   llmk::obs::GptqGpuReport rep;
@@ -87,6 +89,7 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
                                 cudaStream_t stream, GptqGpuReport* report) {
   LLMK_RETURN_IF_ERROR(detail::validate_fused_common(w, rows, cols, ldw, h, ldh));
   LLMK_RETURN_IF_ERROR(detail::validate_quant_choice(opt.bits, opt.group_size, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   if (opt.block_size < 1)
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
   LLMK_RETURN_IF_ERROR(
@@ -105,6 +108,22 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
                                     str_cat("must be >= cols when dequantized is given (cols=", cols,
                                             ", ld_dequantized=", out.ld_dequantized, ")"));
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("dequantized", out.dequantized));
+  {  // g_idx and the static grids are written before w is read; the loss GEMM reads h last
+    const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
+    const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
+    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
+        "codes", out.codes, detail::extent_bytes(rows, cols, out.ld_codes, 1), in));
+    LLMK_RETURN_IF_ERROR(
+        detail::check_output_disjoint("scales", out.scales, detail::extent_bytes(groups, rows, rows, 4), in));
+    LLMK_RETURN_IF_ERROR(
+        detail::check_output_disjoint("zeros", out.zeros, detail::extent_bytes(groups, rows, rows, 1), in));
+    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
+    LLMK_RETURN_IF_ERROR(detail::check_weight_output("dequantized", "ld_dequantized", out.dequantized, rows,
+                                                     cols, out.ld_dequantized, in));
+  }
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));

@@ -44,6 +44,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string_view>
 #include <vector>
 
 #include "llmk/config.cuh"
@@ -51,6 +52,7 @@
 #include "llmk/core/math.cuh"
 #include "llmk/core/memory.cuh"
 #include "llmk/core/status.cuh"
+#include "llmk/core/tensor_view.cuh"
 #include "llmk/obs/gpu_path_kernels.cuh"
 #include "llmk/obs/linalg.hpp"
 #include "llmk/obs/obs.hpp"
@@ -356,8 +358,59 @@ inline Status validate_fused_common(const float* w, std::int64_t rows, std::int6
   if (rows > kMax32) return Status::invalid_argument("rows", str_cat("must be < 2^31, got ", rows));
   if (ldw > kMax32) return Status::invalid_argument("ldw", str_cat("must be < 2^31, got ", ldw));
   if (ldh > kMax32) return Status::invalid_argument("ldh", str_cat("must be < 2^31, got ", ldh));
+  // fp32 loads (the checks' kernels, the copies, the backend's GEMM); before the entries' overlap checks.
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("w", w));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("h", h));
   LLMK_RETURN_IF_ERROR(check_device_pointer("w", w));
   LLMK_RETURN_IF_ERROR(check_device_pointer("h", h));
+  return {};
+}
+
+// Bytes from the first element of a [rows, cols] matrix (leading dimension ld >= cols, elements of `elem`
+// bytes) to one past its last, in 64 bits; saturates at INT64_MAX (such an extent overlaps everything).
+inline std::int64_t extent_bytes(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t elem) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  if (rows < 1 || cols < 1) return 0;
+  if (rows > 1 && ld > (kMax / elem - cols) / (rows - 1)) return kMax;
+  return ((rows - 1) * ld + cols) * elem;
+}
+
+// The byte extents of the entries' inputs w [rows, cols] (ldw) and h [cols, cols] (ldh).
+struct InputExtents {
+  const float* w;
+  std::int64_t ldw, w_bytes;
+  const float* h;
+  std::int64_t h_bytes;
+};
+
+inline InputExtents input_extents(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
+                                  const float* h, std::int64_t ldh) {
+  return {w, ldw, extent_bytes(rows, cols, ldw, 4), h, extent_bytes(cols, cols, ldh, 4)};
+}
+
+// An output of `bytes` bytes at p (null: not written) must not overlap w or h: the entries read both after
+// writing outputs (and the loss reads w or h last).
+inline Status check_output_disjoint(std::string_view name, const void* p, std::int64_t bytes,
+                                    const InputExtents& in) {
+  if (p == nullptr) return {};
+  if (ranges_overlap(p, bytes, in.w, in.w_bytes) || ranges_overlap(p, bytes, in.h, in.h_bytes))
+    return Status::invalid_argument(name, "must not overlap w or h");
+  return {};
+}
+
+// The fused column loop's weight output (q_out, [rows, cols] at ld) may be w itself (in place: the kernel
+// reads each original weight before it stores that element, and nothing reads w later) but must not
+// overlap w otherwise, nor overlap h (read by the final loss GEMM).
+inline Status check_weight_output(std::string_view name, std::string_view ld_name, const float* p,
+                                  std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                                  const InputExtents& in) {
+  if (p == nullptr) return {};
+  const std::int64_t bytes = extent_bytes(rows, cols, ld, 4);
+  const bool in_place = p == in.w && ld == in.ldw;
+  if ((!in_place && ranges_overlap(p, bytes, in.w, in.w_bytes)) || ranges_overlap(p, bytes, in.h, in.h_bytes))
+    return Status::invalid_argument(
+        name, str_cat("must not overlap h, nor overlap w unless it is w itself with ", ld_name,
+                      " = ldw (in place)"));
   return {};
 }
 

@@ -740,6 +740,7 @@ inline Status obq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
   const detail::LayerArgs a{w, rows, cols, ldw, h, ldh};
   LLMK_RETURN_IF_ERROR(detail::validate_layer(a));
   LLMK_RETURN_IF_ERROR(detail::validate_quant_choice(opt.bits, opt.group_size, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   if (opt.order != ObqOrder::kLeastSaliency && opt.order != ObqOrder::kMostDetermined &&
       opt.order != ObqOrder::kBestOfBoth)
     return Status::invalid_argument("order", "must be an ObqOrder value");

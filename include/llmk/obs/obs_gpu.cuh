@@ -648,8 +648,8 @@ inline std::size_t obs_prune_gpu_workspace_bytes(std::int64_t rows, std::int64_t
 /// H^-1. `la` runs the factorizations and GEMMs on device memory on `stream` (a GPU build requires
 /// la.uses_device_memory(); in the simulator HostLapackBackend serves). Errors name the argument: rows, cols,
 /// w, ldw, h, ldh, prune_per_row, percdamp, damp_growth, max_retries, weights, ld_weights, mask, ld_mask,
-/// workspace, workspace_bytes, la, report. Outputs must not alias w or h. Synchronous (returns after the
-/// stream finished).
+/// row_loss, workspace, workspace_bytes, la, report. w, h, weights must be 4-byte aligned, row_loss 8-byte;
+/// outputs must not overlap w or h (not in place either). Synchronous (returns after the stream finished).
 ///   llmk::obs::ObsPruneOptions opt;  opt.prune_per_row = K / 2;
 ///   llmk::obs::ObsPruneGpuOutputs out{d_pruned, K, d_mask, K, nullptr};
 ///   llmk::obs::ObsPruneGpuReport rep;
@@ -674,6 +674,16 @@ inline Status obs_prune_gpu(const float* w, std::int64_t rows, std::int64_t cols
     return Status::invalid_argument("ld_mask",
                                     str_cat("must be >= cols (cols=", cols, ", ld_mask=", out.ld_mask, ")"));
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("weights", out.weights));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<double>("row_loss", out.row_loss));
+  // The rows write the outputs while w and h are still read (the loss reads w last): no overlap, in place
+  // included.
+  const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
+  LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
+      "weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4), in));
+  LLMK_RETURN_IF_ERROR(
+      detail::check_output_disjoint("mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1), in));
+  LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("row_loss", out.row_loss, rows * 8, in));
   LLMK_RETURN_IF_ERROR(check_device_pointer("weights", out.weights));
   LLMK_RETURN_IF_ERROR(check_device_pointer("mask", out.mask));
   LLMK_RETURN_IF_ERROR(check_device_pointer("row_loss", out.row_loss));
@@ -738,10 +748,11 @@ inline std::size_t obq_quantize_gpu_workspace_bytes(std::int64_t rows, std::int6
 /// OBQ (obq_quantize, llmk/obs/obs.hpp) on the GPU, every ObqOptions choice (bits 2/3/4/8, symmetric, groups,
 /// MSE clip, the three orders, refine_sweeps): w [rows, cols] (ldw), h [cols, cols] (ldh), fp32 device
 /// memory, finite, not modified. Output in the weight-only GEMM's format (ObqGpuOutputs; g_idx[k] = k / G,
-/// the order is the identity). Errors name the argument: rows, cols, w, ldw, h, ldh, bits, group_size, order,
-/// refine_sweeps, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, codes, ld_codes,
-/// scales, zeros, g_idx, ld_dequantized, workspace, workspace_bytes, la, report. Outputs must not alias w or
-/// h. Synchronous.
+/// the order is the identity). Errors name the argument: rows, cols, w, ldw, h, ldh, bits, group_size,
+/// symmetric_grid, order, refine_sweeps, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth,
+/// max_retries, codes, ld_codes, scales, zeros, g_idx, dequantized, ld_dequantized, workspace,
+/// workspace_bytes, la, report. w, h, scales, g_idx, dequantized must be 4-byte aligned; outputs must not
+/// overlap w or h (not in place either). Synchronous.
 ///   llmk::obs::ObqOptions opt;  opt.bits = 4;  opt.group_size = 128;
 ///   llmk::obs::ObqGpuOutputs out{d_codes, K, d_scales, d_zeros, d_g_idx, nullptr, 0};
 ///   llmk::obs::ObqGpuReport rep;
@@ -754,6 +765,7 @@ inline Status obq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t c
                                cudaStream_t stream, ObqGpuReport* report) {
   LLMK_RETURN_IF_ERROR(detail::validate_fused_common(w, rows, cols, ldw, h, ldh));
   LLMK_RETURN_IF_ERROR(detail::validate_quant_choice(opt.bits, opt.group_size, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   if (opt.order != ObqOrder::kLeastSaliency && opt.order != ObqOrder::kMostDetermined &&
       opt.order != ObqOrder::kBestOfBoth)
     return Status::invalid_argument("order", "must be an ObqOrder value");
@@ -774,6 +786,22 @@ inline Status obq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t c
                                     str_cat("must be >= cols when dequantized is given (cols=", cols,
                                             ", ld_dequantized=", out.ld_dequantized, ")"));
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("dequantized", out.dequantized));
+  {  // no output may overlap w or h (in place included: the loss reads w last)
+    const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
+    const std::int64_t groups = cols / (opt.group_size == 0 ? cols : opt.group_size);
+    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
+        "codes", out.codes, detail::extent_bytes(rows, cols, out.ld_codes, 1), in));
+    LLMK_RETURN_IF_ERROR(
+        detail::check_output_disjoint("scales", out.scales, detail::extent_bytes(groups, rows, rows, 4), in));
+    LLMK_RETURN_IF_ERROR(
+        detail::check_output_disjoint("zeros", out.zeros, detail::extent_bytes(groups, rows, rows, 1), in));
+    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
+    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
+        "dequantized", out.dequantized, detail::extent_bytes(rows, cols, out.ld_dequantized, 4), in));
+  }
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));

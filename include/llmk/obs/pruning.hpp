@@ -10,9 +10,10 @@
 //                              whole layer (the usual rule; per row costs +15.6% loss on the outlier layer)
 //                   Wanda      per row: every row loses exactly int(sparsity * cols), the fp64 product
 //                              truncated (Wanda's per-output comparison group and count)
-//                 kPerRow / kPerLayer force either rule (and its count) for both. Counts are exact: the
-//                 magnitude reference's `score <= sorted[int(numel * sparsity)]` prunes one more weight (and
-//                 every tie).
+//                 kPerRow / kPerLayer force either rule (and its count) for both. Counts are exact by
+//                 default: the magnitude reference's `score <= sorted[int(numel * sparsity)]` prunes one
+//                 more weight (and every tie); PruneOptions::count = PruneCount::kThreshold applies that rule
+//                 to every candidate set instead (the magnitude reference's mask exactly).
 //   n:m           n of every m consecutive columns of every row (2:4, 4:8; cols % m == 0)
 // The rank rule (also SparseGPT's, and its GPU kernel's): among the candidates, rank_t = #{u : s_u < s_t or
 // (s_u == s_t and u < t)}; the k candidates of rank < k are pruned (ties go to the lower index; a candidate
@@ -42,12 +43,20 @@ enum class PruneScope {
   kPerLayer,   ///< magnitude / Wanda: llround(sparsity * rows * cols) over the whole layer (not SparseGPT)
 };
 
+/// How many weights an unstructured candidate set loses.
+enum class PruneCount {
+  kExact,      ///< exactly the requested count (ties to the lower index): never more than asked
+  kThreshold,  ///< the SparseGPT and magnitude reference codes' rule: every score <= the set's sorted
+               ///< score at index int(sparsity * n): int(sparsity * n) + 1 weights, and every tie of it
+};
+
 /// The pruning pattern of the baselines (SparseGptOptions has the same fields).
 struct PruneOptions {
   double sparsity = 0.5;  ///< fraction of the weights pruned, in [0, 1); used when prune_n == 0
   int prune_n = 0;        ///< n:m when > 0: n zeros in every m consecutive columns (0 < n < m, cols % m == 0)
   int prune_m = 0;        ///< 0 with prune_n == 0 (unstructured)
   PruneScope scope = PruneScope::kReference;  ///< unstructured only: who competes for the count
+  PruneCount count = PruneCount::kExact;      ///< unstructured only: exact count or the reference threshold
 };
 
 /// A baseline's output.
@@ -104,6 +113,38 @@ void prune_lowest(const T* scores, std::int64_t count, std::int64_t k, std::uint
   for (std::int64_t i = 0; i < std::min(k, count); ++i) keep[idx[static_cast<std::size_t>(i)]] = 0;
 }
 
+// The threshold rule (PruneCount::kThreshold): clears keep[t] for every entry of scores[0, count) at or below
+// the score of rank int(sparsity * count) (0-based; rank by score alone: the reference's torch.sort value).
+// sparsity < 1, so the rank exists when count > 0. Scores must not be NaN.
+template <class T>
+void prune_at_or_below_rank(const T* scores, std::int64_t count, double sparsity, std::uint8_t* keep,
+                            std::vector<T>& sorted) {
+  if (count <= 0) return;
+  const auto rank = static_cast<std::int64_t>(sparsity * static_cast<double>(count));
+  sorted.assign(scores, scores + count);
+  std::nth_element(sorted.begin(), sorted.begin() + rank, sorted.end());
+  const T threshold = sorted[static_cast<std::size_t>(rank)];
+  for (std::int64_t i = 0; i < count; ++i)
+    if (scores[i] <= threshold) keep[i] = 0;
+}
+
+inline Status check_count(PruneCount count) {
+  if (count != PruneCount::kExact && count != PruneCount::kThreshold)
+    return Status::invalid_argument("count", "must be PruneCount::kExact or PruneCount::kThreshold");
+  return {};
+}
+
+// The GPU entries count exactly (their selections rank by (score, index)): the threshold rule is a host
+// option.
+inline Status check_gpu_count(PruneCount count, bool unstructured) {
+  LLMK_RETURN_IF_ERROR(check_count(count));
+  if (unstructured && count == PruneCount::kThreshold)
+    return Status::unsupported(
+        "count: PruneCount::kThreshold (the reference's threshold rule) runs on the host entries "
+        "(sparsegpt_prune, magnitude_prune, wanda_prune); the GPU entries prune exact counts");
+  return {};
+}
+
 // 1/2 tr(E H E^T) in fp64 for a pruning without weight updates: E = W at the pruned entries, 0 elsewhere, so
 // only the pruned pairs contribute (rows * k^2 terms, k the pruned count of a row).
 inline double pruned_loss_fp64(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
@@ -141,17 +182,22 @@ Status prune_by_score(const float* w, std::int64_t rows, std::int64_t cols, std:
                       PruneResult* out, Score score) {
   LLMK_RETURN_IF_ERROR(check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
   LLMK_RETURN_IF_ERROR(check_scope(opt.scope));
+  LLMK_RETURN_IF_ERROR(check_count(opt.count));
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
   PruneResult res;
   res.weights.resize(static_cast<std::size_t>(rows * cols));
   res.mask.assign(res.weights.size(), 1);
-  const bool nm = opt.prune_n > 0;
+  const bool nm = opt.prune_n > 0, threshold = !nm && opt.count == PruneCount::kThreshold;
   std::vector<std::int64_t> idx;
+  std::vector<double> sorted;
   if (!nm && per_layer(opt.scope, reference_per_layer)) {  // one candidate set: the layer, row-major
     std::vector<double> s(res.weights.size());
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c) s[static_cast<std::size_t>(r * cols + c)] = score(r, c);
-    prune_lowest(s.data(), rows * cols, prune_count(opt.sparsity, rows * cols), res.mask.data(), idx);
+    if (threshold)
+      prune_at_or_below_rank(s.data(), rows * cols, opt.sparsity, res.mask.data(), sorted);
+    else
+      prune_lowest(s.data(), rows * cols, prune_count(opt.sparsity, rows * cols), res.mask.data(), idx);
   } else {
     const std::int64_t group = nm ? opt.prune_m : cols;
     const std::int64_t k = nm ? opt.prune_n : row_prune_count(opt.sparsity, cols);
@@ -159,7 +205,10 @@ Status prune_by_score(const float* w, std::int64_t rows, std::int64_t cols, std:
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t g0 = 0; g0 < cols; g0 += group) {
         for (std::int64_t t = 0; t < group; ++t) s[static_cast<std::size_t>(t)] = score(r, g0 + t);
-        prune_lowest(s.data(), group, k, res.mask.data() + r * cols + g0, idx);
+        if (threshold)
+          prune_at_or_below_rank(s.data(), group, opt.sparsity, res.mask.data() + r * cols + g0, sorted);
+        else
+          prune_lowest(s.data(), group, k, res.mask.data() + r * cols + g0, idx);
       }
   }
   for (std::int64_t r = 0; r < rows; ++r)

@@ -230,12 +230,6 @@ inline Status read_word(const unsigned* p, unsigned* v, cudaStream_t stream) {
   return {};
 }
 
-// [p, p + bytes) and [q, q + bytes_q) overlap.
-inline bool overlaps(const void* p, std::int64_t bytes, const void* q, std::int64_t bytes_q) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p), b = reinterpret_cast<std::uintptr_t>(q);
-  return a < b + static_cast<std::uintptr_t>(bytes_q) && b < a + static_cast<std::uintptr_t>(bytes);
-}
-
 // What a call runs: the selection path, its candidate sets and the workspace it needs.
 struct PrunePlan {
   bool device_sort = false;
@@ -258,6 +252,7 @@ inline Status plan_prune(std::int64_t rows, std::int64_t cols, bool wanda, const
     return Status::invalid_argument("cols", str_cat("must be < 2^31 (32-bit per-row counts), got ", cols));
   LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
   LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
+  LLMK_RETURN_IF_ERROR(detail::check_gpu_count(opt.count, opt.prune_n == 0));
   if (select != PruneGpuSelect::kAuto && select != PruneGpuSelect::kBlockSelect &&
       select != PruneGpuSelect::kDeviceSort)
     return Status::invalid_argument("select", "must be kAuto, kBlockSelect or kDeviceSort");
@@ -345,15 +340,16 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
   const std::int64_t w_bytes = ((rows - 1) * ldw + cols) * 4,
                      h_bytes = wanda ? ((cols - 1) * ldh + cols) * 4 : 0;
   const std::int64_t out_bytes = ((rows - 1) * ld_out + cols) * 4, mask_bytes = (rows - 1) * ld_mask + cols;
-  if (overlaps(out, out_bytes, w, w_bytes) || (wanda && overlaps(out, out_bytes, h, h_bytes)))
+  if (ranges_overlap(out, out_bytes, w, w_bytes) || (wanda && ranges_overlap(out, out_bytes, h, h_bytes)))
     return Status::invalid_argument("out_weights", "must not overlap w or h");
-  if (overlaps(mask, mask_bytes, w, w_bytes) || (wanda && overlaps(mask, mask_bytes, h, h_bytes)) ||
-      overlaps(mask, mask_bytes, out, out_bytes))
+  if (ranges_overlap(mask, mask_bytes, w, w_bytes) ||
+      (wanda && ranges_overlap(mask, mask_bytes, h, h_bytes)) ||
+      ranges_overlap(mask, mask_bytes, out, out_bytes))
     return Status::invalid_argument("mask", "must not overlap w, h or out_weights");
   if (plan.device_sort) {
     const auto t_bytes = static_cast<std::int64_t>(plan.bytes());
-    if (overlaps(temp, t_bytes, w, w_bytes) || (wanda && overlaps(temp, t_bytes, h, h_bytes)) ||
-        overlaps(temp, t_bytes, out, out_bytes) || overlaps(temp, t_bytes, mask, mask_bytes))
+    if (ranges_overlap(temp, t_bytes, w, w_bytes) || (wanda && ranges_overlap(temp, t_bytes, h, h_bytes)) ||
+        ranges_overlap(temp, t_bytes, out, out_bytes) || ranges_overlap(temp, t_bytes, mask, mask_bytes))
       return Status::invalid_argument("temp", "must not overlap w, h, out_weights or mask");
   }
   LLMK_RETURN_IF_ERROR(check_device_pointer("w", w));

@@ -78,6 +78,14 @@ enum class SymmetricGrid {
 };
 
 namespace detail {
+// The grid option, checked by every entry that takes one (an unknown value would act as kAbsmax).
+inline Status check_symmetric_grid(SymmetricGrid g) {
+  if (g != SymmetricGrid::kFullRange && g != SymmetricGrid::kAbsmax)
+    return Status::invalid_argument("symmetric_grid",
+                                    "must be SymmetricGrid::kFullRange or SymmetricGrid::kAbsmax");
+  return {};
+}
+
 // The switch of with_quantizer; kFullRange = false leaves the SymmetricFullRange branch out entirely, so the
 // kernels' form instantiates nothing for it.
 template <bool kFullRange, class F>

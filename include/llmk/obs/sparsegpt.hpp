@@ -18,7 +18,8 @@
 //                      [i1, i2), row-major, k = llround(sparsity rows i2) - llround(sparsity rows i1), so the
 //                      layer loses exactly llround(sparsity rows cols) weights and rows with small saliencies
 //                      give more. (The reference prunes score <= sorted[int(numel sparsity)]: one more weight
-//                      and every tie per block; llmk's count is exact.)
+//                      and every tie per block; llmk's count is exact. count = PruneCount::kThreshold: the
+//                      reference's rule, in every candidate set of either scope.)
 //                    scope kPerRow: per row, candidates [i1, i2), k = llround(sparsity i2) - llround(sparsity
 //                      i1): every row loses exactly llround(sparsity cols) weights (for kernels that need the
 //                      same count in every row, or rows that must stay independent). Costs +24-26% layer loss
@@ -58,6 +59,7 @@ namespace llmk::obs {
 struct SparseGptOptions {
   double sparsity = 0.5;  ///< fraction of the weights pruned, in [0, 1); used when prune_n == 0
   PruneScope scope = PruneScope::kReference;  ///< unstructured: kReference (per block) or kPerRow
+  PruneCount count = PruneCount::kExact;      ///< unstructured: exact counts, or the reference's threshold
   int prune_n = 0;                            ///< n:m when > 0: n zeros in every m consecutive columns
   int prune_m = 0;                            ///< (0 < n < m, cols % m == 0); both 0: unstructured
   std::int64_t block_size = 128;  ///< lazy-batch block (>= 1); n:m rounds it down to a multiple of m
@@ -107,6 +109,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
   LLMK_RETURN_IF_ERROR(detail::validate_layer(a));
   LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
   LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
+  LLMK_RETURN_IF_ERROR(detail::check_count(opt.count));
   if (opt.scope == PruneScope::kPerLayer)
     return Status::invalid_argument(
         "scope", "SparseGPT chooses its mask a block of columns at a time: kReference or kPerRow");
@@ -120,6 +123,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     return Status::invalid_argument("group_size",
                                     str_cat("must be 0 without quantization (bits 0), got ", opt.group_size));
   }
+  LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
@@ -193,6 +197,8 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     std::vector<std::uint8_t> block_keep(static_cast<std::size_t>(per_block ? n * bs : 0));
     detail::DynamicGroupGrids grids(opt.group_grid);
     std::vector<std::int64_t> idx;
+    std::vector<float> sorted;
+    const bool threshold = !nm && opt.count == PruneCount::kThreshold;
     // fp32 saliency of the current weight of row r, column t (the GPU kernel computes the same expression).
     auto score = [&](std::int64_t r, std::int64_t t) {
       const float x = wp[static_cast<std::size_t>(r * d + t)], ut = u[static_cast<std::size_t>(t * d + t)];
@@ -205,12 +211,15 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
       if (per_block) {
         const std::int64_t k =
             detail::prune_count(opt.sparsity, n * i2) - detail::prune_count(opt.sparsity, n * i1);
-        if (k > 0) {
+        if (k > 0 || threshold) {
           for (std::int64_t r = 0; r < n; ++r)
             for (std::int64_t t = i1; t < i2; ++t)
               scores[static_cast<std::size_t>(r * count + t - i1)] = score(r, t);
           std::fill(block_keep.begin(), block_keep.begin() + n * count, std::uint8_t{1});
-          detail::prune_lowest(scores.data(), n * count, k, block_keep.data(), idx);
+          if (threshold)
+            detail::prune_at_or_below_rank(scores.data(), n * count, opt.sparsity, block_keep.data(), sorted);
+          else
+            detail::prune_lowest(scores.data(), n * count, k, block_keep.data(), idx);
           for (std::int64_t r = 0; r < n; ++r)
             for (std::int64_t t = i1; t < i2; ++t)
               res.mask[static_cast<std::size_t>(r * d + t)] =
@@ -218,10 +227,14 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
         }
       } else if (!nm) {
         const std::int64_t k = detail::prune_count(opt.sparsity, i2) - detail::prune_count(opt.sparsity, i1);
-        if (k > 0)
+        if (k > 0 || threshold)
           for (std::int64_t r = 0; r < n; ++r) {
             for (std::int64_t t = i1; t < i2; ++t) scores[static_cast<std::size_t>(t - i1)] = score(r, t);
-            detail::prune_lowest(scores.data(), count, k, res.mask.data() + r * d + i1, idx);
+            if (threshold)
+              detail::prune_at_or_below_rank(scores.data(), count, opt.sparsity, res.mask.data() + r * d + i1,
+                                             sorted);
+            else
+              detail::prune_lowest(scores.data(), count, k, res.mask.data() + r * d + i1, idx);
           }
       }
       for (std::int64_t j = i1; j < i2; ++j) {

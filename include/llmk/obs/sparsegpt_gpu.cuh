@@ -80,11 +80,12 @@ inline std::size_t sparsegpt_gpu_workspace_bytes(std::int64_t rows, std::int64_t
 /// device memory, finite; neither is modified. Options and output meaning as sparsegpt_prune
 /// (llmk/obs/sparsegpt.hpp). `la` performs the factorizations and GEMMs on device memory on `stream` (a GPU
 /// build requires la.uses_device_memory(); in the simulator HostLapackBackend serves). Errors name the
-/// argument: rows, cols, w, ldw, h, ldh, sparsity, prune_n, prune_m, block_size, bits, group_size, mse_grid,
-/// mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, weights, ld_weights, mask, ld_mask, codes,
-/// ld_codes, scales, zeros, g_idx, workspace, workspace_bytes, la, report; n:m with m > 128 is
-/// Status::unsupported. On an error the outputs' contents are unspecified; on success they are finite.
-/// Synchronous (the timings need it).
+/// argument: rows, cols, w, ldw, h, ldh, sparsity, prune_n, prune_m, block_size, scope, bits, group_size,
+/// symmetric_grid, group_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries,
+/// weights, ld_weights, mask, ld_mask, codes, ld_codes, scales, zeros, g_idx, workspace, workspace_bytes, la,
+/// report; n:m with m > 128 is Status::unsupported. w, h, weights, scales, g_idx must be 4-byte aligned; no
+/// output may overlap h, nor w, except weights being w itself with ld_weights = ldw (in place). On an error
+/// the outputs' contents are unspecified; on success they are finite. Synchronous (the timings need it).
 ///   llmk::obs::SparseGptGpuReport rep;
 ///   llmk::throw_if_error(llmk::obs::sparsegpt_prune_gpu(d_w, N, K, K, d_h, K, opt, la, out, d_ws, ws,
 ///   stream,
@@ -99,6 +100,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   if (opt.block_size < 1)
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
   LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
+  LLMK_RETURN_IF_ERROR(detail::check_gpu_count(opt.count, opt.prune_n == 0));
   if (opt.scope == PruneScope::kPerLayer)
     return Status::invalid_argument(
         "scope", "SparseGPT chooses its mask a block of columns at a time: kReference or kPerRow");
@@ -115,6 +117,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
     return Status::invalid_argument("group_size",
                                     str_cat("must be 0 without quantization (bits 0), got ", opt.group_size));
   }
+  LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   const std::int64_t bs = sparsegpt_gpu_block_size(cols, opt);
@@ -140,6 +143,28 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
     if (out.g_idx == nullptr) return Status::invalid_argument("g_idx", "must not be null when bits > 0");
   }
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("weights", out.weights));
+  if (quantize) {
+    LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
+    LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
+  }
+  {  // the weights may be w itself (in place); nothing else may overlap w or h (the loss GEMM reads h last)
+    const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
+    LLMK_RETURN_IF_ERROR(
+        detail::check_weight_output("weights", "ld_weights", out.weights, rows, cols, out.ld_weights, in));
+    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("mask", out.mask,
+                                                       detail::extent_bytes(rows, cols, out.ld_mask, 1), in));
+    if (quantize) {
+      const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
+      LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
+          "codes", out.codes, detail::extent_bytes(rows, cols, out.ld_codes, 1), in));
+      LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("scales", out.scales,
+                                                         detail::extent_bytes(groups, rows, rows, 4), in));
+      LLMK_RETURN_IF_ERROR(
+          detail::check_output_disjoint("zeros", out.zeros, detail::extent_bytes(groups, rows, rows, 1), in));
+      LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
+    }
+  }
   LLMK_RETURN_IF_ERROR(check_device_pointer("weights", out.weights));
   LLMK_RETURN_IF_ERROR(check_device_pointer("mask", out.mask));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
