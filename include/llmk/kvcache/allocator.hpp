@@ -37,7 +37,11 @@
 // hit implies that every token of the reused prefix is equal. A hash collision only costs a cache miss. When
 // the last reference to a registered block is released the block is not freed: it keeps its KV and goes to
 // the back of an LRU list of evictable blocks. Allocation takes free blocks first, then evicts the least
-// recently used cached block (dropping its cache entry). Blocks are registered when they become full (in
+// recently used cached block (dropping its cache entry). A block that becomes full with content already
+// cached (a prompt recomputed past its cached prefix) is a duplicate: the sequence chains through the cached
+// entry, and its own block stands in for it: when that entry is evicted while a duplicate is still held, the
+// duplicate takes over the registration (same id, so the entries chained after it stay reachable).
+// Blocks are registered when they become full (in
 // add_sequence and append_tokens), i.e. before the engine has written their KV: the engine must write the KV
 // of appended tokens in stream order before any kernel that reads a block shared through the cache. The usual
 // step (write the new tokens' K/V, then attend) satisfies this even when the sharing sequence is in the same
@@ -123,7 +127,8 @@ concept BlockTableLike = std::default_initializable<T> && std::movable<T> && req
 /// Invariants (check_invariants()): the refcount of every block equals the number of sequence tables that
 /// hold it (the prefix cache holds no reference); no block is both free and referenced; free + evictable
 /// cached + referenced = N; a sequence of n tokens has ceil(n / page_size) blocks, all distinct; every cache
-/// entry names a cacheable block holding page_size tokens, and every cacheable block has exactly one entry.
+/// entry names a cacheable block holding page_size tokens, and every cacheable block has exactly one entry;
+/// a duplicate block (see the file comment) is held, unregistered, and stands in for one registered entry.
 ///
 ///   llmk::kvcache::KvCacheManager kv(64, 16);
 ///   llmk::kvcache::SeqId a, b;
@@ -287,10 +292,10 @@ class KvCacheManager {
                                            " tokens) needs ", cost, " blocks; ", pool_.num_available(),
                                            " available (", pool_.num_free(), " free + ", pool_.num_cached(),
                                            " evictable) of ", pool_.num_blocks()));
-    s->blocks.reserve(static_cast<std::size_t>(ceil_div(s->num_tokens + n, page_size_)));
+    detail::reserve_for(s->blocks, static_cast<std::size_t>(ceil_div(s->num_tokens + n, page_size_)));
     s->partial.reserve(page_size_u());
     if (needs_cow(*s, n)) {
-      copies->reserve(copies->size() + 1);
+      detail::reserve_for(*copies, copies->size() + 1);
       const BlockId old = s->blocks.back();
       const BlockId fresh = take_block();
       copies->push_back({old, fresh, static_cast<std::int32_t>(s->num_tokens % page_size_)});
@@ -332,19 +337,24 @@ class KvCacheManager {
     const auto it = seqs_.find(seq);
     if (it == seqs_.end()) return unknown_sequence("seq", seq);
     const std::vector<BlockId>& blocks = it->second.blocks;
-    for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) must(pool_.release(*b));
+    for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+      must(pool_.release(*b));
+      if (pool_.refcount(*b) == 0) forget_duplicate(*b);  // an unregistered duplicate is freed
+    }
     seqs_.erase(it);
     return {};
   }
 
   /// Evicts up to `max_blocks` evictable cached blocks, least recently used first, dropping their cache
-  /// entries; returns how many. evict_cached_blocks(INT32_MAX) empties the evictable part of the cache.
+  /// entries (an entry whose content a live sequence holds in a duplicate block moves to that block instead:
+  /// see the file comment); returns how many. evict_cached_blocks(INT32_MAX) empties the evictable part of
+  /// the cache.
   /// Never fails; max_blocks <= 0 evicts nothing.
   ///   const std::int32_t freed = kv.evict_cached_blocks(std::numeric_limits<std::int32_t>::max());
   std::int32_t evict_cached_blocks(std::int32_t max_blocks) {
     std::int32_t n = 0;
     for (; n < max_blocks && pool_.lru_front() != kNoBlock; ++n)
-      unregister(pool_.lru_front());  // un-marking a cached block frees it
+      unregister(pool_.lru_front(), /*promote=*/true);  // un-marking a cached block frees it
     return n;
   }
 
@@ -483,6 +493,27 @@ class KvCacheManager {
     if (registered != cache_.size())
       return Status::internal(
           str_cat("hash map has ", cache_.size(), " entries, ", registered, " registered"));
+    // Duplicates: held, unregistered, listed once under the registration id of a registered entry.
+    std::vector<std::uint64_t> regs;
+    for (BlockId b = 0; b < n; ++b)
+      if (entry(b).registered) regs.push_back(entry(b).reg);
+    std::sort(regs.begin(), regs.end());
+    std::size_t duplicates = 0;
+    for (BlockId b = 0; b < n; ++b) {
+      const Entry& e = entry(b);
+      if (e.dup_of == 0) continue;
+      ++duplicates;
+      if (e.registered || pool_.refcount(b) == 0)
+        return Status::internal(str_cat("duplicate block ", b, " is registered or not held"));
+      const auto [first, last] = duplicates_.equal_range(e.dup_of);
+      if (std::count_if(first, last, [&](const auto& kv) { return kv.second == b; }) != 1)
+        return Status::internal(str_cat("duplicate block ", b, " is not listed once under its entry"));
+      if (!std::binary_search(regs.begin(), regs.end(), e.dup_of))
+        return Status::internal(str_cat("duplicate block ", b, " stands in for no registered entry"));
+    }
+    if (duplicates != duplicates_.size())
+      return Status::internal(str_cat("duplicate list has ", duplicates_.size(), " entries, ", duplicates,
+                                      " blocks are duplicates"));
     return {};
   }
 
@@ -504,6 +535,7 @@ class KvCacheManager {
     s += "] cache=[";
     for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
       const Entry& e = entry(b);
+      if (e.dup_of != 0) s += str_cat(b, ":{dup of r=", e.dup_of, "} ");
       if (!e.registered) continue;
       s += str_cat(b, ":{h=", e.hash, " r=", e.reg, " p=", e.parent_reg, " t=");
       for (const TokenId t : e.tokens) s += str_cat(t, ",");
@@ -526,6 +558,7 @@ class KvCacheManager {
     std::uint64_t reg = 0;         // unique registration id (>= 1)
     std::uint64_t parent_reg = 0;  // registration id of the parent block's entry (0: first block)
     std::vector<TokenId> tokens;   // the page_size token ids of the block
+    std::uint64_t dup_of = 0;      // unregistered duplicate: the registration id it stands in for (0: none)
   };
 
   static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -582,22 +615,55 @@ class KvCacheManager {
   BlockId take_block() {
     BlockId b = kNoBlock, evicted = kNoBlock;
     must(pool_.allocate(&b, &evicted));
-    if (evicted != kNoBlock) drop_entry(evicted);
+    if (evicted != kNoBlock) drop_entry(evicted, /*promote=*/true);
     return b;
   }
 
   // Removes b's cache entry (the pool has already un-marked it).
-  void drop_entry(BlockId b) {
+  // promote (eviction): a held duplicate of b's content takes the entry over, same hash and registration id,
+  // so the entries chained after it stay reachable; otherwise (a stale or colliding entry replaced) its
+  // duplicates are forgotten with it.
+  void drop_entry(BlockId b, bool promote) {
     Entry& e = entry(b);
     cache_.erase(e.hash);
     e.registered = false;
+    const auto [first, last] = duplicates_.equal_range(e.reg);
+    if (promote && first != last) {
+      const BlockId d = first->second;
+      duplicates_.erase(first);
+      Entry& de = entry(d);
+      de.registered = true;
+      de.dup_of = 0;
+      de.hash = e.hash;
+      de.reg = e.reg;
+      de.parent_reg = e.parent_reg;
+      de.tokens = std::move(e.tokens);
+      cache_.emplace(de.hash, d);
+      must(pool_.set_cacheable(d, true));  // held: cached once its last holder releases it
+    } else {
+      for (auto it = first; it != last; ++it) entry(it->second).dup_of = 0;
+      duplicates_.erase(first, last);
+    }
     e.tokens.clear();
   }
 
   // Removes b's cache entry and un-marks it in the pool (a cached block is freed).
-  void unregister(BlockId b) {
-    drop_entry(b);
+  void unregister(BlockId b, bool promote = false) {
+    drop_entry(b, promote);
     must(pool_.set_cacheable(b, false));
+  }
+
+  // b (no longer held) stops standing in for an entry.
+  void forget_duplicate(BlockId b) {
+    Entry& e = entry(b);
+    if (e.dup_of == 0) return;
+    const auto [first, last] = duplicates_.equal_range(e.dup_of);
+    for (auto it = first; it != last; ++it)
+      if (it->second == b) {
+        duplicates_.erase(it);
+        break;
+      }
+    e.dup_of = 0;
   }
 
   // Writes `tokens` at the end of s: allocates the blocks they need (the capacity was checked), registers
@@ -625,6 +691,8 @@ class KvCacheManager {
       if (lookup(h, s.chain_reg, s.partial) == other) {  // the same content is cached already: keep that one
         s.chain_hash = h;
         s.chain_reg = entry(other).reg;
+        entry(b).dup_of = s.chain_reg;  // and b stands in for it (drop_entry promotes it)
+        duplicates_.emplace(s.chain_reg, b);
         return;
       }
       unregister(other);  // a stale entry (its parent was evicted) or a hash collision: the newer one wins
@@ -645,8 +713,9 @@ class KvCacheManager {
   std::int32_t page_size_;
   bool prefix_caching_;
   std::map<SeqId, Sequence> seqs_;
-  std::vector<Entry> entries_;                        // by block id
-  std::unordered_map<std::uint64_t, BlockId> cache_;  // hash -> registered block
+  std::vector<Entry> entries_;                                  // by block id
+  std::unordered_map<std::uint64_t, BlockId> cache_;            // hash -> registered block
+  std::unordered_multimap<std::uint64_t, BlockId> duplicates_;  // registration id -> held duplicates
   SeqId next_seq_ = 0;
   std::uint64_t next_reg_ = 1;
   std::uint64_t hash_mask_ = ~std::uint64_t{0};

@@ -16,6 +16,15 @@
 
 namespace llmk::kvcache {
 
+namespace detail {
+// Reserves room for `need` elements before a call mutates (the strong guarantee), growing geometrically:
+// reserving exactly `need` would copy the whole vector on every per-step append (O(n^2) over n steps).
+template <class V>
+void reserve_for(V& v, std::size_t need) {
+  if (need > v.capacity()) v.reserve(std::max(need, 2 * v.capacity()));
+}
+}  // namespace detail
+
 /// A physical block (page) id, in [0, num_blocks).
 using BlockId = std::int32_t;
 /// A token id as the model's tokenizer produces it.
@@ -153,8 +162,8 @@ class BlockPool {
       return Status::out_of_memory(str_cat("KV block pool: ", count, " blocks requested, ", num_available(),
                                            " available (", num_free(), " free + ", num_cached_,
                                            " evictable) of ", num_blocks()));
-    blocks->reserve(blocks->size() + static_cast<std::size_t>(count));
-    if (evicted != nullptr) evicted->reserve(evicted->size() + static_cast<std::size_t>(count));
+    detail::reserve_for(*blocks, blocks->size() + static_cast<std::size_t>(count));
+    if (evicted != nullptr) detail::reserve_for(*evicted, evicted->size() + static_cast<std::size_t>(count));
     for (std::int32_t i = 0; i < count; ++i) {
       BlockId ev = kNoBlock;
       blocks->push_back(take_one(&ev));
