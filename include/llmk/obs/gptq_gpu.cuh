@@ -108,22 +108,11 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
                                     str_cat("must be >= cols when dequantized is given (cols=", cols,
                                             ", ld_dequantized=", out.ld_dequantized, ")"));
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("dequantized", out.dequantized));
-  {  // g_idx and the static grids are written before w is read; the loss GEMM reads h last
-    const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
-    const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
-    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
-        "codes", out.codes, detail::extent_bytes(rows, cols, out.ld_codes, 1), in));
-    LLMK_RETURN_IF_ERROR(
-        detail::check_output_disjoint("scales", out.scales, detail::extent_bytes(groups, rows, rows, 4), in));
-    LLMK_RETURN_IF_ERROR(
-        detail::check_output_disjoint("zeros", out.zeros, detail::extent_bytes(groups, rows, rows, 1), in));
-    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
-    LLMK_RETURN_IF_ERROR(detail::check_weight_output("dequantized", "ld_dequantized", out.dequantized, rows,
-                                                     cols, out.ld_dequantized, in));
-  }
+  // g_idx and the static grids are written before w is read; the loss GEMM reads h last.
+  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols,
+                                                       opt.group_size > 0 ? cols / opt.group_size : 1,
+                                                       detail::input_extents(w, rows, cols, ldw, h, ldh),
+                                                       /*in_place=*/true));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));

@@ -414,6 +414,27 @@ inline Status check_weight_output(std::string_view name, std::string_view ld_nam
   return {};
 }
 
+// A quantizing entry's outputs (GptqGpuOutputs, ObqGpuOutputs: codes, scales, zeros, g_idx, dequantized),
+// `groups` rows of scales and zeros: aligned to their elements, none overlapping w or h; `dequantized` may
+// be w itself (with ldw) when `in_place` (gptq reads each weight before storing it), never otherwise.
+template <class Outputs>
+Status check_quantized_outputs(const Outputs& out, std::int64_t rows, std::int64_t cols, std::int64_t groups,
+                               const InputExtents& in, bool in_place) {
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("dequantized", out.dequantized));
+  LLMK_RETURN_IF_ERROR(
+      check_output_disjoint("codes", out.codes, extent_bytes(rows, cols, out.ld_codes, 1), in));
+  LLMK_RETURN_IF_ERROR(check_output_disjoint("scales", out.scales, extent_bytes(groups, rows, rows, 4), in));
+  LLMK_RETURN_IF_ERROR(check_output_disjoint("zeros", out.zeros, extent_bytes(groups, rows, rows, 1), in));
+  LLMK_RETURN_IF_ERROR(check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
+  if (in_place)
+    return check_weight_output("dequantized", "ld_dequantized", out.dequantized, rows, cols,
+                               out.ld_dequantized, in);
+  return check_output_disjoint("dequantized", out.dequantized,
+                               extent_bytes(rows, cols, out.ld_dequantized, 4), in);
+}
+
 inline Status validate_fused_resources(LinalgBackend& la, const void* workspace, std::size_t workspace_bytes,
                                        std::size_t need) {
 #if defined(LLMK_CUDA)

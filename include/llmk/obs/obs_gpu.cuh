@@ -786,22 +786,11 @@ inline Status obq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t c
                                     str_cat("must be >= cols when dequantized is given (cols=", cols,
                                             ", ld_dequantized=", out.ld_dequantized, ")"));
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("dequantized", out.dequantized));
-  {  // no output may overlap w or h (in place included: the loss reads w last)
-    const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
-    const std::int64_t groups = cols / (opt.group_size == 0 ? cols : opt.group_size);
-    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
-        "codes", out.codes, detail::extent_bytes(rows, cols, out.ld_codes, 1), in));
-    LLMK_RETURN_IF_ERROR(
-        detail::check_output_disjoint("scales", out.scales, detail::extent_bytes(groups, rows, rows, 4), in));
-    LLMK_RETURN_IF_ERROR(
-        detail::check_output_disjoint("zeros", out.zeros, detail::extent_bytes(groups, rows, rows, 1), in));
-    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
-    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
-        "dequantized", out.dequantized, detail::extent_bytes(rows, cols, out.ld_dequantized, 4), in));
-  }
+  // No output may overlap w or h (in place included: the loss reads w last).
+  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols,
+                                                       cols / (opt.group_size == 0 ? cols : opt.group_size),
+                                                       detail::input_extents(w, rows, cols, ldw, h, ldh),
+                                                       /*in_place=*/false));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));
