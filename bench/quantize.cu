@@ -2,8 +2,10 @@
 // tensor_amax, per granularity and storage type, and the outlier column list (llmk/quant/outliers.cuh), each
 // hand-written reduction next to its CUB form (the pairs' anchors, bench/model/pairs.py). They are
 // memory-bound: the bytes/s counter (bytes read + written per call, parameters included) is the number to
-// compare with the device's bandwidth (H100 SXM: 3.35 TB/s). On a GPU: device time from CUDA events; in the
-// simulator: the cost of simulating it (small shapes only).
+// compare with the device's bandwidth (H100 SXM: 3.35 TB/s). Each call reads its own copy of the input
+// (copies_for: 4x the L2 in all, rotated), so the input comes from DRAM as in a model's layer, not from L2
+// (until 2026-11-29 the token shapes up to 1024 rows and the amax / outlier sets were re-read from L2). On a
+// GPU: device time from CUDA events; in the simulator: the cost of simulating it (small shapes only).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -16,6 +18,8 @@
 #include "llmk/quant/outliers.cuh"
 #include "support/bench_data.hpp"
 #include "support/gpu_timer.hpp"
+
+using llmk::bench::copies_for;
 
 namespace {
 
@@ -77,7 +81,8 @@ template <class Q, class In>
 void BM_QuantizeDynamic(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
-  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
+  const std::size_t n = static_cast<std::size_t>(rows) * cols, copies = copies_for(n * sizeof(In));
+  llmk::DeviceBuffer<In> x = random_device<In>(copies * n);
   llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
   llmk::DeviceBuffer<float> scales(params_of<Q>(rows, cols));
   llmk::DeviceBuffer<std::int32_t> zeros(params_of<Q>(rows, cols));
@@ -87,8 +92,8 @@ void BM_QuantizeDynamic(benchmark::State& state) try {
                                             group_size_of<Q>(), nullptr, &ws_bytes, nullptr)))
     return;
   llmk::DeviceBuffer<std::uint32_t> ws((ws_bytes + 3) / 4);
-  llmk::bench::time_iterations(state, [&] {
-    return q::quantize_dynamic<Q>(x.data(), cols, out.data(), ldq, rows, cols, scales.data(),
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    return q::quantize_dynamic<Q>(x.data() + c * n, cols, out.data(), ldq, rows, cols, scales.data(),
                                   Q::kAsymmetric ? zeros.data() : nullptr, group_size_of<Q>(), ws.data(),
                                   &ws_bytes, nullptr);
   });
@@ -101,12 +106,13 @@ template <class Q, class In>
 void BM_Quantize(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
-  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
+  const std::size_t n = static_cast<std::size_t>(rows) * cols, copies = copies_for(n * sizeof(In));
+  llmk::DeviceBuffer<In> x = random_device<In>(copies * n);
   llmk::DeviceBuffer<std::uint8_t> out(static_cast<std::size_t>(rows) * ldq);
   llmk::DeviceBuffer<float> scales(std::vector<float>(params_of<Q>(rows, cols), 0.02f));
   llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(params_of<Q>(rows, cols), 1));
-  llmk::bench::time_iterations(state, [&] {
-    return q::quantize<Q>(x.data(), cols, out.data(), ldq, rows, cols, scales.data(), zeros.data(),
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    return q::quantize<Q>(x.data() + c * n, cols, out.data(), ldq, rows, cols, scales.data(), zeros.data(),
                           group_size_of<Q>(), nullptr);
   });
   llmk::bench::set_throughput(state, 1.0 * rows * cols,
@@ -118,13 +124,14 @@ template <class Q, class Out>
 void BM_Dequantize(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t ldq = row_bytes<Q>(cols);
-  llmk::DeviceBuffer<std::uint8_t> codes = random_device<std::uint8_t>(static_cast<std::size_t>(rows) * ldq);
+  const std::size_t n = static_cast<std::size_t>(rows) * ldq, copies = copies_for(n);
+  llmk::DeviceBuffer<std::uint8_t> codes = random_device<std::uint8_t>(copies * n);
   llmk::DeviceBuffer<Out> y(static_cast<std::size_t>(rows) * cols);
   llmk::DeviceBuffer<float> scales(std::vector<float>(params_of<Q>(rows, cols), 0.02f));
   llmk::DeviceBuffer<std::int32_t> zeros(std::vector<std::int32_t>(params_of<Q>(rows, cols), 1));
-  llmk::bench::time_iterations(state, [&] {
-    return q::dequantize<Q>(codes.data(), ldq, y.data(), cols, rows, cols, scales.data(), zeros.data(),
-                            group_size_of<Q>(), nullptr);
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    return q::dequantize<Q>(codes.data() + c * n, ldq, y.data(), cols, rows, cols, scales.data(),
+                            zeros.data(), group_size_of<Q>(), nullptr);
   });
   llmk::bench::set_throughput(
       state, 1.0 * rows * cols,
@@ -135,10 +142,12 @@ LLMK_BENCH_CATCH(state)
 template <class In>
 void BM_TensorAmax(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
-  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(rows) * cols);
+  const std::size_t n = static_cast<std::size_t>(rows) * cols, copies = copies_for(n * sizeof(In));
+  llmk::DeviceBuffer<In> x = random_device<In>(copies * n);
   llmk::DeviceBuffer<float> amax(1);
-  llmk::bench::time_iterations(
-      state, [&] { return q::tensor_amax(x.data(), cols, rows, cols, amax.data(), nullptr); });
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    return q::tensor_amax(x.data() + c * n, cols, rows, cols, amax.data(), nullptr);
+  });
   llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 4.0);
 }
 LLMK_BENCH_CATCH(state)
@@ -150,15 +159,17 @@ template <class In>
 void BM_TensorAmaxCub(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
   const std::int64_t n = static_cast<std::int64_t>(rows) * cols;
-  llmk::DeviceBuffer<In> x = random_device<In>(static_cast<std::size_t>(n));
+  const std::size_t copies = copies_for(static_cast<std::size_t>(n) * sizeof(In));
+  llmk::DeviceBuffer<In> x = random_device<In>(copies * static_cast<std::size_t>(n));
   llmk::DeviceBuffer<float> amax(1);
   std::size_t bytes = 0;
   if (!llmk::bench::skip_unless_ok(
           state, llmk::device::reduce_max_abs<In>(nullptr, &bytes, x.data(), amax.data(), n, nullptr)))
     return;
   llmk::DeviceBuffer<unsigned char> temp(bytes);
-  llmk::bench::time_iterations(state, [&] {
-    return llmk::device::reduce_max_abs<In>(temp.data(), &bytes, x.data(), amax.data(), n, nullptr);
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    return llmk::device::reduce_max_abs<In>(temp.data(), &bytes, x.data() + c * static_cast<std::size_t>(n),
+                                            amax.data(), n, nullptr);
   });
   llmk::bench::set_throughput(state, 1.0 * n, 1.0 * n * sizeof(In) + 4.0);
 }
@@ -167,19 +178,25 @@ LLMK_BENCH_CATCH(state)
 // LLM.int8()'s outlier column list of activations [tokens, hidden] (about 1% of columns above 6): the
 // one-block compaction (no workspace) and the workspace form (CUB's DeviceSelect), the latter the anchor.
 template <class In>
-std::vector<In> outlier_activations(int rows, int cols) {
-  std::vector<In> x = random_tensor<In>(static_cast<std::size_t>(rows) * cols);
+std::vector<In> outlier_activations(int rows, int cols, std::size_t copies) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  std::vector<In> x = random_tensor<In>(n);
   for (int c = 0; c < cols; c += 97) x[static_cast<std::size_t>(c)] = In(8.0f);
+  x.reserve(copies * n);
+  for (std::size_t i = 1; i < copies; ++i)
+    x.insert(x.end(), x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
   return x;
 }
 
 template <class In>
 void BM_OutlierColumns(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
-  llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols));
+  const std::size_t n = static_cast<std::size_t>(rows) * cols, copies = copies_for(n * sizeof(In));
+  llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols, copies));
   llmk::DeviceBuffer<std::int32_t> out(static_cast<std::size_t>(cols)), count(1);
-  llmk::bench::time_iterations(state, [&] {
-    return q::find_outlier_columns(x.data(), cols, rows, cols, 6.0f, out.data(), count.data(), nullptr);
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    return q::find_outlier_columns(x.data() + c * n, cols, rows, cols, 6.0f, out.data(), count.data(),
+                                   nullptr);
   });
   llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 8.0 * cols);
 }
@@ -188,15 +205,16 @@ LLMK_BENCH_CATCH(state)
 template <class In>
 void BM_OutlierColumnsCub(benchmark::State& state) try {
   const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
-  llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols));
+  const std::size_t n = static_cast<std::size_t>(rows) * cols, copies = copies_for(n * sizeof(In));
+  llmk::DeviceBuffer<In> x(outlier_activations<In>(rows, cols, copies));
   llmk::DeviceBuffer<std::int32_t> out(static_cast<std::size_t>(cols)), count(1);
   std::size_t bytes = 0;
   if (!llmk::bench::skip_unless_ok(state, q::find_outlier_columns(nullptr, &bytes, x.data(), cols, rows, cols,
                                                                   6.0f, out.data(), count.data(), nullptr)))
     return;
   llmk::DeviceBuffer<unsigned char> temp(bytes);
-  llmk::bench::time_iterations(state, [&] {
-    return q::find_outlier_columns(temp.data(), &bytes, x.data(), cols, rows, cols, 6.0f, out.data(),
+  llmk::bench::time_rotating(state, copies, [&](std::size_t c) {
+    return q::find_outlier_columns(temp.data(), &bytes, x.data() + c * n, cols, rows, cols, 6.0f, out.data(),
                                    count.data(), nullptr);
   });
   llmk::bench::set_throughput(state, 1.0 * rows * cols, 1.0 * rows * cols * sizeof(In) + 8.0 * cols);

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         if w is None:
             continue
         m = sass.match(fam.base, a, bn.targs, static_rows) if static_rows is not None else None
-        kind = predict.kind_from_sass(fam, m.row if m else None)[0]
+        kind = predict.kind_from_sass(fam, m.row if m else None, a)[0]
         roof = predict.roofline(w, gpu, kind)
         if static_rows is None:
             pred, why = None, ""  # the header says so once

@@ -61,10 +61,27 @@ def peak(gpu: Gpu, kind: str, fraction: float = MMA_SYNC_FRACTION[1]) -> float |
     return fn(gpu, fraction) if fn else None
 
 
-def kind_from_sass(family: Family, row: KernelRow | None) -> tuple[str, str | None]:
-    """(compute kind, the SASS opcode it came from) for a kernel row; the family's default without one."""
+# The families whose launcher runs the Hopper wgmma kernel above an M on sm_90a builds (w8a8_gemm / fp8_gemm
+# for M > 64: hopper_gemm.cuh; weight_only_gemm for M > kWeightOnlySm90MinM = 16: weight_only.cuh), and its
+# kind there: without a static row the family's mma.sync kind would price those rows at the mma.sync rate.
+HOPPER_ABOVE_M = {"BM_W8A8": (64, "wgmma_i8"), "BM_FP8": (64, "wgmma_f8"), "BM_W4A16": (16, "wgmma_f16"),
+                  "BM_W4A16PerChannel": (16, "wgmma_f16"), "BM_W8A16": (16, "wgmma_f16")}
+
+
+def default_kind(family: Family, args: dict[str, int] | None = None) -> str:
+    """The compute kind of a family's row without a static report: the dispatch's kernel for its M."""
+    above = HOPPER_ABOVE_M.get(family.base)
+    if above and args and args.get("M", 0) > above[0]:
+        return above[1]
+    return family.kind
+
+
+def kind_from_sass(family: Family, row: KernelRow | None,
+                   args: dict[str, int] | None = None) -> tuple[str, str | None]:
+    """(compute kind, the SASS opcode it came from) for a kernel row; without one, the kind of the kernel the
+    dispatch runs for `args` (default_kind)."""
     if row is None or row.tc in ("", "-"):
-        return family.kind, None
+        return default_kind(family, args), None
     ops = row.tc.split("+")
     op = ops[0]
     for o in ops:  # prefer the opcode of the family's own kind (mixed int8 has IMMA + HMMA)

@@ -152,7 +152,7 @@ def build(results: Results, gpu: Gpu, gpu_note: str, static_rows: list[sass.Kern
                 row.notes.append(f"bytes formula {byts:.4g} != counter {cb:.4g}: counter used")
                 traffic = traffic * cb / byts
                 byts = cb
-            w = work.Work(flops, byts, traffic, w.tensor_work, w.note)
+            w = work.Work(flops, byts, traffic, w.tensor_work, w.note, exps=w.exps)
         elif cf is not None or cb is not None:
             w = work.Work(cf or 0.0, cb or 0.0, cb or 0.0, 0.0, "counters x time")
             row.notes.append("family unknown to the model: counters x time")
@@ -162,7 +162,7 @@ def build(results: Results, gpu: Gpu, gpu_note: str, static_rows: list[sass.Kern
         if fam and w and static_rows is not None:
             m = sass.match(fam.base, args, e.parsed.targs, static_rows)
         if w is not None and row.role != "host":
-            kind = predict.kind_from_sass(fam, m.row if m else None)[0] if fam else (
+            kind = predict.kind_from_sass(fam, m.row if m else None, args)[0] if fam else (
                 "wgmma_f16" if w.flops else "none")
             impl = str(results.contexts.get(e.file, {}).get("flash_impl", ""))
             if e.parsed.base.startswith("SDPA_") and re.search(r"FA[34]", impl):

@@ -376,6 +376,43 @@ class TestModel(unittest.TestCase):
         self.assertEqual(sass.wo_sm90_slices("gemm::other<half>", {"M": 1, "N": 1, "K": 64}, 1), (0, 0))
         self.assertAlmostEqual(7 * 64 * hardware.WO_SM90_SLICE_S_H100[64], 134.4e-6)  # measured 135 us
 
+    def test_default_kind_follows_the_dispatch(self):
+        # Without a static row, a row that the launcher runs on the Hopper kernel gets the wgmma rate (it was
+        # priced at the mma.sync rate: BM_FP8 at M = 4096 showed 44% of roofline instead of 15%).
+        from model import predict
+        kind = lambda base, m: predict.kind_from_sass(work.family_of(base), None, {"M": m, "N": 4096, "K": 4096})[0]
+        self.assertEqual((kind("BM_W8A8", 64), kind("BM_W8A8", 65)), ("mma_i8", "wgmma_i8"))
+        self.assertEqual((kind("BM_FP8", 64), kind("BM_FP8", 4096)), ("mma_f8_emulated", "wgmma_f8"))
+        self.assertEqual((kind("BM_W4A16", 16), kind("BM_W4A16", 17)), ("mma_f16", "wgmma_f16"))
+        self.assertEqual(kind("BM_W8A16", 128), "wgmma_f16")
+        self.assertEqual(kind("BM_MixedInt8", 4096), "mma_i8")  # no Hopper kernel
+        gpu = hardware.pick_gpu("NVIDIA H100 80GB HBM3")[0]
+        fam = work.family_of("BM_FP8")
+        a = {"M": 4096, "N": 4096, "K": 4096}
+        roof = predict.roofline(work.work_of(fam, a, ()), gpu, kind("BM_FP8", 4096))
+        self.assertLess(roof.time, 80e-6)  # 2 * 4096^3 at the QGMMA rate: about 69 us (207 us at HMMA's)
+
+    def test_report_keeps_the_exponentials(self):
+        # report.build rebuilds a row's work from its counters: the exponential count (the MUFU bound of the
+        # attention rows) must survive it.
+        import inspect
+        res = results.load(SAMPLE)
+        gpu, note = hardware.pick_gpu(res.meta["gpu"])
+        orig, rebuilt = work.Work, []
+
+        def spy(*a, **k):
+            w = orig(*a, **k)
+            if inspect.stack()[1].filename.endswith("report.py"):
+                rebuilt.append(w)
+            return w
+
+        try:
+            work.Work = spy
+            report.build(res, gpu, note, None)
+        finally:
+            work.Work = orig
+        self.assertTrue(any(w.exps > 0 for w in rebuilt))  # the prefill / decode rows of the sample
+
     def test_h200_and_unknown_gpu(self):
         self.assertEqual(hardware.pick_gpu("NVIDIA H200")[0].key, "h200")
         self.assertEqual(hardware.pick_gpu("NVIDIA H100 80GB HBM3")[0].key, "h100-sxm")
