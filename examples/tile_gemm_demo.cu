@@ -43,9 +43,9 @@ int main(int argc, char** argv) {
     llmk::DeviceBuffer<llmk::half> d_a(a), d_w(w);
     llmk::DeviceBuffer<float> d_d(static_cast<std::size_t>(m) * n);
     const auto t0 = std::chrono::steady_clock::now();
-    llmk::Status s = llmk::gemm::tile_gemm_f16(d_a.data(), k, d_w.data(), k, nullptr, n, d_d.data(), n, m, n,
-                                               k, 1.0f, 0.0f, /*stream=*/nullptr);
-    if (s.ok()) s = llmk::device_synchronize();
+    const llmk::Status launched = llmk::gemm::tile_gemm_f16(
+        d_a.data(), k, d_w.data(), k, nullptr, n, d_d.data(), n, m, n, k, 1.0f, 0.0f, /*stream=*/nullptr);
+    const llmk::Status s = launched.ok() ? llmk::device_synchronize() : launched;
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.ok()) {
       std::printf("error: %s\n", s.message().c_str());
