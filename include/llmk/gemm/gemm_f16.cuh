@@ -42,8 +42,8 @@ Status gemm_f16_sm90_run(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
         else
           return std::is_same_v<typename Cfg::Elem, T>;
       }(),
-                "gemm_f16_sm90<Cfg>: Cfg must be an Sm90GemmConfig of the operands' type T (an fp16 "
-                "configuration over bf16 operands would read their bits as fp16)");
+      "gemm_f16_sm90<Cfg>: Cfg must be an Sm90GemmConfig of the operands' type T (an fp16 "
+      "configuration over bf16 operands would read their bits as fp16)");
   if (!sm90_available<Sm90GemmConfig<T>>())
     return Status::unsupported("gemm_f16_sm90 needs an sm_90 device and a build with sm_90a code");
   using Epi = LinearEpilogue<Out>;
