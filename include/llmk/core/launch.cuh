@@ -4,6 +4,7 @@
 // default 48 KiB, and calls cudaLaunchKernel. Simulator: runs the grid on the CPU before returning.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -157,15 +158,38 @@ Status launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 clu
                                 std::forward<Args>(args)...);
 }
 
+#if defined(LLMK_CUDA)
+namespace detail {
+// Attribute `attr` of `device`, read from the runtime once per (slot, device) and kept: the attributes the
+// launchers ask on every call (compute capability, SM count, shared memory per SM) never change for a device,
+// and a few queries per launch add up on a decode step's critical path. 0 when the query fails (not kept).
+enum DeviceAttributeSlot : int { kSlotMajor, kSlotMinor, kSlotSms, kSlotSmemPerSm, kSlotCount };
+inline int cached_device_attribute(DeviceAttributeSlot slot, cudaDeviceAttr attr, int device) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cache[kSlotCount][kDevices];  // value + 1; 0: not read yet
+  int value = 0;
+  if (device < 0 || device >= kDevices)
+    return cudaDeviceGetAttribute(&value, attr, device) == cudaSuccess ? value : 0;
+  const int known = cache[slot][device].load(std::memory_order_relaxed);
+  if (known > 0) return known - 1;
+  if (cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess) return 0;
+  cache[slot][device].store(value + 1, std::memory_order_relaxed);
+  return value;
+}
+}  // namespace detail
+#endif
+
 /// Compute capability of the current device as 100 * major + 10 * minor (900 on Hopper; 0 when none). The
 /// simulator reports 900 (it emulates every atom); LLMK_SIM_ARCH=800 / 890 makes it report an older device
 /// (tests of the dispatch and of refusals).
 inline int device_arch() {
 #if defined(LLMK_CUDA)
-  int device = 0, major = 0, minor = 0;
+  int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  const int major =
+      detail::cached_device_attribute(detail::kSlotMajor, cudaDevAttrComputeCapabilityMajor, device);
+  const int minor =
+      detail::cached_device_attribute(detail::kSlotMinor, cudaDevAttrComputeCapabilityMinor, device);
   return major * 100 + minor * 10;
 #elif defined(LLMK_SIM)
   const char* env = std::getenv("LLMK_SIM_ARCH");
@@ -181,10 +205,11 @@ inline int device_arch() {
 /// several tiles per block, set it).
 inline int device_sm_count() {
 #if defined(LLMK_CUDA)
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0)
-    return sms;
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    const int sms = detail::cached_device_attribute(detail::kSlotSms, cudaDevAttrMultiProcessorCount, device);
+    if (sms > 0) return sms;
+  }
 #elif defined(LLMK_SIM)
   const char* env = std::getenv("LLMK_SIM_SM_COUNT");
   if (env != nullptr && std::atoi(env) > 0) return std::atoi(env);

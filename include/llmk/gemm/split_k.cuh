@@ -16,6 +16,7 @@
 
 #include "llmk/arch/named_barrier.cuh"
 #include "llmk/config.cuh"
+#include "llmk/core/launch.cuh"
 #include "llmk/core/math.cuh"
 #include "llmk/core/vector.cuh"
 
@@ -65,11 +66,12 @@ inline int split_k_rounds_splits(long long tiles, int k_tiles, int most, int sms
 // divide it by a block's bytes plus the 1 KiB an SM reserves per block.
 inline int device_smem_per_sm() {
 #if defined(LLMK_CUDA)
-  int device = 0, bytes = 0;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) == cudaSuccess &&
-      bytes > 0)
-    return bytes;
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    const int bytes = ::llmk::detail::cached_device_attribute(
+        ::llmk::detail::kSlotSmemPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+    if (bytes > 0) return bytes;
+  }
 #endif
   return 233472;
 }

@@ -16,6 +16,7 @@
 // bf16. M, N are arbitrary (predicated); K must be a multiple of 16 (16-byte rows for cp.async).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -473,13 +474,25 @@ Status fp8_gemm_with_tile(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stre
         str_cat("fp8 GEMM needs fp8 mma.sync (sm_89 or newer); this device is sm_", arch / 10));
 #if defined(LLMK_CUDA)
   // The device may be new enough while the code it would run is not (a build without sm_89/sm_90 code runs
-  // sm_8x SASS or JIT-compiles compute_80 PTX, where the kernel is a trap): refuse that too.
-  cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fp8_kernel<Out, Tile>)) == cudaSuccess &&
-      (attr.ptxVersion < 89 || attr.binaryVersion < 89))
-    return Status::unsupported(str_cat("fp8 GEMM: the kernel was compiled for compute_", attr.ptxVersion,
-                                       " / sm_", attr.binaryVersion,
-                                       ", which has no fp8 mma; build for sm_89 or sm_90"));
+  // sm_8x SASS or JIT-compiles compute_80 PTX, where the kernel is a trap): refuse that too. The image's
+  // versions are asked once per device (cudaFuncGetAttributes on every call cost about a microsecond).
+  static std::atomic<int> versions[64];  // 1000 * ptxVersion + binaryVersion + 1; 0: not asked yet
+  int device = 0, known = 0;
+  if (cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < 64)
+    known = versions[device].load(std::memory_order_relaxed);
+  if (known == 0) {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fp8_kernel<Out, Tile>)) == cudaSuccess) {
+      known = 1000 * attr.ptxVersion + attr.binaryVersion + 1;
+      if (device >= 0 && device < 64) versions[device].store(known, std::memory_order_relaxed);
+    } else {
+      (void)cudaGetLastError();
+    }
+  }
+  const int ptx = (known - 1) / 1000, binary = (known - 1) % 1000;
+  if (known > 0 && (ptx < 89 || binary < 89))
+    return Status::unsupported(str_cat("fp8 GEMM: the kernel was compiled for compute_", ptx, " / sm_",
+                                       binary, ", which has no fp8 mma; build for sm_89 or sm_90"));
 #endif
   detail::QGemmSplitPlan plan;
   LLMK_RETURN_IF_ERROR(detail::qgemm_resolve_split<Tile>(p, true, plan));

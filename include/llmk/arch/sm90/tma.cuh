@@ -34,6 +34,7 @@
 //   // device: mbarrier_arrive_expect_tx(bar, 64 * 64 * 2); tma_load(tile, map, bar, {k0, m0});
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -255,12 +256,19 @@ inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& desc) {
   return {};
 #elif defined(LLMK_CUDA)
   static_assert(sizeof(CUtensorMap) == sizeof(TensorMap), "TensorMap mirrors CUtensorMap");
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
-          cudaSuccess ||
-      fn == nullptr || q != cudaDriverEntryPointSuccess)
-    return Status::cuda_error("cudaGetDriverEntryPointByVersion", "cuTensorMapEncodeTiled is not available");
+  // The driver's entry point, looked up by name once per process (not per map: the Hopper launchers encode
+  // several maps per call); a failed lookup is not kept.
+  static std::atomic<void*> entry{nullptr};
+  void* fn = entry.load(std::memory_order_relaxed);
+  if (fn == nullptr) {
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        fn == nullptr || q != cudaDriverEntryPointSuccess)
+      return Status::cuda_error("cudaGetDriverEntryPointByVersion",
+                                "cuTensorMapEncodeTiled is not available");
+    entry.store(fn, std::memory_order_relaxed);
+  }
   CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   switch (desc.elem) {
     case TmaElem::kU8:
