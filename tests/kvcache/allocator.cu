@@ -486,8 +486,12 @@ TEST_CASE("KvCacheManager: exports into cache_ops.cuh's CsrPageTable and BlockTa
   require_ok(kv.export_block_table(empty_only, &t));  // width at least 1 by default, as csr_to_block_table
   CHECK(t.max_blocks == 1);
   CHECK(t.table == std::vector<int>{-1});
-  require_ok(kv.export_block_table(empty_only, &t, 0));
-  CHECK(t.max_blocks == 0);
+  require_ok(kv.export_block_table(empty_only, &t, 0));  // still one column: the kernels reject width 0
+  CHECK(t.max_blocks == 1);
+  CHECK(t.table == std::vector<int>{-1});
+  require_ok(kv.export_block_table({}, &t, 0));  // an empty batch: one column, no rows
+  CHECK(t.max_blocks == 1);
+  CHECK(t.table.empty());
   require_ok(kv.export_csr({}, &csr));
   CHECK(csr.indptr == std::vector<int>{0});
 }

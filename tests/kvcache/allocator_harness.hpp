@@ -252,7 +252,7 @@ class ManagerHarness {
     if (csr.indptr.size() != seqs.size() + 1 || csr.last_page_len.size() != seqs.size() ||
         csr.indptr[0] != 0 || padded.seq_lens.size() != seqs.size())
       return "export: wrong sizes";
-    std::int64_t width = min_width;
+    std::int64_t width = std::max<std::int32_t>(min_width, 1);  // at least one column, even all-empty
     for (const SeqId id : seqs)
       width = std::max<std::int64_t>(width, static_cast<std::int64_t>(tables_.at(id).size()));
     if (padded.max_blocks != width ||

@@ -397,7 +397,8 @@ class KvCacheManager {
   /// Block tables of `seqs` (in this order; repeats allowed) as a padded [batch, max_blocks] matrix plus
   /// sequence lengths (see BlockTableLike), into *out (replaced). max_blocks is the widest table of the
   /// batch, or `min_width` when that is larger (default 1, as csr_to_block_table; a fixed width keeps a
-  /// captured CUDA graph's shapes stable); entries past a sequence's last block are `pad` (default -1).
+  /// captured CUDA graph's shapes stable), and at least 1 (the kernels need a row even when every sequence
+  /// of the batch is empty); entries past a sequence's last block are `pad` (default -1).
   /// invalid_argument for an unknown sequence, a sequence longer than INT32_MAX tokens or a matrix larger
   /// than INT32_MAX entries; *out is unchanged then.
   ///   llmk::kvcache::BlockTable bt;                        // kvcache/cache_ops.cuh
@@ -407,7 +408,7 @@ class KvCacheManager {
                             std::int32_t pad = kNoBlock) const {
     if (out == nullptr) return Status::invalid_argument("out", "must not be null");
     if (min_width < 0) return Status::invalid_argument("min_width", str_cat("must be >= 0, got ", min_width));
-    std::int64_t width = min_width;
+    std::int64_t width = std::max<std::int64_t>(min_width, 1);
     for (std::size_t i = 0; i < seqs.size(); ++i) {
       const Sequence* s = find(seqs[i]);
       if (s == nullptr) return unknown_sequence("seqs", seqs[i], i);
