@@ -123,12 +123,14 @@ std::vector<unsigned char> expected_tile(const TensorMapDesc& d, const std::vect
   return out;
 }
 
+// `bytes`: the tensor's size when the outermost stride does not give it (0: from the description).
 template <int R>
-void check_load(const TensorMapDesc& d0, const Coords& c, unsigned seed) {
+void check_load(const TensorMapDesc& d0, const Coords& c, unsigned seed, std::size_t bytes = 0) {
   CAPTURE(seed);
   TensorMapDesc d = d0;
-  std::size_t bytes = d.dims[0] * static_cast<std::size_t>(tma_elem_bytes(d.elem));
-  if (d.rank > 1) bytes = d.strides[d.rank - 2] * d.dims[d.rank - 1];
+  if (bytes == 0)
+    bytes = d.rank > 1 ? d.strides[d.rank - 2] * d.dims[d.rank - 1]
+                       : d.dims[0] * static_cast<std::size_t>(tma_elem_bytes(d.elem));
   std::vector<unsigned char> host(bytes);
   std::mt19937 rng(seed);
   for (auto& b : host) b = static_cast<unsigned char>(rng() % 120);  // no NaN patterns in the data itself
@@ -318,6 +320,34 @@ TEST_CASE("TMA boxes start on a 16-byte boundary (the simulator reports one that
   CHECK(contains(st.message(), "not at a 16-byte boundary"));
 }
 #endif
+
+TEST_CASE("TMA: the stride of a dimension of extent 1 may be anything (never used)") {
+  if (!hopper_available()) return;
+  // One row of 40 f16 whose row stride is neither a multiple of 16 nor below 2^40 (a GEMM with M = 1).
+  for (std::uint64_t stride : {std::uint64_t{3}, std::uint64_t{1} << 45}) {
+    CAPTURE(stride);
+    check_load<2>(desc_2d(TmaElem::kF16, nullptr, 40, 1, stride, 32, 4), Coords{{8, 0}}, 51, 80);
+    check_load<2>(desc_2d(TmaElem::kF16, nullptr, 40, 1, stride, 32, 4), Coords{{16, -2}}, 52, 80);
+  }
+  TensorMapDesc d;  // [5][1][32] u16 with a bogus stride for the middle dimension, and [1][4][32]
+  d.elem = TmaElem::kU16;
+  d.rank = 3;
+  d.dims[0] = 32, d.dims[1] = 1, d.dims[2] = 5;
+  d.strides[0] = 1000, d.strides[1] = 96;  // rows padded to 48 elements
+  d.box[0] = 16, d.box[1] = 2, d.box[2] = 4;
+  check_load<3>(d, Coords{{16, 0, 2}}, 53, 5 * 96);
+  d.dims[1] = 4, d.dims[2] = 1;
+  d.strides[0] = 64, d.strides[1] = (std::uint64_t{1} << 41) + 5;
+  check_load<3>(d, Coords{{0, 1, 0}}, 54, 4 * 64);
+  // A used stride still follows the rules.
+  TensorMap map{};
+  d.dims[2] = 2;
+  llmk::DeviceBuffer<unsigned char> g(4096);
+  d.global = g.data();
+  const llmk::Status s = make_tensor_map(&map, d);
+  CHECK(!s.ok());
+  CHECK(contains(s.message(), "desc.strides"));
+}
 
 TEST_CASE("make_tensor_map validates every field and names it") {
   llmk::DeviceBuffer<float> g(4096);

@@ -93,6 +93,23 @@ TEST_CASE("sm90 W8A8: raw int32 accumulators are exact (M, N, K tails, several t
   for (const Shape& s : shapes()) check_raw_int32<gemm::Sm90GemmConfig<std::int8_t>>(s, 3, rng);
 }
 
+TEST_CASE(
+    "sm90 W8A8: one row takes any lda and ldd (the TMA maps' unused strides; no 'desc.strides' error)") {
+  if (!sm90_here()) return;
+  std::mt19937 rng(905);
+  const int n = 72, k = 96;
+  const auto a = random_int8(1, k, k, rng), w = random_int8(n, k, k, rng);
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  llmk::DeviceBuffer<std::int32_t> d(n);
+  std::vector<std::int32_t> want(n, 0);
+  llmk::reference::gemm_s8s8_s32(a.data(), k, w.data(), k, 1, n, k, want.data(), n, false);
+  const std::int64_t huge = (std::int64_t{1} << 41) + 16;  // 2^41 bytes of int8 / 2^43 of int32: past 2^40
+  gemm::QuantGemmArgs<std::int8_t> p{d_a.data(), huge, d_w.data(), k, 1, n, k, {}, d.data(), huge};
+  const llmk::Status st = gemm::w8a8_gemm_sm90<std::int32_t, gemm::Sm90GemmConfig<std::int8_t>>(p, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(d.to_host() == want);
+}
+
 TEST_CASE("sm90 W8A8: dequantized outputs (zero points, per token/channel, bias)") {
   if (!sm90_here()) return;
   std::mt19937 rng(902);

@@ -742,6 +742,23 @@ TEST_CASE("gpu paths: misaligned pointers, outputs overlapping w or h, a bad sym
   o = good;
   o.zeros = reinterpret_cast<std::uint8_t*>(dh.data()) + 1;
   CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "zeros", "overlap"));
+  // Outputs against each other and the workspace (the column loop writes them while its state lives there).
+  o = good;
+  o.codes = reinterpret_cast<std::uint8_t*>(deq.data()) + 8;
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "dequantized", "must not overlap codes"));
+  o = good;
+  o.zeros = reinterpret_cast<std::uint8_t*>(scales.data());
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "zeros", "must not overlap scales"));
+  o = good;
+  o.g_idx = reinterpret_cast<std::int32_t*>(ws.data()) + 16;
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "g_idx", "must not overlap the workspace"));
+  o = good;
+  o.dequantized = reinterpret_cast<float*>(ws.data()) + 4;
+  CHECK(rejects(gptq(base, o, dw.data(), dh.data()), "dequantized", "must not overlap the workspace"));
+  CHECK(rejects(
+      llmk::obs::gptq_quantize_gpu(dw.data(), n, k, k, dh.data(), k, base, la, good,
+                                   reinterpret_cast<unsigned char*>(dh.data()) + 16, ws_bytes, nullptr, &rep),
+      "workspace", "must not overlap w or h"));
   llmk::obs::GptqOptions bad = base;
   bad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(2);
   CHECK(rejects(gptq(bad, good, dw.data(), dh.data()), "symmetric_grid", "SymmetricGrid"));
@@ -808,6 +825,22 @@ TEST_CASE("gpu paths: misaligned pointers, outputs overlapping w or h, a bad sym
   so = sgood;
   so.g_idx = reinterpret_cast<std::int32_t*>(dw.data());
   CHECK(rejects(sparse(sopt, so, dw.data()), "g_idx", "overlap"));
+  so = sgood;
+  so.mask = codes.data();
+  CHECK(rejects(sparse(sopt, so, dw.data()), "codes", "must not overlap mask"));
+  so = sgood;
+  so.weights = reinterpret_cast<float*>(sws_buf.data()) + 4;
+  CHECK(rejects(sparse(sopt, so, dw.data()), "weights", "must not overlap the workspace"));
+  {  // without quantization the quantizer's outputs are not written: their pointers are not checked
+    llmk::obs::SparseGptOptions plain;
+    const std::size_t pws = llmk::obs::sparsegpt_gpu_workspace_bytes(n, k, plain);
+    llmk::DeviceBuffer<unsigned char> pws_buf(pws);
+    so = sgood;
+    so.codes = mask.data();
+    const llmk::Status s = llmk::obs::sparsegpt_prune_gpu(dw.data(), n, k, k, dh.data(), k, plain, la, so,
+                                                          pws_buf.data(), pws, nullptr, &srep);
+    CHECK_MESSAGE(s.ok(), s.message());
+  }
   llmk::obs::SparseGptOptions sbad = sopt;
   sbad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(-1);
   CHECK(rejects(sparse(sbad, sgood, dw.data()), "symmetric_grid", "SymmetricGrid"));

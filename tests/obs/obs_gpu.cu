@@ -548,6 +548,15 @@ TEST_CASE("obs / obq gpu: misaligned pointers, outputs overlapping w or h, a bad
   po = pgood;
   po.row_loss = reinterpret_cast<double*>(dw) + 1;
   CHECK(rejects(prune(po, dw, dh.data()), "row_loss", "overlap"));
+  po = pgood;
+  po.mask = reinterpret_cast<std::uint8_t*>(weights.data()) + 4;
+  CHECK(rejects(prune(po, dw, dh.data()), "mask", "must not overlap weights"));
+  po = pgood;
+  po.row_loss = reinterpret_cast<double*>(ws.data()) + 2;
+  CHECK(rejects(prune(po, dw, dh.data()), "row_loss", "must not overlap the workspace"));
+  CHECK(rejects(
+      llmk::obs::obs_prune_gpu(dw, n, k, k, dh.data(), k, popt, la, pgood, both.data(), pws, nullptr, &prep),
+      "workspace", "must not overlap w or h"));
 
   const llmk::obs::ObqGpuOutputs qgood{codes.data(), k, scales.data(), zeros.data(), g_idx.data(),
                                        deq.data(),   k};
@@ -578,6 +587,12 @@ TEST_CASE("obs / obq gpu: misaligned pointers, outputs overlapping w or h, a bad
   qo = qgood;
   qo.g_idx = reinterpret_cast<std::int32_t*>(dw) + 2;
   CHECK(rejects(obq(qopt, qo, dw), "g_idx", "overlap"));
+  qo = qgood;
+  qo.g_idx = reinterpret_cast<std::int32_t*>(deq.data()) + 3;
+  CHECK(rejects(obq(qopt, qo, dw), "dequantized", "must not overlap g_idx"));
+  qo = qgood;
+  qo.codes = ws.data() + 64;
+  CHECK(rejects(obq(qopt, qo, dw), "codes", "must not overlap the workspace"));
   qo = qgood;
   qo.codes = reinterpret_cast<std::uint8_t*>(dh.data());
   CHECK(rejects(obq(qopt, qo, dw), "codes", "overlap"));

@@ -556,11 +556,11 @@ Status make_head_rows_map(const T* base, std::int64_t stride_token, std::int64_t
   d.dims[0] = static_cast<std::uint64_t>(Cfg::kHeadDim);
   d.dims[1] = static_cast<std::uint64_t>(heads);
   d.dims[2] = static_cast<std::uint64_t>(tokens > 0 ? tokens : 1);  // never read when there are no tokens
-  // A stride of a dimension of extent 1 is never used (the portable kernel accepts any there): give TMA a
-  // dense one instead, so that an unused huge stride cannot fail its < 2^40-byte rule. Any used stride that
-  // large would span more than 1 TiB, more memory than a GPU has.
-  d.strides[0] = static_cast<std::uint64_t>(heads > 1 ? stride_head : Cfg::kHeadDim) * sizeof(T);
-  d.strides[1] = tokens > 1 ? static_cast<std::uint64_t>(stride_token) * sizeof(T) : d.strides[0] * d.dims[1];
+  // The stride of a dimension of extent 1 (one head, one token) is never used and may be anything, as in the
+  // portable kernel: make_tensor_map substitutes a dense one. Any used stride at or above its 2^40-byte rule
+  // would span more than 1 TiB, more memory than a GPU has.
+  d.strides[0] = static_cast<std::uint64_t>(stride_head) * sizeof(T);
+  d.strides[1] = static_cast<std::uint64_t>(stride_token) * sizeof(T);
   d.box[0] = static_cast<std::uint32_t>(Cfg::kSpanElems);
   d.box[1] = static_cast<std::uint32_t>(box_heads);
   d.box[2] = static_cast<std::uint32_t>(box_tokens);

@@ -75,7 +75,8 @@ inline std::size_t gptq_gpu_workspace_bytes(std::int64_t rows, std::int64_t cols
 /// group_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, codes, ld_codes,
 /// scales, zeros, g_idx, dequantized, ld_dequantized, workspace, workspace_bytes, la, report. w, h, scales,
 /// g_idx, dequantized must be 4-byte aligned; no output may overlap h, nor w, except dequantized being w
-/// itself with ld_dequantized = ldw (in place). A Hessian that no damping makes positive definite is an error
+/// itself with ld_dequantized = ldw (in place); outputs must not overlap each other or the workspace, nor
+/// the workspace w or h. A Hessian that no damping makes positive definite is an error
 /// naming h. On an error the outputs' contents are unspecified; on success they are finite.
 /// Synchronous: returns after the stream finished (the report's timings need it).
 ///   llmk::obs::GptqGpuOutputs out{d_codes, K, d_scales, d_zeros, d_g_idx, nullptr, 0};
@@ -109,10 +110,9 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
                                             ", ld_dequantized=", out.ld_dequantized, ")"));
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
   // g_idx and the static grids are written before w is read; the loss GEMM reads h last.
-  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols,
-                                                       opt.group_size > 0 ? cols / opt.group_size : 1,
-                                                       detail::input_extents(w, rows, cols, ldw, h, ldh),
-                                                       /*in_place=*/true));
+  const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
+  const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
+  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols, groups, in, /*in_place=*/true));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));
@@ -120,6 +120,8 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
   LLMK_RETURN_IF_ERROR(check_device_pointer("dequantized", out.dequantized));
   LLMK_RETURN_IF_ERROR(detail::validate_fused_resources(la, workspace, workspace_bytes,
                                                         gptq_gpu_workspace_bytes(rows, cols, opt)));
+  LLMK_RETURN_IF_ERROR(
+      detail::check_quantized_resources(out, rows, cols, groups, workspace, workspace_bytes, in));
 
   detail::FusedConfig cfg{};
   cfg.bits = opt.bits;

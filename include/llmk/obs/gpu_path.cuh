@@ -42,6 +42,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <numeric>
 #include <string_view>
@@ -433,6 +434,47 @@ Status check_quantized_outputs(const Outputs& out, std::int64_t rows, std::int64
                                out.ld_dequantized, in);
   return check_output_disjoint("dequantized", out.dequantized,
                                extent_bytes(rows, cols, out.ld_dequantized, 4), in);
+}
+
+// A buffer an entry writes: the argument's name, its start (null: not written) and its bytes.
+struct OutputRegion {
+  std::string_view name;
+  const void* p;
+  std::int64_t bytes;
+};
+
+// The outputs and the workspace are written while the others are (the row kernels write weights, masks and
+// codes while their state lives in the workspace): none may overlap another, and the workspace may not
+// overlap w or h either. Call after validate_fused_resources (the workspace is then non-null).
+inline Status check_resources_disjoint(std::initializer_list<OutputRegion> outputs, const void* workspace,
+                                       std::size_t workspace_bytes, const InputExtents& in) {
+  const auto ws_bytes = static_cast<std::int64_t>(
+      std::min<std::size_t>(workspace_bytes, std::numeric_limits<std::int64_t>::max()));
+  LLMK_RETURN_IF_ERROR(check_output_disjoint("workspace", workspace, ws_bytes, in));
+  for (auto i = outputs.begin(); i != outputs.end(); ++i) {
+    if (i->p == nullptr) continue;
+    if (ranges_overlap(i->p, i->bytes, workspace, ws_bytes))
+      return Status::invalid_argument(i->name, "must not overlap the workspace");
+    for (auto j = outputs.begin(); j != i; ++j)
+      if (j->p != nullptr && ranges_overlap(i->p, i->bytes, j->p, j->bytes))
+        return Status::invalid_argument(i->name, str_cat("must not overlap ", j->name));
+  }
+  return {};
+}
+
+// check_resources_disjoint for a quantizing entry's outputs (GptqGpuOutputs, ObqGpuOutputs), `groups` rows
+// of scales and zeros.
+template <class Outputs>
+Status check_quantized_resources(const Outputs& out, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t groups, const void* workspace, std::size_t workspace_bytes,
+                                 const InputExtents& in) {
+  return check_resources_disjoint(
+      {{"codes", out.codes, extent_bytes(rows, cols, out.ld_codes, 1)},
+       {"scales", out.scales, extent_bytes(groups, rows, rows, 4)},
+       {"zeros", out.zeros, extent_bytes(groups, rows, rows, 1)},
+       {"g_idx", out.g_idx, cols * 4},
+       {"dequantized", out.dequantized, extent_bytes(rows, cols, out.ld_dequantized, 4)}},
+      workspace, workspace_bytes, in);
 }
 
 inline Status validate_fused_resources(LinalgBackend& la, const void* workspace, std::size_t workspace_bytes,

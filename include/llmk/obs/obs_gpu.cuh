@@ -649,7 +649,8 @@ inline std::size_t obs_prune_gpu_workspace_bytes(std::int64_t rows, std::int64_t
 /// la.uses_device_memory(); in the simulator HostLapackBackend serves). Errors name the argument: rows, cols,
 /// w, ldw, h, ldh, prune_per_row, percdamp, damp_growth, max_retries, weights, ld_weights, mask, ld_mask,
 /// row_loss, workspace, workspace_bytes, la, report. w, h, weights must be 4-byte aligned, row_loss 8-byte;
-/// outputs must not overlap w or h (not in place either). Synchronous (returns after the stream finished).
+/// outputs must not overlap w or h (not in place either), each other or the workspace, nor the workspace w
+/// or h. Synchronous (returns after the stream finished).
 ///   llmk::obs::ObsPruneOptions opt;  opt.prune_per_row = K / 2;
 ///   llmk::obs::ObsPruneGpuOutputs out{d_pruned, K, d_mask, K, nullptr};
 ///   llmk::obs::ObsPruneGpuReport rep;
@@ -688,6 +689,11 @@ inline Status obs_prune_gpu(const float* w, std::int64_t rows, std::int64_t cols
   LLMK_RETURN_IF_ERROR(check_device_pointer("mask", out.mask));
   LLMK_RETURN_IF_ERROR(check_device_pointer("row_loss", out.row_loss));
   LLMK_RETURN_IF_ERROR(detail::validate_obs_gpu_resources(la, workspace, workspace_bytes, rows, cols));
+  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(
+      {{"weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4)},
+       {"mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1)},
+       {"row_loss", out.row_loss, rows * 8}},
+      workspace, workspace_bytes, in));
 
   detail::ObsGpuConfig cfg{};
   cfg.bits = 0;
@@ -752,7 +758,8 @@ inline std::size_t obq_quantize_gpu_workspace_bytes(std::int64_t rows, std::int6
 /// symmetric_grid, order, refine_sweeps, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth,
 /// max_retries, codes, ld_codes, scales, zeros, g_idx, dequantized, ld_dequantized, workspace,
 /// workspace_bytes, la, report. w, h, scales, g_idx, dequantized must be 4-byte aligned; outputs must not
-/// overlap w or h (not in place either). Synchronous.
+/// overlap w or h (not in place either), each other or the workspace, nor the workspace w or h.
+/// Synchronous.
 ///   llmk::obs::ObqOptions opt;  opt.bits = 4;  opt.group_size = 128;
 ///   llmk::obs::ObqGpuOutputs out{d_codes, K, d_scales, d_zeros, d_g_idx, nullptr, 0};
 ///   llmk::obs::ObqGpuReport rep;
@@ -787,16 +794,17 @@ inline Status obq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t c
                                             ", ld_dequantized=", out.ld_dequantized, ")"));
   if (report == nullptr) return Status::invalid_argument("report", "must not be null");
   // No output may overlap w or h (in place included: the loss reads w last).
-  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols,
-                                                       cols / (opt.group_size == 0 ? cols : opt.group_size),
-                                                       detail::input_extents(w, rows, cols, ldw, h, ldh),
-                                                       /*in_place=*/false));
+  const std::int64_t groups = cols / (opt.group_size == 0 ? cols : opt.group_size);
+  const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
+  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols, groups, in, /*in_place=*/false));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));
   LLMK_RETURN_IF_ERROR(check_device_pointer("g_idx", out.g_idx));
   LLMK_RETURN_IF_ERROR(check_device_pointer("dequantized", out.dequantized));
   LLMK_RETURN_IF_ERROR(detail::validate_obs_gpu_resources(la, workspace, workspace_bytes, rows, cols));
+  LLMK_RETURN_IF_ERROR(
+      detail::check_quantized_resources(out, rows, cols, groups, workspace, workspace_bytes, in));
 
   detail::ObsGpuConfig cfg{};
   cfg.bits = opt.bits;

@@ -84,7 +84,8 @@ inline std::size_t sparsegpt_gpu_workspace_bytes(std::int64_t rows, std::int64_t
 /// symmetric_grid, group_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries,
 /// weights, ld_weights, mask, ld_mask, codes, ld_codes, scales, zeros, g_idx, workspace, workspace_bytes, la,
 /// report; n:m with m > 128 is Status::unsupported. w, h, weights, scales, g_idx must be 4-byte aligned; no
-/// output may overlap h, nor w, except weights being w itself with ld_weights = ldw (in place). On an error
+/// output may overlap h, nor w, except weights being w itself with ld_weights = ldw (in place), nor another
+/// output or the workspace; nor the workspace w or h (quantizer outputs only when bits > 0). On an error
 /// the outputs' contents are unspecified; on success they are finite. Synchronous (the timings need it).
 ///   llmk::obs::SparseGptGpuReport rep;
 ///   llmk::throw_if_error(llmk::obs::sparsegpt_prune_gpu(d_w, N, K, K, d_h, K, opt, la, out, d_ws, ws,
@@ -148,14 +149,14 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
     LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
     LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
   }
+  const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
+  const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
   {  // the weights may be w itself (in place); nothing else may overlap w or h (the loss GEMM reads h last)
-    const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
     LLMK_RETURN_IF_ERROR(
         detail::check_weight_output("weights", "ld_weights", out.weights, rows, cols, out.ld_weights, in));
     LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("mask", out.mask,
                                                        detail::extent_bytes(rows, cols, out.ld_mask, 1), in));
     if (quantize) {
-      const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
       LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
           "codes", out.codes, detail::extent_bytes(rows, cols, out.ld_codes, 1), in));
       LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("scales", out.scales,
@@ -173,6 +174,14 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   LLMK_RETURN_IF_ERROR(check_device_pointer("g_idx", out.g_idx));
   LLMK_RETURN_IF_ERROR(detail::validate_fused_resources(la, workspace, workspace_bytes,
                                                         sparsegpt_gpu_workspace_bytes(rows, cols, opt)));
+  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(
+      {{"weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4)},
+       {"mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1)},
+       {"codes", quantize ? out.codes : nullptr, detail::extent_bytes(rows, cols, out.ld_codes, 1)},
+       {"scales", quantize ? out.scales : nullptr, detail::extent_bytes(groups, rows, rows, 4)},
+       {"zeros", quantize ? out.zeros : nullptr, detail::extent_bytes(groups, rows, rows, 1)},
+       {"g_idx", quantize ? out.g_idx : nullptr, cols * 4}},
+      workspace, workspace_bytes, in));
 
   detail::FusedConfig cfg{};
   cfg.bits = opt.bits;

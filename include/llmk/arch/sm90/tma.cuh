@@ -18,7 +18,8 @@
 // The transaction count is always the full box, out-of-bounds elements included.
 //
 // llmk's rules (make_tensor_map returns a Status naming the field): rank 1..5; global 16-byte aligned; dims
-// in [1, 2^32]; strides (bytes, of dims 1..rank-1) multiples of 16 below 2^40; box dims in [1, 256] with the
+// in [1, 2^32]; strides (bytes, of dims 1..rank-1) multiples of 16 below 2^40 (any value for a dimension of
+// extent 1: the map substitutes the dense stride, which is never used); box dims in [1, 256] with the
 // inner box a multiple of 16 bytes; with a swizzle the inner box is exactly the swizzle span (32/64/128
 // bytes) and the box a multiple of 128 bytes. Shared destinations are 128-byte aligned (the repeat of the
 // swizzle, 1024 bytes for 128B, when wgmma reads the tile); stores never start at a negative coordinate.
@@ -246,8 +247,30 @@ inline void sim_tma_store(const TensorMap& map, const void* smem_src, const int*
 
 }  // namespace detail
 
-/// Validates `desc` and encodes it into `*map` (host).
-inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& desc) {
+namespace detail {
+// The stride of a dimension of extent 1 is never used (its only index is 0): a caller may pass any value
+// there (a GEMM with M = 1 and any lda), but the driver applies its rules to every stride. Such a stride
+// becomes the dense one (the span of the dimensions inside it, rounded up to 16 bytes), which meets them
+// whenever the tensor itself spans less than 1 TiB.
+inline TensorMapDesc with_dense_unit_strides(TensorMapDesc d) {
+  if (d.rank < 2 || d.rank > 5) return d;  // validate_tensor_map names the rank
+  const std::uint64_t es = static_cast<std::uint64_t>(tma_elem_bytes(d.elem));
+  for (int i = 1; i < d.rank; ++i) {
+    if (d.dims[i] != 1) continue;
+    const std::uint64_t below = i == 1 ? es : d.strides[i - 2];
+    if (below >= (std::uint64_t{1} << 40) || d.dims[i - 1] > (std::uint64_t{1} << 32))
+      continue;  // named later
+    const std::uint64_t inner = i == 1 ? d.dims[0] * es : d.strides[i - 2] * d.dims[i - 1];
+    d.strides[i - 1] = (inner + 15) / 16 * 16;
+  }
+  return d;
+}
+}  // namespace detail
+
+/// Validates `desc` and encodes it into `*map` (host). The stride of a dimension of extent 1 may be any
+/// value: it is never used, and the map takes the dense one instead (detail::with_dense_unit_strides).
+inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& caller_desc) {
+  const TensorMapDesc desc = detail::with_dense_unit_strides(caller_desc);
   if (Status s = detail::validate_tensor_map(map, desc); !s.ok() || map == nullptr) return s;
 #if defined(LLMK_SIM)
   std::memset(map->opaque, 0, sizeof map->opaque);
