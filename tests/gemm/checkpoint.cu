@@ -617,6 +617,11 @@ TEST_CASE("checkpoint import and export reject bad arguments, naming them") {
     x.group_size = 8;
     expect_error(host(x, dst), "'k': must be a multiple of 16");
     x = b.host_view();
+    x.k = (1 << 30) + 16;  // validated before dst.perm is written (the repack would only reject it after)
+    x.g_idx = nullptr;
+    x.group_size = -1;
+    expect_error(host(x, dst), "'k': must be <= 2^30");
+    x = b.host_view();
     x.group_size = 48;
     expect_error(host(x, dst), "'group_size': must divide K");
     x.group_size = 8;  // divides 64, not a multiple of 16

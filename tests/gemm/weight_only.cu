@@ -96,6 +96,10 @@ TEST_CASE("weight_only repack of signed codes stores q + 8 / q + 128") {
     std::vector<std::uint8_t> back(plain.size());
     REQUIRE(
         llmk::gemm::weight_only_unpack_host(packed.data(), n, k, bits, back.data(), plain_ld(k, bits)).ok());
+    // The repack's bounds: K past 2^30 would overflow the tile count of a code's position.
+    const llmk::Status big = llmk::gemm::weight_only_unpack_host(packed.data(), n, (1 << 30) + 16, bits,
+                                                                 back.data(), std::int64_t{1} << 30);
+    CHECK(big.message().find("'k': must be <= 2^30") != std::string::npos);
     for (std::size_t i = 0; i < plain.size(); ++i) {
       const int flip = bits == 4 ? 0x88 : 0x80;  // q + 8 == q ^ 8 on a nibble, q + 128 == q ^ 0x80 on a byte
       CHECK(back[i] == (plain[i] ^ flip));

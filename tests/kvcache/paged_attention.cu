@@ -1391,6 +1391,10 @@ TEST_CASE("paged KV: misaligned tables, indices and scales, and sizes past 2^31 
   ap.page_size = s.page_size;
   ap.num_pages = c.num_pages;
   expect(kv::append_kv(ap, nullptr), "'slot_mapping': must be aligned");
+  ap.slot_mapping = d_slots.data();
+  ap.head_dim = (1 << 30) + 8;  // the column loops count in int: c + 256 would wrap near 2^31
+  expect(kv::append_kv(ap, nullptr),
+         "'head_dim': must be a positive multiple of 8 (16-byte rows) up to 2^30");
 }
 
 namespace {

@@ -247,6 +247,13 @@ inline Status validate_checkpoint(const CheckpointTensors& s, bool gemm_rules) {
     return Status::invalid_argument(
         "k", str_cat("must be a multiple of 32 / bits = ", per, " for GPTQ (qweight packs ", per,
                      " rows of K a word: [K * bits / 32, N]), got ", s.k));
+  // The GEMM format's bounds (weight_only_repack's), checked before anything in dst is written.
+  if (gemm_rules && s.n > (1 << 30))
+    return Status::invalid_argument("n",
+                                    str_cat("must be <= 2^30 (the weight-only GEMM's bound), got ", s.n));
+  if (gemm_rules && s.k > (1 << 30))
+    return Status::invalid_argument("k",
+                                    str_cat("must be <= 2^30 (the weight-only GEMM's bound), got ", s.k));
   if (gemm_rules && s.k % 16 != 0)
     return Status::invalid_argument(
         "k", str_cat("must be a multiple of 16 (the weight-only GEMM's mma K; pad K with zero columns), got ",

@@ -220,6 +220,9 @@ inline Status weight_only_unpack_host(const void* packed, int n, int k, int bits
   if (w == nullptr) return Status::invalid_argument("w", "must not be null");
   if (bits != 4 && bits != 8) return Status::invalid_argument("bits", str_cat("must be 4 or 8, got ", bits));
   if (n < 1) return Status::invalid_argument("n", str_cat("must be >= 1, got ", n));
+  // The repack's bounds (validate_repack): the code positions count tiles in int.
+  if (n > (1 << 30)) return Status::invalid_argument("n", str_cat("must be <= 2^30, got ", n));
+  if (k > (1 << 30)) return Status::invalid_argument("k", str_cat("must be <= 2^30, got ", k));
   if (k < 16 || k % 16 != 0)
     return Status::invalid_argument("k", str_cat("must be a positive multiple of 16, got ", k));
   if (ld_bytes < (bits == 4 ? (k + 1) / 2 : k))

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -189,9 +190,11 @@ inline Status check_pool(const void* k_pages, const void* v_pages, const PageStr
   if (page_size < 1) return Status::invalid_argument("page_size", str_cat("must be >= 1, got ", page_size));
   if (num_pages < 1) return Status::invalid_argument("num_pages", str_cat("must be >= 1, got ", num_pages));
   if (kv_heads < 1) return Status::invalid_argument("kv_heads", str_cat("must be >= 1, got ", kv_heads));
-  if (head_dim < 8 || head_dim % 8 != 0)
+  if (head_dim < 8 || head_dim % 8 != 0 || head_dim > (1 << 30))
     return Status::invalid_argument(
-        "head_dim", str_cat("must be a positive multiple of 8 (16-byte rows), got ", head_dim));
+        "head_dim",
+        str_cat("must be a positive multiple of 8 (16-byte rows) up to 2^30 (32-bit column loops), got ",
+                head_dim));
   if (s.page <= 0 || s.slot <= 0 || s.head <= 0 || s.page % 8 != 0 || s.slot % 8 != 0 || s.head % 8 != 0)
     return Status::invalid_argument("strides",
                                     "page, slot and head strides must be positive multiples of 8 elements");
@@ -348,7 +351,8 @@ inline Status csr_to_block_table(const CsrPageTable& csr, int page_size, BlockTa
 
 /// Padded block table -> CSR (host): ceil(seq_len / page_size) pages per sequence, the first entries of each
 /// row. Errors (invalid_argument; *out unchanged): out null, page_size or max_blocks < 1, table smaller than
-/// seq_lens.size() * max_blocks, a length negative, above 2^30 or needing more than max_blocks pages.
+/// seq_lens.size() * max_blocks, a length negative, above 2^30 or needing more than max_blocks pages, more
+/// than INT32_MAX pages in all.
 ///   llmk::kvcache::CsrPageTable csr;
 ///   LLMK_RETURN_IF_ERROR(llmk::kvcache::block_table_to_csr(bt, page_size, &csr));
 inline Status block_table_to_csr(const BlockTable& bt, int page_size, CsrPageTable* out) {
@@ -360,6 +364,7 @@ inline Status block_table_to_csr(const BlockTable& bt, int page_size, CsrPageTab
   if (bt.table.size() / static_cast<std::size_t>(bt.max_blocks) < batch)
     return Status::invalid_argument("table", str_cat("must hold batch x max_blocks = ", batch, " x ",
                                                      bt.max_blocks, " entries, got ", bt.table.size()));
+  long long total_pages = 0;  // indptr is int
   for (std::size_t b = 0; b < batch; ++b) {
     const int len = bt.seq_lens[b];
     if (len < 0 || len > (1 << 30) ||
@@ -367,7 +372,11 @@ inline Status block_table_to_csr(const BlockTable& bt, int page_size, CsrPageTab
       return Status::invalid_argument(
           "seq_lens", str_cat("sequence ", b, ": must be in [0, min(2^30, max_blocks x page_size = ",
                               static_cast<long long>(bt.max_blocks) * page_size, ")], got ", len));
+    total_pages += ceil_div(len, page_size);
   }
+  if (total_pages > std::numeric_limits<int>::max())
+    return Status::invalid_argument(
+        "seq_lens", str_cat("the batch needs ", total_pages, " pages in total (more than INT32_MAX)"));
   CsrPageTable c;
   c.indptr.assign(batch + 1, 0);
   c.last_page_len.assign(batch, 0);
