@@ -5,7 +5,7 @@
 // rows); the dispatch of w8a8_gemm and fp8_gemm on either simulated architecture (LLMK_SIM_ARCH); the
 // refusal on a device without sm_90a; gemm_f16's choice of kernel by architecture; fp16 split-K; split-K over
 // a workspace (the plan's counts, W8A8 bit for bit the unsplit result, fp8 within bound and deterministic,
-// .satfinite unsplit).
+// .satfinite unsplit: exact sums, and the clamp where int32 accumulation would wrap).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -614,5 +614,28 @@ TEST_CASE("sm90 split-K: W8A8 bit for bit the unsplit result (int32 exact, bf16 
   g.split_k = 3;
   const llmk::Status missing = gemm::w8a8_gemm_sm90<std::int32_t>(g, nullptr);
   CHECK(missing.message().find("'workspace'") != std::string::npos);
-  CHECK(gemm::w8a8_gemm_sm90<std::int32_t, gemm::Sm90GemmConfig<std::int8_t, 128, 4, true>>(g, nullptr).ok());
+  using Saturating = gemm::Sm90GemmConfig<std::int8_t, 128, 4, true>;
+  d.poison();  // written by the split-count check's run above
+  REQUIRE(gemm::w8a8_gemm_sm90<std::int32_t, Saturating>(g, nullptr).ok());
+  std::vector<std::int32_t> want(static_cast<std::size_t>(s.m) * s.n);
+  llmk::reference::gemm_s8s8_s32(a.data(), s.k, w.data(), s.k, s.m, s.n, s.k, want.data(), s.n, true);
+  CHECK(d.to_host() == want);  // random int8 at K = 768: no clamp, the exact sums
+}
+
+TEST_CASE("sm90 W8A8 .satfinite clamps where int32 accumulation would wrap (K = 131104, all -128)") {
+  if (!sm90_here() || llmk::test::fast()) return;  // 16 million MACs per tile row: the plain sim run has it
+  const int m = 1, n = 8, k = 131104;              // 16384 * 131104 > 2^31 - 1
+  std::vector<std::int8_t> a(k, std::int8_t(-128)), w(static_cast<std::size_t>(n) * k, std::int8_t(-128));
+  a[5] = 127;  // one product of another value, so the sums are not a multiple of 2^14 only
+  llmk::DeviceBuffer<std::int8_t> d_a(a), d_w(w);
+  llmk::DeviceBuffer<std::int32_t> d(n);
+  std::vector<std::int32_t> want(n), plain(n);
+  llmk::reference::gemm_s8s8_s32(a.data(), k, w.data(), k, m, n, k, want.data(), n, true);
+  llmk::reference::gemm_s8s8_s32(a.data(), k, w.data(), k, m, n, k, plain.data(), n, false);
+  REQUIRE(want[0] == 2147483647);
+  REQUIRE(plain[0] != want[0]);  // the non-saturating sum wraps
+  gemm::QuantGemmArgs<std::int8_t> g{d_a.data(), k, d_w.data(), k, m, n, k, {}, d.data(), n};
+  REQUIRE(
+      gemm::w8a8_gemm_sm90<std::int32_t, gemm::Sm90GemmConfig<std::int8_t, 128, 4, true>>(g, nullptr).ok());
+  CHECK(d.to_host() == want);
 }

@@ -87,12 +87,20 @@ TEST_CASE("weight_only repack: host and device give the same bytes, unpack round
     }
 }
 
-TEST_CASE("weight_only repack of signed codes stores q + 8 / q + 128") {
+TEST_CASE("weight_only repack of signed codes stores q + 8 / q + 128 (host and device)") {
   std::mt19937 rng(5);
   for (int bits : {4, 8}) {
     const int n = 16, k = 32;
     std::vector<std::uint8_t> plain = random_plain(n, k, bits, rng);
     std::vector<std::uint8_t> packed = repack_host(plain, nullptr, n, k, bits, true);
+    {  // the device repack stores the same bytes (the GEMM then reads u = q + 8 / q + 128 like any code)
+      llmk::DeviceBuffer<std::uint8_t> d_plain(plain), d_packed(packed.size());  // poisoned
+      const llmk::gemm::WeightRepackArgs r{
+          d_plain.data(), plain_ld(k, bits), nullptr, d_packed.data(), n, k, bits, true};
+      const llmk::Status s = llmk::gemm::weight_only_repack(r, nullptr);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+      CHECK(d_packed.to_host() == packed);
+    }
     std::vector<std::uint8_t> back(plain.size());
     REQUIRE(
         llmk::gemm::weight_only_unpack_host(packed.data(), n, k, bits, back.data(), plain_ld(k, bits)).ok());

@@ -273,7 +273,9 @@ std::vector<T> run_decode(const Cache<T>& c, const std::vector<T>& q, int splits
     if (form == 0) {
       const int max_len = std::max(1, *std::max_element(s.lens.begin(), s.lens.end()));
       const int row = s.kv_heads * s.dim;
-      std::vector<T> k(static_cast<std::size_t>(batch) * max_len * row, T(0.0f)), v(k.size(), T(0.0f));
+      // Rows past a sequence's length are NaN: a key read there would show in every output of its head.
+      const T nan = T(std::numeric_limits<float>::quiet_NaN());
+      std::vector<T> k(static_cast<std::size_t>(batch) * max_len * row, nan), v(k.size(), nan);
       for (int b = 0; b < batch; ++b)
         for (int t = 0; t < s.lens[b]; ++t)
           for (int e = 0; e < row; ++e) {

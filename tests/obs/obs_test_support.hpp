@@ -165,13 +165,14 @@ inline void check_damping(const llmk::obs::DampingReport& got, const llmk::obs::
   CHECK(got.damp == want.damp);
 }
 
+// The GPU entries' phases: prepare, inverse, column loop and loss always run (each launches and waits for
+// work, so each takes time: a phase never timed stays 0); the trailing updates only with several blocks.
 inline void check_timings(const llmk::obs::ObsTimings& t) {
-  CHECK(t.prepare_s >= 0.0);
-  CHECK(t.inverse_s >= 0.0);
-  CHECK(t.column_loop_s >= 0.0);
+  CHECK(t.prepare_s > 0.0);
+  CHECK(t.inverse_s > 0.0);
+  CHECK(t.column_loop_s > 0.0);
   CHECK(t.trailing_s >= 0.0);
-  CHECK(t.loss_s >= 0.0);
-  CHECK(t.total() > 0.0);
+  CHECK(t.loss_s > 0.0);
 }
 
 }  // namespace llmk::test::obs

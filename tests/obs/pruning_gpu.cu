@@ -23,10 +23,6 @@ struct Case {
   std::vector<float> w, h;  // paddings NaN
 };
 
-std::uint32_t fresh_seed() {
-  return std::random_device{}();
-}
-
 // ties: weights drawn from a few values (exact equal scores in a row), h's diagonal too (and some +0 and -0:
 // sqrt(-0) is -0, a score that must rank with the zeros, not above every positive one).
 Case make_case(std::int64_t rows, std::int64_t cols, std::uint32_t seed, bool ties) {
@@ -141,7 +137,7 @@ bool names(const llmk::Status& s, const char* arg) {
 }  // namespace
 
 TEST_CASE("wanda / magnitude gpu == host: unstructured sparsities, rows, cols, padded ld") {
-  const std::uint32_t seed = fresh_seed();
+  const std::uint32_t seed = 701u;
   const double sparsities[4] = {0.0, 0.3, 0.5, 0.999};
   const std::int64_t cols_set[5] = {1, 7, 64, 200, 1000};
   const std::int64_t rows_set[3] = {1, 5, 33};
@@ -162,7 +158,7 @@ TEST_CASE("wanda / magnitude gpu == host: unstructured sparsities, rows, cols, p
 }
 
 TEST_CASE("wanda / magnitude gpu == host: n:m 2:4, 4:8, 3:7, 1:32, 31:32") {
-  const std::uint32_t seed = fresh_seed();
+  const std::uint32_t seed = 702u;
   const int nm[5][2] = {{2, 4}, {4, 8}, {3, 7}, {1, 32}, {31, 32}};
   const std::int64_t cols_set[8] = {7, 21, 64, 200, 224, 1000, 32, 1024};
   const std::int64_t rows_set[3] = {1, 5, 33};
@@ -183,7 +179,7 @@ TEST_CASE("wanda / magnitude gpu == host: n:m 2:4, 4:8, 3:7, 1:32, 31:32") {
 }
 
 TEST_CASE("wanda / magnitude gpu == host: many exactly equal scores (ties to the lower column index)") {
-  const std::uint32_t seed = fresh_seed();
+  const std::uint32_t seed = 703u;
   const std::int64_t cols_set[4] = {8, 200, 1000, 777};
   std::uint32_t k = 0;
   for (const std::int64_t cols : cols_set) {
@@ -234,7 +230,7 @@ TEST_CASE("wanda / magnitude gpu == host: many exactly equal scores (ties to the
 
 TEST_CASE("wanda / magnitude gpu, workspace forms: every selection == host (per row, per layer, ties)") {
   // kAuto (CUB per layer, CTA per row), kBlockSelect, kDeviceSort (CUB segmented sort per row): same bits.
-  const std::uint32_t seed = fresh_seed();
+  const std::uint32_t seed = 704u;
   const std::int64_t shapes[3][2] = {{1, 200}, {5, 77}, {33, 7}};
   std::uint32_t k = 0;
   // Sanitizer builds: the tied inputs only, and not kBlockSelect (the form without workspace's selection,
@@ -292,7 +288,7 @@ TEST_CASE("wanda / magnitude gpu, workspace forms: every selection == host (per 
 }
 
 TEST_CASE("wanda / magnitude gpu: bad arguments are named") {
-  const Case c = make_case(4, 16, fresh_seed(), false);
+  const Case c = make_case(4, 16, 705u, false);
   llmk::DeviceBuffer<float> dw(c.w), dh(c.h), dout(static_cast<std::size_t>(4 * c.ld_out));
   llmk::DeviceBuffer<std::uint8_t> dm(static_cast<std::size_t>(4 * c.ld_mask));
   llmk::obs::PruneOptions ok;

@@ -524,7 +524,7 @@ TEST_CASE("sparsegpt: joint 50% + 4-bit: kept weights on their grid, pruned = ze
     for (std::size_t i = 0; i < q.codes.size(); ++i) differ += q.codes[i] != unblocked.quantized.codes[i];
     MESSAGE("codes differing between block sizes ", c.bs, " and ", k, ": ", differ);
     CHECK(differ <= static_cast<std::int64_t>(q.codes.size()) / 100);
-    CHECK(unblocked.loss == doctest::Approx(sg.loss).epsilon(2e-2));
+    CHECK(unblocked.loss == doctest::Approx(sg.loss).epsilon(2e-3));  // as GPTQ's (measured: 1.2e-7)
   }
 }
 
