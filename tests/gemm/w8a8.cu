@@ -382,12 +382,21 @@ TEST_CASE("w8a8: ring reuse in every tile (many k tiles), output padding past N 
   raw_case<gemm::QGemmMedium>(33, 66, 32, 68);
 }
 
-template <class Tile>
-static void mixed_case(int m, int n, int k, int k_out, int ld_out) {
+// One mixed GEMM against the fp64 reference. Out: float, or fp16 / bf16, which round the kernel's fp32 result
+// once more: out_ulp_rel<Out>() of |ref| (2^-11, 2^-8) on top of the fp32 tolerance. ldd: the output row
+// pitch (0: N); with ldd > N the padding columns must keep the poison. per_token / per_channel: the scales'
+// modes (false: one per-tensor scale).
+template <class Tile, class Out = float>
+static void mixed_case(int m, int n, int k, int k_out, int ld_out, std::int64_t ldd = 0,
+                       bool per_token = true, bool per_channel = true) {
+  if (ldd == 0) ldd = n;
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
   CAPTURE(k_out);
+  CAPTURE(ldd);
+  CAPTURE(per_token);
+  CAPTURE(per_channel);
   std::mt19937 rng(m + n + k + k_out);
   auto a = rnd8(m, k, k, rng), w = rnd8(n, k, k, rng);
   auto fa = rndf(static_cast<std::size_t>(m) * ld_out, -4.f, 4.f, rng),
@@ -395,30 +404,38 @@ static void mixed_case(int m, int n, int k, int k_out, int ld_out) {
   std::vector<f16> ao(fa.size()), wo(fw.size());
   for (std::size_t i = 0; i < fa.size(); ++i) ao[i] = (int(i % ld_out) < k_out) ? f16(fa[i]) : f16(100.0f);
   for (std::size_t i = 0; i < fw.size(); ++i) wo[i] = (int(i % ld_out) < k_out) ? f16(fw[i]) : f16(100.0f);
-  auto sa = rndf(m, 1e-3f, 2e-2f, rng), sw = rndf(n, 1e-3f, 2e-2f, rng), bias = rndf(n, -1, 1, rng);
+  auto sa = rndf(per_token ? m : 1, 1e-3f, 2e-2f, rng), sw = rndf(per_channel ? n : 1, 1e-3f, 2e-2f, rng),
+       bias = rndf(n, -1, 1, rng);
   llmk::DeviceBuffer<std::int8_t> da(a), dw(w);
   llmk::DeviceBuffer<f16> dao(ao), dwo(wo);
-  llmk::DeviceBuffer<float> dsa(sa), dsw(sw), db(bias), dd(static_cast<std::size_t>(m) * n);
+  llmk::DeviceBuffer<float> dsa(sa), dsw(sw), db(bias);
+  llmk::DeviceBuffer<Out> dd(static_cast<std::size_t>(m) * ldd);  // poisoned, the padding included
   gemm::MixedInt8Args p;
-  p.regular = {da.data(), k, dw.data(), k,
-               m,         n, k,         {dsa.data(), true, nullptr, dsw.data(), true, nullptr, db.data()},
-               dd.data(), n};
+  p.regular = {
+      da.data(), k,  dw.data(), k,
+      m,         n,  k,         {dsa.data(), per_token, nullptr, dsw.data(), per_channel, nullptr, db.data()},
+      dd.data(), ldd};
   p.a_outliers = dao.data();
   p.lda_outliers = ld_out;
   p.w_outliers = dwo.data();
   p.ldw_outliers = ld_out;
   p.k_outliers = k_out;
-  auto st = gemm::mixed_int8_gemm_with_tile<float, Tile>(p, nullptr);
+  auto st = gemm::mixed_int8_gemm_with_tile<Out, Tile>(p, nullptr);
   REQUIRE_MESSAGE(st.ok(), st.message());
   auto got = dd.to_host();
   std::vector<double> ref(static_cast<std::size_t>(m) * n);
-  llmk::reference::HostDequant hd{sa.data(), true, nullptr, sw.data(), true, bias.data()};
+  llmk::reference::HostDequant hd{sa.data(), per_token, nullptr, sw.data(), per_channel, bias.data()};
   llmk::reference::gemm_dequant_fp64(a.data(), k, w.data(), k, m, n, k, hd, ref.data(), n);
   llmk::reference::gemm_accumulate_fp64(ao.data(), ld_out, wo.data(), ld_out, m, n, k_out, ref.data(), n);
+  check_padding_untouched(got, ldd, m, n);
   int bad = 0;
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - ref[i]) <= 1e-4 * (std::fabs(ref[i]) + 1.0)) && bad++ < 5)
-      MESSAGE("out[" << i << "] = " << got[i] << " want " << ref[i]);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      const double r = ref[static_cast<std::size_t>(i) * n + j];
+      const double g = static_cast<double>(static_cast<float>(got[static_cast<std::size_t>(i * ldd + j)]));
+      if (!(std::fabs(g - r) <= 1e-4 * (std::fabs(r) + 1.0) + out_ulp_rel<Out>() * std::fabs(r)) && bad++ < 5)
+        MESSAGE("out[" << i << "][" << j << "] = " << g << " want " << r);
+    }
   CHECK(bad == 0);
 }
 
@@ -427,6 +444,40 @@ TEST_CASE(
   mixed_case<gemm::QGemmSmall>(5, 70, 64, 520, 528);
   mixed_case<gemm::QGemmMedium>(20, 130, 96, 264, 272);
   mixed_case<gemm::QGemmLarge>(70, 136, 64, 200, 208);
+}
+
+TEST_CASE("mixed LLM.int8(): fp16 / bf16 outputs, per-tensor scales, ldd > N with the padding untouched") {
+  // Output pitch (fp32, per-token x per-channel as above): N + 3 takes the element stores, N + 8 = 80 the
+  // 16-byte ones (80 fp32 = 20 chunks of 4).
+  mixed_case<gemm::QGemmMedium, float>(20, 70, 64, 8, 16, 73);
+  mixed_case<gemm::QGemmSmall, float>(9, 72, 64, 16, 16, 80);
+  // Per-tensor scales (one a scale, one w scale, or both) and 16-bit outputs, at N + 3 / N + 8 pitches too.
+  mixed_case<gemm::QGemmSmall, f16>(9, 70, 64, 16, 24, 73, /*per_token=*/false, /*per_channel=*/true);
+  mixed_case<gemm::QGemmMedium, bf16>(20, 72, 96, 8, 16, 80, /*per_token=*/true, /*per_channel=*/false);
+  mixed_case<gemm::QGemmSmall, float>(5, 40, 32, 8, 8, 43, /*per_token=*/false, /*per_channel=*/false);
+}
+
+TEST_CASE("fp8: output pitch ldd > N: element stores (N + 3) and 16-byte stores (N + 8), padding untouched") {
+  if (!fp8_available()) return;
+  std::mt19937 rng(516);
+  // M = 33: the medium tile, fp32 at N + 3 = 73 (element stores); M = 9: the small tile, fp16 at N + 8 = 80
+  // (10 chunks of 8 a row: 16-byte stores).
+  auto run = [&]<class Out>(Out*, const Shape& s, std::int64_t ldd) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(ldd);
+    Fp8Problem f;
+    make_fp8_problem(f, s, rng);
+    const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+    const std::vector<double> gpu = fp8_gpu_allowance(f.a, s.k, f.w, s.k, s.m, s.n, s.k, f.sc.host);
+    llmk::DeviceBuffer<Out> d(static_cast<std::size_t>(s.m) * ldd);  // poisoned, the padding included
+    gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, d.data(), ldd};
+    const llmk::Status st = gemm::fp8_gemm<Out>(p, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    check_close(d.to_host(), ldd, f.ref, s.m, s.n, bound, gpu);
+  };
+  run(static_cast<float*>(nullptr), Shape{33, 70, 64}, 73);
+  run(static_cast<f16*>(nullptr), Shape{9, 72, 64}, 80);
 }
 
 TEST_CASE("fp8: per-token activation scales") {
@@ -632,19 +683,20 @@ TEST_CASE(
   const std::vector<double>& ref = f.ref;
   const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
   const std::vector<double> gpu = fp8_gpu_allowance(f.a, s.k, f.w, s.k, s.m, s.n, s.k, f.sc.host);
-  gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, nullptr, s.n};
+  const std::int64_t ldd = s.n + 3;  // the reduction's element stores; the padding must stay poisoned
+  gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, nullptr, ldd};
   const std::size_t bytes = gemm::quant_gemm_workspace_bytes(p);
   REQUIRE(bytes > 0);
   auto ws = dirty_workspace(bytes, rng);
   p.workspace = ws.data();
   p.workspace_bytes = bytes;
-  llmk::DeviceBuffer<float> d1(static_cast<std::size_t>(s.m) * s.n), d2(static_cast<std::size_t>(s.m) * s.n);
+  llmk::DeviceBuffer<float> d1(static_cast<std::size_t>(s.m) * ldd), d2(static_cast<std::size_t>(s.m) * ldd);
   p.d = d1.data();
   REQUIRE(gemm::fp8_gemm<float>(p, nullptr).ok());
   p.d = d2.data();
   REQUIRE(gemm::fp8_gemm<float>(p, nullptr).ok());
   const auto r1 = d1.to_host(), r2 = d2.to_host();
-  check_close(r1, s.n, ref, s.m, s.n, bound, gpu);
+  check_close(r1, ldd, ref, s.m, s.n, bound, gpu);
   CHECK(std::memcmp(r1.data(), r2.data(), r1.size() * sizeof(float)) == 0);
   // The medium tile at this M: its own plan and workspace size.
   gemm::QuantGemmArgs<e4m3> q = p;
@@ -654,11 +706,11 @@ TEST_CASE(
   auto ws_medium = dirty_workspace(medium, rng);
   q.workspace = ws_medium.data();
   q.workspace_bytes = medium;
-  llmk::DeviceBuffer<bf16> d3(static_cast<std::size_t>(s.m) * s.n);
+  llmk::DeviceBuffer<bf16> d3(static_cast<std::size_t>(s.m) * ldd);
   q.d = d3.data();
   const llmk::Status st = gemm::fp8_gemm_with_tile<bf16, gemm::QGemmMedium>(q, nullptr);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  check_close(d3.to_host(), s.n, ref, s.m, s.n, bound, gpu);
+  check_close(d3.to_host(), ldd, ref, s.m, s.n, bound, gpu);
 }
 
 #if defined(LLMK_SIM)
@@ -704,11 +756,12 @@ TEST_CASE(
     Fp8Problem f;
     make_fp8_problem(f, s, rng);
     const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
-    gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, nullptr, s.n};
-    llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * s.n);
+    const std::int64_t ldd = s.n + 8;  // 16-byte stores (N is a multiple of 8), the padding untouched
+    gemm::QuantGemmArgs<e4m3> p{f.d_a.data(), s.k, f.d_w.data(), s.k, s.m, s.n, s.k, f.sc.dev, nullptr, ldd};
+    llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * ldd);
     p.d = d.data();
     REQUIRE(gemm::fp8_gemm<float>(p, nullptr).ok());
-    check_close(d.to_host(), s.n, f.ref, s.m, s.n, bound);
+    check_close(d.to_host(), ldd, f.ref, s.m, s.n, bound);
   }
 }
 #endif

@@ -415,6 +415,7 @@ TEST_CASE("sparsegpt gpu path == host path (unstructured 50%, 2:4, 4:8, joint 4-
     bool sym;
     std::int64_t group, block;
     bool per_row = false;
+    bool threshold = false;  // PruneCount::kThreshold
   };
   const std::int64_t big = llmk::test::pick<std::int64_t>(200, 96);
   const std::int64_t rows65 = llmk::test::pick<std::int64_t>(65, 33);
@@ -427,6 +428,9 @@ TEST_CASE("sparsegpt gpu path == host path (unstructured 50%, 2:4, 4:8, joint 4-
       {"4:8 joint 3-bit per-channel, block 20", 7, 48, 0.0, 4, 8, 3, true, 0, 20},
       {"unstructured 50% joint 4-bit g64, block 32", 9, 192, 0.5, 0, 0, 4, true, 64, 32},
       {"unstructured 60% joint 8-bit per-channel", 1, 40, 0.6, 0, 0, 8, false, 0, 128},
+      {"threshold 50%, block 16", 7, 48, 0.5, 0, 0, 0, true, 0, 16, false, true},
+      {"threshold 30% per row, block 16", 7, 48, 0.3, 0, 0, 0, true, 0, 16, true, true},
+      {"threshold 50% joint 4-bit g16, block 32", 5, 64, 0.5, 0, 0, 4, true, 16, 32, false, true},
   };
   std::uint32_t seed = 300;
   for (const Case& c : cases) {
@@ -441,6 +445,7 @@ TEST_CASE("sparsegpt gpu path == host path (unstructured 50%, 2:4, 4:8, joint 4-
     opt.group_size = c.group;
     opt.block_size = c.block;
     opt.scope = c.per_row ? llmk::obs::PruneScope::kPerRow : llmk::obs::PruneScope::kReference;
+    opt.count = c.threshold ? llmk::obs::PruneCount::kThreshold : llmk::obs::PruneCount::kExact;
     llmk::obs::HostLapackBackend la;
     llmk::obs::SparseGptResult ref;
     const llmk::Status s =
@@ -646,9 +651,8 @@ TEST_CASE("gpu paths: bad arguments name the argument") {
   sb = sopt;
   sb.count = static_cast<llmk::obs::PruneCount>(5);
   CHECK(has(srun(sb, so), "count"));
-  sb.count = llmk::obs::PruneCount::kThreshold;  // the reference's threshold rule: a host option
-  CHECK(srun(sb, so).code() == llmk::Status::Code::kUnsupported);
-  sb.prune_n = 2;  // n:m has no threshold: the option does not apply
+  sb.count = llmk::obs::PruneCount::kThreshold;  // n:m has no threshold: the option does not apply
+  sb.prune_n = 2;
   sb.prune_m = 4;
   CHECK(srun(sb, so).ok());
   sb = sopt;

@@ -120,6 +120,11 @@ void compare(const Case& c, const llmk::obs::PruneOptions& opt, bool wanda, std:
   CHECK(bad_m == 0);
   CHECK(bad_pad == 0);
   const bool layer = opt.prune_n == 0 && llmk::obs::detail::per_layer(opt.scope, !wanda);
+  if (opt.prune_n == 0 && opt.count == llmk::obs::PruneCount::kThreshold) {  // rank + 1 a set, and its ties
+    const std::int64_t sets = layer ? 1 : c.rows, length = layer ? c.rows * c.cols : c.cols;
+    CHECK(pruned >= sets * (static_cast<std::int64_t>(opt.sparsity * static_cast<double>(length)) + 1));
+    return;
+  }
   const std::int64_t want = opt.prune_n > 0 ? c.cols / opt.prune_m * opt.prune_n * c.rows
                             : layer         ? llmk::obs::detail::prune_count(opt.sparsity, c.rows * c.cols)
                                     : llmk::obs::detail::row_prune_count(opt.sparsity, c.cols) * c.rows;
@@ -228,7 +233,8 @@ TEST_CASE("wanda / magnitude gpu == host: many exactly equal scores (ties to the
   }
 }
 
-TEST_CASE("wanda / magnitude gpu, workspace forms: every selection == host (per row, per layer, ties)") {
+TEST_CASE(
+    "wanda / magnitude gpu, workspace forms: every selection == host (per row, per layer, ties, threshold)") {
   // kAuto (CUB per layer, CTA per row), kBlockSelect, kDeviceSort (CUB segmented sort per row): same bits.
   const std::uint32_t seed = 704u;
   const std::int64_t shapes[3][2] = {{1, 200}, {5, 77}, {33, 7}};
@@ -247,6 +253,10 @@ TEST_CASE("wanda / magnitude gpu, workspace forms: every selection == host (per 
             llmk::obs::PruneOptions o;
             o.sparsity = 0.5;
             o.scope = scope;
+            compare(c, o, wanda != 0, seed + k - 1, form);
+            if (!ties) continue;
+            // The reference codes' threshold rule: every score at or below the rank's, ties included.
+            o.count = llmk::obs::PruneCount::kThreshold;
             compare(c, o, wanda != 0, seed + k - 1, form);
           }
     }
@@ -335,9 +345,6 @@ TEST_CASE("wanda / magnitude gpu: bad arguments are named") {
   bad = {};
   bad.count = static_cast<llmk::obs::PruneCount>(3);
   CHECK(names(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, bad, out, c.ld_out, m, c.ld_mask), "count"));
-  bad.count = llmk::obs::PruneCount::kThreshold;  // a host option: the GPU counts exactly
-  CHECK(wanda(4, 16, dw.data(), c.ldw, dh.data(), c.ldh, bad, out, c.ld_out, m, c.ld_mask).code() ==
-        llmk::Status::Code::kUnsupported);
   {  // m > 32: unsupported on the GPU
     const Case big = make_case(2, 64, 1, false);
     llmk::DeviceBuffer<float> bw(big.w), bh(big.h), bo(static_cast<std::size_t>(2 * big.ld_out));

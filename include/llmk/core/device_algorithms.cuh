@@ -1,5 +1,6 @@
 // llmk/core/device_algorithms.cuh: the device-wide algorithms llmk needs (sort, segmented sort, scan, reduce,
-// select by flag or threshold, "the k lowest", the k-th value), one interface over two implementations:
+// select by flag or threshold, "the k lowest", "at or below the k-th", the k-th value), one interface over
+// two implementations:
 //   GPU build (nvcc)     CUB's device-wide algorithms (cub::DeviceRadixSort, DeviceSegmentedSort, DeviceScan,
 //                        DeviceReduce, DeviceSegmentedReduce, DeviceSelect), queued on `stream`.
 //   simulator (LLMK_SIM) Thrust with its CPP device system on the simulator's memory (host memory), run at

@@ -240,6 +240,8 @@ struct FusedConfig {
   int prune_mode;
   double sparsity;
   int prune_n, prune_m;
+  bool prune_threshold;  // kPruneBlock: PruneCount::kThreshold (every score at or below the rank's)
+  bool select_per_row;   // kPruneBlock: one candidate set per row of the block (else one for the block)
 };
 
 struct FusedOutputs {
@@ -284,9 +286,10 @@ struct FusedLayout {
               order_sorted = 0, order_cols = 0, order_temp = 0, order_bytes = 0, total = 0;
 };
 
-// block_select: SparseGPT's block masks (kPruneBlock): the mask and lowest_k_mask's temporary storage.
+// select_segments > 0: SparseGPT's block masks (kPruneBlock) over that many candidate sets a block (1: the
+// block, rows: per row): the mask and the selection's temporary storage.
 inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64_t bs,
-                                bool block_select = false) {
+                                std::int64_t select_segments = 0) {
   FusedLayout l;
   rows = std::max<std::int64_t>(rows, 0);
   cols = std::max<std::int64_t>(cols, 0);
@@ -321,12 +324,14 @@ inline FusedLayout fused_layout(std::int64_t rows, std::int64_t cols, std::int64
                                                       nullptr);
   l.order_temp = take(order_bytes);
   l.order_bytes = order_bytes;
-  if (block_select) {
+  if (select_segments > 0) {
     const std::int64_t cells = rows * std::max<std::int64_t>(bs, 1);
     l.block_keep = take(static_cast<std::size_t>(cells));
     std::size_t bytes = 0;
-    // The size query runs nothing; an error here (no device) leaves 0 and the run reports it.
-    (void)llmk::device::lowest_k_mask<unsigned>(nullptr, &bytes, nullptr, cells, 0, nullptr, nullptr);
+    // The size query runs nothing; an error here (no device) leaves 0 and the run reports it. Both rules
+    // (lowest k, at or below the k-th) take the same storage.
+    (void)llmk::device::segmented_lowest_k_mask<unsigned>(nullptr, &bytes, nullptr, select_segments,
+                                                          cells / select_segments, 0, nullptr, nullptr);
     l.select_temp = take(bytes);
     l.select_bytes = bytes;
   }
@@ -504,7 +509,8 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
                         FusedReport* report) {
   LLMK_RETURN_IF_ERROR(check_backend_stream(la, stream));
   const std::int64_t n = rows, d = cols;
-  const FusedLayout L = fused_layout(n, d, bs, cfg.prune_mode == kPruneBlock);
+  const FusedLayout L =
+      fused_layout(n, d, bs, cfg.prune_mode == kPruneBlock ? (cfg.select_per_row ? n : 1) : 0);
   float* wp = region<float>(workspace, L.wp);
   float* e = region<float>(workspace, L.e);
   float* scratch = region<float>(workspace, L.scratch);
@@ -620,10 +626,18 @@ inline Status run_fused(const float* w, std::int64_t rows, std::int64_t cols, st
       LLMK_RETURN_IF_ERROR(launch(block_scores_kernel<float>, glue_grid(n, i2 - i1), dim3(kGlueThreads), 0,
                                   stream, wp, ldp, n, i1, i2 - i1, u, ldp, err));
       std::size_t select_bytes = L.select_bytes;
-      LLMK_RETURN_IF_ERROR(llmk::device::lowest_k_mask<unsigned>(
-          region<unsigned char>(workspace, L.select_temp), &select_bytes,
-          reinterpret_cast<const unsigned*>(err), cells,
-          prune_count(cfg.sparsity, n * i2) - prune_count(cfg.sparsity, n * i1), block_keep, stream));
+      const auto* keys = reinterpret_cast<const unsigned*>(err);  // scores >= 0: their bits order as they do
+      void* select_temp = region<unsigned char>(workspace, L.select_temp);
+      if (cfg.prune_threshold) {  // the reference's rule: every score <= the set's sorted score at int(p n)
+        const std::int64_t sets = cfg.select_per_row ? n : 1, length = cells / sets;
+        LLMK_RETURN_IF_ERROR(llmk::device::segmented_at_or_below_kth_mask<unsigned>(
+            select_temp, &select_bytes, keys, sets, length,
+            static_cast<std::int64_t>(cfg.sparsity * static_cast<double>(length)), block_keep, stream));
+      } else {
+        LLMK_RETURN_IF_ERROR(llmk::device::lowest_k_mask<unsigned>(
+            select_temp, &select_bytes, keys, cells,
+            prune_count(cfg.sparsity, n * i2) - prune_count(cfg.sparsity, n * i1), block_keep, stream));
+      }
       a.ldbk = i2 - i1;  // the mask is [n, count], contiguous
     }
     LLMK_RETURN_IF_ERROR(launch_column_loop(cfg.bits, cfg.symmetric, a, stream));

@@ -43,8 +43,9 @@ inline constexpr int kFusedWarps = 8;                                      // ro
 inline constexpr unsigned kWarpMask = 0xffffffffu;
 inline constexpr int kGlueThreads = 256;
 
-// kPruneUnstructured: per row, selected in the column loop; kPruneBlock: one candidate set of all rows of the
-// block (SparseGPT's reference rule), selected by block_scores_kernel + llmk::device::lowest_k_mask first.
+// kPruneUnstructured: per row, selected in the column loop; kPruneBlock: a mask of the block chosen first by
+// block_scores_kernel + a device-wide selection (llmk/core/device_algorithms.cuh): one candidate set of all
+// rows of the block (SparseGPT's reference rule), or one per row with the threshold count.
 enum PruneMode : int { kPruneNone = 0, kPruneUnstructured = 1, kPruneNM = 2, kPruneBlock = 3 };
 
 // ---- device helpers

@@ -134,17 +134,6 @@ inline Status check_count(PruneCount count) {
   return {};
 }
 
-// The GPU entries count exactly (their selections rank by (score, index)): the threshold rule is a host
-// option.
-inline Status check_gpu_count(PruneCount count, bool unstructured) {
-  LLMK_RETURN_IF_ERROR(check_count(count));
-  if (unstructured && count == PruneCount::kThreshold)
-    return Status::unsupported(
-        "count: PruneCount::kThreshold (the reference's threshold rule) runs on the host entries "
-        "(sparsegpt_prune, magnitude_prune, wanda_prune); the GPU entries prune exact counts");
-  return {};
-}
-
 // 1/2 tr(E H E^T) in fp64 for a pruning without weight updates: E = W at the pruned entries, 0 elsewhere, so
 // only the pruned pairs contribute (rows * k^2 terms, k the pruned count of a row).
 inline double pruned_loss_fp64(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,

@@ -15,6 +15,9 @@
 //                 index). The selection is llmk/obs/select_gpu.cuh's exact radix select (4 histogram passes
 //                 for magnitude's 32-bit keys, 8 for Wanda's 64-bit keys) plus an ordered pass for the ties.
 //                 A per-layer selection on one CTA reads the layer 5-9 times on one SM: an offline step.
+//                 PruneCount::kThreshold (the reference codes' rule): the key of rank int(sparsity * n) and
+//                 every key at or below it (select_lowest's all_ties; the device sort's
+//                 segmented_at_or_below_kth_mask), the host's masks bit for bit as well.
 //   device sort   (the workspace overloads; PruneGpuSelect) the same selection by CUB on the whole GPU: a
 //                 keys kernel writes every score key, llmk::device::segmented_lowest_k_mask (one stable radix
 //                 sort of (key, index); for per-row sets a second one groups the positions by row) marks
@@ -103,7 +106,8 @@ template <bool kWanda>
 __global__ void __launch_bounds__(kThreads)
     unstructured_kernel(const float* w, std::int64_t rows, std::int64_t cols, std::int64_t ldw,
                         const float* h, std::int64_t ldh, std::int64_t segment_rows, std::int64_t k,
-                        float* out, std::int64_t ld_out, std::uint8_t* mask, std::int64_t ld_mask) {
+                        bool all_ties, float* out, std::int64_t ld_out, std::uint8_t* mask,
+                        std::int64_t ld_mask) {
   using K = KeyOf<kWanda>;
   select_detail::SelectSmem& sm = shared_storage<select_detail::SelectSmem>();
   for (std::int64_t r0 = blockIdx.x * segment_rows; r0 < rows; r0 += gridDim.x * segment_rows) {
@@ -113,7 +117,8 @@ __global__ void __launch_bounds__(kThreads)
         [&](std::int64_t r, std::int64_t c, bool pruned) {
           out[(r0 + r) * ld_out + c] = pruned ? 0.0f : w[(r0 + r) * ldw + c];
           mask[(r0 + r) * ld_mask + c] = pruned ? std::uint8_t{0} : std::uint8_t{1};
-        });
+        },
+        all_ties);
   }
 }
 
@@ -233,6 +238,7 @@ inline Status read_word(const unsigned* p, unsigned* v, cudaStream_t stream) {
 // What a call runs: the selection path, its candidate sets and the workspace it needs.
 struct PrunePlan {
   bool device_sort = false;
+  bool threshold = false;  // PruneCount::kThreshold: k is the rank whose key and every key below is pruned
   std::int64_t segments = 0, length = 0, k = 0;  // the unstructured candidate sets and the count per set
   std::size_t keys_bytes = 0, keep_bytes = 0, select_bytes = 0;
   // Never 0 (CUB's protocol: a caller allocates the queried size and calls again with a non-null pointer).
@@ -252,7 +258,7 @@ inline Status plan_prune(std::int64_t rows, std::int64_t cols, bool wanda, const
     return Status::invalid_argument("cols", str_cat("must be < 2^31 (32-bit per-row counts), got ", cols));
   LLMK_RETURN_IF_ERROR(detail::check_prune_pattern(opt.sparsity, opt.prune_n, opt.prune_m, cols));
   LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
-  LLMK_RETURN_IF_ERROR(detail::check_gpu_count(opt.count, opt.prune_n == 0));
+  LLMK_RETURN_IF_ERROR(detail::check_count(opt.count));
   if (select != PruneGpuSelect::kAuto && select != PruneGpuSelect::kBlockSelect &&
       select != PruneGpuSelect::kDeviceSort)
     return Status::invalid_argument("select", "must be kAuto, kBlockSelect or kDeviceSort");
@@ -273,13 +279,17 @@ inline Status plan_prune(std::int64_t rows, std::int64_t cols, bool wanda, const
                         " selection (32-bit counts and indices), got ", rows, " x ", cols));
   plan->segments = layer ? 1 : rows;
   plan->length = layer ? rows * cols : cols;
-  plan->k = nm      ? 0
-            : layer ? detail::prune_count(opt.sparsity, plan->length)
-                    : detail::row_prune_count(opt.sparsity, plan->length);
+  plan->threshold = !nm && opt.count == PruneCount::kThreshold;
+  // The threshold rule's rank: int(sparsity * n), as detail::prune_at_or_below_rank (sparsity < 1: < n).
+  plan->k = nm                ? 0
+            : plan->threshold ? static_cast<std::int64_t>(opt.sparsity * static_cast<double>(plan->length))
+            : layer           ? detail::prune_count(opt.sparsity, plan->length)
+                              : detail::row_prune_count(opt.sparsity, plan->length);
   if (plan->device_sort) {
     const auto n = static_cast<std::size_t>(rows * cols);
     plan->keys_bytes = align256(n * (wanda ? 8 : 4));
     plan->keep_bytes = align256(n);
+    // One size query serves both rules (segmented_at_or_below_kth_mask shares the sorts' storage).
     if (wanda)
       LLMK_RETURN_IF_ERROR(llmk::device::segmented_lowest_k_mask<unsigned long long>(
           nullptr, &plan->select_bytes, nullptr, plan->segments, plan->length, plan->k, nullptr, nullptr));
@@ -305,8 +315,12 @@ Status prune_device_sort(const float* w, std::int64_t rows, std::int64_t cols, s
   LLMK_RETURN_IF_ERROR(
       launch(keys_kernel<kWanda>, grid, dim3(kThreads), 0, stream, w, rows, cols, ldw, h, ldh, keys));
   std::size_t select_bytes = plan.select_bytes;
-  LLMK_RETURN_IF_ERROR(llmk::device::segmented_lowest_k_mask<Key>(
-      select_temp, &select_bytes, keys, plan.segments, plan.length, plan.k, keep, stream));
+  if (plan.threshold)
+    LLMK_RETURN_IF_ERROR(llmk::device::segmented_at_or_below_kth_mask<Key>(
+        select_temp, &select_bytes, keys, plan.segments, plan.length, plan.k, keep, stream));
+  else
+    LLMK_RETURN_IF_ERROR(llmk::device::segmented_lowest_k_mask<Key>(
+        select_temp, &select_bytes, keys, plan.segments, plan.length, plan.k, keep, stream));
   return launch(apply_keep_kernel<float>, grid, dim3(kThreads), 0, stream, w, rows, cols, ldw, keep, out,
                 ld_out, mask, ld_mask);
 }
@@ -391,11 +405,13 @@ inline Status prune_gpu(const float* w, std::int64_t rows, std::int64_t cols, st
   const std::int64_t segment_rows = plan.segments == 1 ? rows : 1;
   const dim3 ugrid = segment_rows > 1 ? dim3(1) : grid;
   const std::size_t smem = sizeof(select_detail::SelectSmem);
+  // The threshold rule: the (rank + 1)-th lowest key and every key at or below it.
+  const std::int64_t k = plan.threshold ? plan.k + 1 : plan.k;
   if (wanda)
     return launch(unstructured_kernel<true>, ugrid, dim3(kThreads), smem, stream, w, rows, cols, ldw, hh, ldh,
-                  segment_rows, plan.k, out, ld_out, mask, ld_mask);
+                  segment_rows, k, plan.threshold, out, ld_out, mask, ld_mask);
   return launch(unstructured_kernel<false>, ugrid, dim3(kThreads), smem, stream, w, rows, cols, ldw, hh, ldh,
-                segment_rows, plan.k, out, ld_out, mask, ld_mask);
+                segment_rows, k, plan.threshold, out, ld_out, mask, ld_mask);
 }
 
 // The entries' common frame: plan (and the size query), then the run. Without a workspace, a set that kAuto

@@ -60,9 +60,11 @@ LLMK_DEVICE unsigned block_scan(unsigned v, unsigned* warp_total, unsigned* tota
 /// r < rows, c < cols, calling visit(r, c, pruned) exactly once for every candidate (by some thread). Key is
 /// an unsigned integer type; key(r, c) must be deterministic (it is evaluated several times). Ends with a
 /// barrier, so sm can be reused at once.
+/// all_ties (the reference codes' threshold rule, PruneCount::kThreshold): every key equal to the k-th is
+/// pruned too, not only the first `rank` of them in index order (the ordered pass then needs no counting).
 template <class Key, class KeyFn, class Visit>
 LLMK_DEVICE void select_lowest(SelectSmem& sm, std::int64_t rows, std::int64_t cols, std::int64_t k,
-                               KeyFn&& key, Visit&& visit) {
+                               KeyFn&& key, Visit&& visit, bool all_ties = false) {
   constexpr int kBits = static_cast<int>(sizeof(Key) * 8);
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid % 32, warp = tid / 32;
@@ -107,7 +109,7 @@ LLMK_DEVICE void select_lowest(SelectSmem& sm, std::int64_t rows, std::int64_t c
       const Key v = in ? key(r, c) : Key{0};
       const bool eq = k > 0 && in && v == thr;
       unsigned before = 0;
-      if (k > 0 && seen < rank) {  // block-uniform
+      if (k > 0 && !all_ties && seen < rank) {  // block-uniform
         const unsigned ball = __ballot_sync(kFull, eq);
         if (lane == 0) sm.warp_total[warp] = static_cast<unsigned>(__popc(ball));
         __syncthreads();
@@ -124,7 +126,7 @@ LLMK_DEVICE void select_lowest(SelectSmem& sm, std::int64_t rows, std::int64_t c
       } else {
         before = rank;  // no equal key is pruned any more
       }
-      if (in) visit(r, c, k > 0 && (v < thr || (eq && before < rank)));
+      if (in) visit(r, c, k > 0 && (v < thr || (eq && (all_ties || before < rank))));
     }
   __syncthreads();  // sm reusable
 }

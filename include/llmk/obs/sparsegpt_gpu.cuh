@@ -10,6 +10,9 @@
 // block's columns, ties to the lower row-major index; with kPerRow, per row in the column loop, the k =
 // llround(sparsity i2) - llround(sparsity i1) lowest of the row's block, ties to the lower column (every row
 // loses exactly llround(sparsity cols) weights). Both are the host path's rules (llmk/obs/sparsegpt.hpp).
+// count = PruneCount::kThreshold (the reference code's rule, either scope): every score at or below the
+// set's (the block's, or a row's in the block) sorted score at int(sparsity n), from the block's scores by
+// llmk::device::segmented_at_or_below_kth_mask, as the host path does.
 // n:m: when (j - i1) % m == 0, the n lowest of columns j .. j+m-1. Pruned weights are exactly 0 (code: the
 // zero point).
 //
@@ -66,14 +69,30 @@ inline std::int64_t sparsegpt_gpu_block_size(std::int64_t cols, const SparseGptO
   return detail::fused_block_size(cols, opt.block_size, group, nm ? opt.prune_m : 0);
 }
 
+namespace detail {
+// How the GPU entry chooses its masks: n:m and the exact per-row count inside the column loop
+// (kPruneNM, kPruneUnstructured); a block mask from the device-wide selection (kPruneBlock) for one set a
+// block (scope kReference), and for the threshold count per row (its ties need the sorted scores).
+inline int sparsegpt_prune_mode(const SparseGptOptions& opt) {
+  if (opt.prune_n > 0) return kPruneNM;
+  if (opt.scope == PruneScope::kPerRow && opt.count == PruneCount::kExact) return kPruneUnstructured;
+  return kPruneBlock;
+}
+// The candidate sets of a block mask: rows (per row) or 1 (the block); 0 without one.
+inline std::int64_t sparsegpt_select_segments(std::int64_t rows, const SparseGptOptions& opt) {
+  if (sparsegpt_prune_mode(opt) != kPruneBlock) return 0;
+  return opt.scope == PruneScope::kPerRow ? rows : 1;
+}
+}  // namespace detail
+
 /// Device workspace bytes sparsegpt_prune_gpu needs (16-byte aligned); as GPTQ's (gptq_gpu_workspace_bytes).
 ///   std::size_t ws = llmk::obs::sparsegpt_gpu_workspace_bytes(N, K, opt);
 inline std::size_t sparsegpt_gpu_workspace_bytes(std::int64_t rows, std::int64_t cols,
                                                  const SparseGptOptions& opt) {
   if (rows < 1 || cols < 1 || opt.block_size < 1) return 0;
   const std::int64_t bs = sparsegpt_gpu_block_size(cols, opt);
-  const bool block_select = opt.prune_n == 0 && opt.scope == PruneScope::kReference;  // detail::kPruneBlock
-  return detail::fused_layout(rows, cols, bs > 0 ? bs : 1, block_select).total;
+  return detail::fused_layout(rows, cols, bs > 0 ? bs : 1, detail::sparsegpt_select_segments(rows, opt))
+      .total;
 }
 
 /// SparseGPT of one layer on the GPU: w [rows = N, cols = K] (ldw) and its Hessian h [K, K] (ldh), fp32
@@ -101,7 +120,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   if (opt.block_size < 1)
     return Status::invalid_argument("block_size", str_cat("must be >= 1, got ", opt.block_size));
   LLMK_RETURN_IF_ERROR(detail::check_scope(opt.scope));
-  LLMK_RETURN_IF_ERROR(detail::check_gpu_count(opt.count, opt.prune_n == 0));
+  LLMK_RETURN_IF_ERROR(detail::check_count(opt.count));
   if (opt.scope == PruneScope::kPerLayer)
     return Status::invalid_argument(
         "scope", "SparseGPT chooses its mask a block of columns at a time: kReference or kPerRow");
@@ -194,9 +213,9 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
                                 opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
   cfg.block_size = opt.block_size;
   cfg.damping = opt.damping;
-  cfg.prune_mode = opt.prune_n > 0                    ? detail::kPruneNM
-                   : opt.scope == PruneScope::kPerRow ? detail::kPruneUnstructured
-                                                      : detail::kPruneBlock;
+  cfg.prune_mode = detail::sparsegpt_prune_mode(opt);
+  cfg.prune_threshold = opt.prune_n == 0 && opt.count == PruneCount::kThreshold;
+  cfg.select_per_row = opt.scope == PruneScope::kPerRow;
   cfg.sparsity = opt.sparsity;
   cfg.prune_n = opt.prune_n;
   cfg.prune_m = opt.prune_m;

@@ -1,9 +1,10 @@
 // llmk/core/device_algorithms/select.cuh: selections: stream compaction (by flag, by threshold), the k lowest
-// (a mask) and the k-th value, per equal or ragged segment and over a whole tensor. The highest k: invert the
-// keys (~bits for unsigned, -x for float); ties keep their rank rule (lower position first).
-// The interface's rules (temporary storage, key types, the two builds): llmk/core/device_algorithms.cuh.
-// Errors every entry shares (Status::invalid_argument naming the argument): temp_bytes null; on the second
-// call (temp not null) *temp_bytes below the size query's answer ('temp_bytes') or temp not 16-byte aligned
+// and every key at or below the k-th (masks), and the k-th value, per equal or ragged segment and over a
+// whole tensor. The highest k: invert the keys (~bits for unsigned, -x for float); ties keep their rank rule
+// (lower position first). The interface's rules (temporary storage, key types, the two builds):
+// llmk/core/device_algorithms.cuh. Errors every entry shares (Status::invalid_argument naming the argument):
+// temp_bytes null; on the second call (temp not null) *temp_bytes below the size query's answer
+// ('temp_bytes') or temp not 16-byte aligned
 // ('temp'). Pointers are checked on the second call only, and only those the call reads or writes, each for
 // null and for alignment to its element type (the named pointer): each entry's "Errors:" line lists them
 // with its own rules. A failing CUB call or launch: Status::cuda_error
@@ -61,6 +62,20 @@ __global__ void __launch_bounds__(256)
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride)
     keep[sorted_index[i]] = i - i / length * length >= k ? 1 : 0;
+}
+
+// The threshold form of scatter_keep_kernel: keep[sorted_index[i]] = (its key > the key of rank k of its
+// segment), k < length: the k + 1 lowest and every tie of the last are pruned.
+template <class Key, class Index>
+__global__ void __launch_bounds__(256)
+    scatter_keep_ties_kernel(const Key* keys, const Index* sorted_index, std::int64_t count,
+                             std::int64_t length, std::int64_t k, std::uint8_t* keep) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const Key threshold = keys[sorted_index[i / length * length + k]];
+    keep[sorted_index[i]] = threshold < keys[sorted_index[i]] ? 1 : 0;
+  }
 }
 
 // segment_of[i] = index[i] / length: the second sort's keys.
@@ -235,22 +250,12 @@ inline Status check_offsets_values(std::int64_t count, std::int64_t segments, co
   return {};
 }
 
-}  // namespace detail
-
-/// The k lowest of each of `segments` equal segments s = keys[s * length .. (s + 1) * length), by (key,
-/// index within the segment) (ties to the lower index, llmk's pruning rank rule): keep[i] = 0 for them, 1
-/// for the others. A stable radix sort of (key, position) pairs (cub::DeviceRadixSort); with several
-/// segments, a second stable radix sort of the positions by their segment groups them without disturbing
-/// the key order inside a group (the same two sort instantiations serve every segment count, where a
-/// segmented sort would add two more); plus two or three small launches. temp holds the position arrays and
-/// the sorted keys. k is clamped to [0, length]; segments * length must be < 2^32 (32-bit positions).
-/// Errors: the shared ones (file comment); segments or length < 0; segments * length >= 2^32 ('count');
-/// keys or keep null or misaligned when segments * length > 0.
-///   // per-row pruning of a [rows, cols] score matrix, k per row
-///   llmk::device::segmented_lowest_k_mask<unsigned>(temp, &bytes, scores, rows, cols, k, keep, stream);
+// segmented_lowest_k_mask (ties = false: the k lowest by (key, position)) and segmented_at_or_below_kth_mask
+// (ties = true: every key at or below the key of rank k): one sort, then the scatter of either rule.
 template <class Key>
-Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t segments,
-                               std::int64_t length, std::int64_t k, std::uint8_t* keep, cudaStream_t stream) {
+Status segmented_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t segments,
+                      std::int64_t length, std::int64_t k, bool ties, std::uint8_t* keep,
+                      cudaStream_t stream) {
   if (segments < 0) return Status::invalid_argument("segments", str_cat("must be >= 0, got ", segments));
   if (length < 0) return Status::invalid_argument("length", str_cat("must be >= 0, got ", length));
   if (length > 0 && segments > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()) / length)
@@ -285,16 +290,55 @@ Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* k
   LLMK_RETURN_IF_ERROR((sort_pairs<Key, Index>(sort_temp, &sort_bytes, keys, sorted_keys, index, by_key,
                                                count, SortOrder::kAscending, stream)));
   const std::int64_t kk = k < 0 ? 0 : (k > length ? length : k);
-  if (one)
-    return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, by_key, count, length, kk,
-                  keep);
+  const std::int64_t rank = k < 0 ? 0 : (k >= length ? length - 1 : k);  // the ties form's rank
+  auto scatter = [&](const Index* sorted_index) {
+    return ties ? launch(detail::scatter_keep_ties_kernel<Key, Index>, grid, dim3(256), 0, stream, keys,
+                         sorted_index, count, length, rank, keep)
+                : launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, sorted_index, count,
+                         length, kk, keep);
+  };
+  if (one) return scatter(by_key);
   auto* segment_of = reinterpret_cast<Index*>(sorted_keys);
   LLMK_RETURN_IF_ERROR(launch(detail::segment_keys_kernel<Index>, grid, dim3(256), 0, stream, by_key, count,
                               length, segment_of));
   LLMK_RETURN_IF_ERROR((sort_pairs<Index, Index>(sort_temp, &group_bytes, segment_of, index, by_key, grouped,
                                                  count, SortOrder::kAscending, stream)));
-  return launch(detail::scatter_keep_kernel<Index>, grid, dim3(256), 0, stream, grouped, count, length, kk,
-                keep);
+  return scatter(grouped);
+}
+}  // namespace detail
+
+/// The k lowest of each of `segments` equal segments s = keys[s * length .. (s + 1) * length), by (key,
+/// index within the segment) (ties to the lower index, llmk's pruning rank rule): keep[i] = 0 for them, 1
+/// for the others. A stable radix sort of (key, position) pairs (cub::DeviceRadixSort); with several
+/// segments, a second stable radix sort of the positions by their segment groups them without disturbing
+/// the key order inside a group (the same two sort instantiations serve every segment count, where a
+/// segmented sort would add two more); plus two or three small launches. temp holds the position arrays and
+/// the sorted keys. k is clamped to [0, length]; segments * length must be < 2^32 (32-bit positions).
+/// Errors: the shared ones (file comment); segments or length < 0; segments * length >= 2^32 ('count');
+/// keys or keep null or misaligned when segments * length > 0.
+///   // per-row pruning of a [rows, cols] score matrix, k per row
+///   llmk::device::segmented_lowest_k_mask<unsigned>(temp, &bytes, scores, rows, cols, k, keep, stream);
+template <class Key>
+Status segmented_lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t segments,
+                               std::int64_t length, std::int64_t k, std::uint8_t* keep, cudaStream_t stream) {
+  return detail::segmented_mask<Key>(temp, temp_bytes, keys, segments, length, k, false, keep, stream);
+}
+
+/// The threshold rule of the SparseGPT and magnitude reference codes (every score at or below the sorted
+/// score at index k): keep[i] = 0 for every key of segment s = keys[s * length .. (s + 1) * length) at or
+/// below the key of rank k (0-based, ascending; k clamped to [0, length - 1]) of that segment, 1 for the
+/// others: at least k + 1 keys a segment, and every tie of the last. The same sorts and temporary storage as
+/// segmented_lowest_k_mask (the same size query answers both); only the last scatter differs. Errors: as
+/// segmented_lowest_k_mask.
+///   // Wanda / magnitude with the reference's count: every score <= the row's sorted score at int(p cols)
+///   llmk::device::segmented_at_or_below_kth_mask<unsigned>(temp, &bytes, scores, rows, cols,
+///                                                          static_cast<std::int64_t>(p * cols), keep,
+///                                                          stream);
+template <class Key>
+Status segmented_at_or_below_kth_mask(void* temp, std::size_t* temp_bytes, const Key* keys,
+                                      std::int64_t segments, std::int64_t length, std::int64_t k,
+                                      std::uint8_t* keep, cudaStream_t stream) {
+  return detail::segmented_mask<Key>(temp, temp_bytes, keys, segments, length, k, true, keep, stream);
 }
 
 /// The k lowest of keys[0 .. count) by (key, index): segmented_lowest_k_mask with one segment. Errors: the
@@ -305,6 +349,16 @@ Status lowest_k_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::
                      std::uint8_t* keep, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::check_count(count));
   return segmented_lowest_k_mask<Key>(temp, temp_bytes, keys, 1, count, k, keep, stream);
+}
+
+/// The threshold rule over keys[0 .. count): segmented_at_or_below_kth_mask with one segment. Errors: the
+/// shared ones (file comment); count < 0 or >= 2^32; keys or keep null or misaligned when count > 0.
+///   llmk::device::at_or_below_kth_mask<unsigned>(temp, &bytes, score_bits, n, int(p * n), keep, stream);
+template <class Key>
+Status at_or_below_kth_mask(void* temp, std::size_t* temp_bytes, const Key* keys, std::int64_t count,
+                            std::int64_t k, std::uint8_t* keep, cudaStream_t stream) {
+  LLMK_RETURN_IF_ERROR(detail::check_count(count));
+  return segmented_at_or_below_kth_mask<Key>(temp, temp_bytes, keys, 1, count, k, keep, stream);
 }
 
 /// The ragged form: segment s = keys[offsets[s] .. offsets[s + 1]) (offsets: device, segments + 1
