@@ -247,7 +247,14 @@ std::size_t weight_only_workspace_bytes(const WeightOnlyArgs<T>& args) {
 ///   // at model load, once per layer: fail early rather than at the first forward pass
 ///   LLMK_RETURN_IF_ERROR(llmk::gemm::weight_only_validate(x, d_workspace, workspace_bytes));
 template <class T>
-Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, std::size_t workspace_bytes) {
+Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, std::size_t workspace_bytes);
+
+namespace detail {
+// weight_only_validate, giving the plan it checked the workspace against (*plan, when ok): weight_only_gemm
+// runs that plan rather than making it twice.
+template <class T>
+Status weight_only_validate_plan(const WeightOnlyArgs<T>& x, const void* workspace,
+                                 std::size_t workspace_bytes, WoPlan* planned) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
                 "T must be llmk::half or llmk::bfloat16");
   auto misaligned = [](const void* ptr, std::size_t bytes) {
@@ -317,7 +324,7 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
                 device_arch() / 10, ", group_size=", x.group_size, ", N=", x.n, ")"));
   if (ceil_div<long long>(x.m, WeightOnlyLargeM::BM) > 65535)
     return Status::invalid_argument("m", str_cat("must be <= ", 65535LL * WeightOnlyLargeM::BM));
-  const detail::WoPlan plan = detail::wo_plan(x, device_sm_count());
+  const WoPlan plan = wo_plan(x, device_sm_count());
   const std::size_t need = plan.workspace_bytes();
   if (need > 0) {
     const char* why =
@@ -332,7 +339,15 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
           "workspace_bytes",
           str_cat("must be >= weight_only_workspace_bytes = ", need, " (", why, "), got ", workspace_bytes));
   }
+  *planned = plan;
   return {};
+}
+}  // namespace detail
+
+template <class T>
+Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, std::size_t workspace_bytes) {
+  detail::WoPlan plan;
+  return detail::weight_only_validate_plan(x, workspace, workspace_bytes, &plan);
 }
 
 /// D = A * dequant(W)^T (+ bias): W4A16 / W8A16 with group-wise (or per-channel) scales, optional zero
@@ -371,8 +386,8 @@ Status weight_only_validate(const WeightOnlyArgs<T>& x, const void* workspace, s
 template <class T>
 Status weight_only_gemm(const WeightOnlyArgs<T>& x, void* workspace, std::size_t workspace_bytes,
                         cudaStream_t stream) {
-  if (Status s = weight_only_validate(x, workspace, workspace_bytes); !s.ok()) return s;
-  const detail::WoPlan plan = detail::wo_plan(x, device_sm_count());
+  detail::WoPlan plan;
+  if (Status s = detail::weight_only_validate_plan(x, workspace, workspace_bytes, &plan); !s.ok()) return s;
   auto* base = static_cast<unsigned char*>(workspace);
   const T* a = x.a;
   std::int64_t lda = x.lda;
