@@ -1,12 +1,16 @@
 // llmk/core/launch.cuh: the one way llmk starts a kernel, in both backends.
 //
 // CUDA: validates the configuration, raises the dynamic shared-memory limit when a kernel needs more than the
-// default 48 KiB, and calls cudaLaunchKernel. Simulator: runs the grid on the CPU before returning.
+// default 48 KiB (once per kernel, device and size: DynamicSmemLimits), and calls cudaLaunchKernel.
+// Simulator: runs the grid on the CPU before returning.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -47,6 +51,48 @@ inline Status check_launch_config(bool kernel_null, dim3 grid, dim3 block, std::
   return {};
 }
 
+// The dynamic shared-memory limit each (kernel, device) was raised to. A kernel above the default 48 KiB
+// needs cudaFuncSetAttribute, a driver call, before its launch (FlashAttention-2 makes it on every call); the
+// limit only ever has to grow, so llmk raises it once per size. Bounded: past kMaxEntries pairs, new pairs
+// ask the driver on every launch. Host code, the same in both builds (tests/core/launch.cu).
+class DynamicSmemLimits {
+ public:
+  static constexpr std::size_t kMaxEntries = 1024;
+  // Whether `kernel` on `device` was raised to at least `bytes` (no driver call needed).
+  bool allows(const void* kernel, int device, std::size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = limits_.find({kernel, device});
+    return it != limits_.end() && it->second >= bytes;
+  }
+  // Records a successful raise to `bytes`.
+  void raised(const void* kernel, int device, std::size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = limits_.find({kernel, device});
+    if (it != limits_.end())
+      it->second = std::max(it->second, bytes);
+    else if (limits_.size() < kMaxEntries)
+      limits_.emplace(std::make_pair(kernel, device), bytes);
+  }
+  // Drops what is known of `kernel` on `device` (the driver lost the raise: a device reset).
+  void forget(const void* kernel, int device) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    limits_.erase({kernel, device});
+  }
+  std::size_t size() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return limits_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<const void*, int>, std::size_t> limits_;
+};
+
+inline DynamicSmemLimits& dynamic_smem_limits() {
+  static DynamicSmemLimits limits;
+  return limits;
+}
+
 #if defined(LLMK_SIM)
 // Demangled symbol name of a kernel for simulator reports (needs -rdynamic, which llmk::sim adds).
 inline std::string kernel_symbol_name(const void* fn) {
@@ -73,12 +119,21 @@ Status launch_checked(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 clu
   if (!r.ok()) return Status(Status::Code::kSimulatorError, r.error);
   return {};
 #elif defined(LLMK_CUDA)
-  if (smem_bytes > 48 * 1024) {
-    cudaError_t e =
-        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+  const void* fn = reinterpret_cast<const void*>(kernel);
+  int device = -1;
+  bool known = false;  // raised by an earlier launch (DynamicSmemLimits): no driver call now
+  auto raise = [&]() -> Status {
+    const cudaError_t e =
+        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
     if (e != cudaSuccess)
       return Status::cuda_error("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", cudaGetErrorString(e));
+    dynamic_smem_limits().raised(fn, device, smem_bytes);
+    return {};
+  };
+  if (smem_bytes > 48 * 1024) {
+    if (cudaGetDevice(&device) != cudaSuccess) device = -1;
+    known = device >= 0 && dynamic_smem_limits().allows(fn, device, smem_bytes);
+    if (!known) LLMK_RETURN_IF_ERROR(raise());
   }
   std::tuple<std::decay_t<Params>...> packed(std::forward<Args>(args)...);
   void* arg_ptrs[sizeof...(Params) + 1] = {};
@@ -88,12 +143,7 @@ Status launch_checked(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 clu
         ((arg_ptrs[i++] = static_cast<void*>(&p)), ...);
       },
       packed);
-  if (cluster.x * cluster.y * cluster.z == 1) {
-    cudaError_t e =
-        cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, arg_ptrs, smem_bytes, stream);
-    if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernel", cudaGetErrorString(e));
-    return {};
-  }
+  const bool clustered = cluster.x * cluster.y * cluster.z != 1;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = cluster.x;
@@ -106,8 +156,20 @@ Status launch_checked(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 clu
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaError_t e = cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(kernel), arg_ptrs);
-  if (e != cudaSuccess) return Status::cuda_error("cudaLaunchKernelExC (cluster)", cudaGetErrorString(e));
+  auto start = [&]() {
+    return clustered ? cudaLaunchKernelExC(&cfg, fn, arg_ptrs)
+                     : cudaLaunchKernel(fn, grid, block, arg_ptrs, smem_bytes, stream);
+  };
+  cudaError_t e = start();
+  if (e != cudaSuccess && known) {  // a raise the driver no longer has (a device reset): raise, retry once
+    (void)cudaGetLastError();
+    dynamic_smem_limits().forget(fn, device);
+    LLMK_RETURN_IF_ERROR(raise());
+    e = start();
+  }
+  if (e != cudaSuccess)
+    return Status::cuda_error(clustered ? "cudaLaunchKernelExC (cluster)" : "cudaLaunchKernel",
+                              cudaGetErrorString(e));
   return {};
 #else
   static_assert(sizeof(kernel) == 0, "llmk::launch needs nvcc or the simulator backend (-DLLMK_SIM)");
