@@ -349,6 +349,64 @@ TEST_CASE("TMA: the stride of a dimension of extent 1 may be anything (never use
   CHECK(contains(s.message(), "desc.strides"));
 }
 
+TEST_CASE("TensorMapCache: a map comes back only for the very same description and device") {
+  llmk::arch::sm90::detail::TensorMapCache cache;
+  int buffer[64];
+  TensorMapDesc d = desc_2d(TmaElem::kF16, buffer, 64, 32, 128, 64, 8);
+  TensorMap map{}, got{};
+  for (int i = 0; i < 128; ++i) map.opaque[i] = static_cast<unsigned char>(i * 7 + 1);
+  CHECK_FALSE(cache.find(d, 0, &got));
+  cache.insert(d, 0, map);
+  REQUIRE(cache.find(d, 0, &got));
+  CHECK(std::memcmp(got.opaque, map.opaque, sizeof map.opaque) == 0);
+  CHECK_FALSE(cache.find(d, 1, &got));  // another device
+  auto differs = [&](auto change) {
+    TensorMapDesc e = d;
+    change(e);
+    return !cache.find(e, 0, &got);
+  };
+  CHECK(differs([](TensorMapDesc& e) { e.elem = TmaElem::kBF16; }));
+  CHECK(differs([](TensorMapDesc& e) { e.rank = 3; }));
+  CHECK(differs([&](TensorMapDesc& e) { e.global = buffer + 4; }));
+  CHECK(differs([](TensorMapDesc& e) { e.dims[1] = 31; }));
+  CHECK(differs([](TensorMapDesc& e) { e.dims[4] = 2; }));  // beyond the rank too: compared as given
+  CHECK(differs([](TensorMapDesc& e) { e.strides[0] = 144; }));
+  CHECK(differs([](TensorMapDesc& e) { e.box[1] = 16; }));
+  CHECK(differs([](TensorMapDesc& e) { e.swizzle = SmemSwizzle::k64B; }));
+  CHECK(differs([](TensorMapDesc& e) { e.oob = TmaOobFill::kNan; }));
+  // Direct-mapped: many descriptions evict one another; whatever is found is its own map.
+  for (int i = 0; i < 3 * llmk::arch::sm90::detail::TensorMapCache::kSlots; ++i) {
+    TensorMapDesc e = d;
+    e.dims[1] = 100 + static_cast<std::uint64_t>(i);
+    TensorMap m{};
+    m.opaque[0] = static_cast<unsigned char>(i);
+    cache.insert(e, 0, m);
+  }
+  int found = 0;
+  for (int i = 0; i < 3 * llmk::arch::sm90::detail::TensorMapCache::kSlots; ++i) {
+    TensorMapDesc e = d;
+    e.dims[1] = 100 + static_cast<std::uint64_t>(i);
+    if (!cache.find(e, 0, &got)) continue;
+    ++found;
+    CHECK(got.opaque[0] == static_cast<unsigned char>(i));
+  }
+  CHECK(found > 0);
+  CHECK(found <= llmk::arch::sm90::detail::TensorMapCache::kSlots);
+#if defined(LLMK_CUDA)
+  if (hopper_available()) {  // make_tensor_map twice: the second from the cache, the same bytes
+    llmk::DeviceBuffer<float> g(4096);
+    TensorMapDesc real = desc_2d(TmaElem::kF16, g.data(), 64, 32, 128, 64, 8);
+    TensorMap first{}, second{};
+    REQUIRE(make_tensor_map(&first, real).ok());
+    int device = 0;
+    REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+    REQUIRE(llmk::arch::sm90::detail::tensor_map_cache().find(real, device, &got));
+    REQUIRE(make_tensor_map(&second, real).ok());
+    CHECK(std::memcmp(first.opaque, second.opaque, sizeof first.opaque) == 0);
+  }
+#endif
+}
+
 TEST_CASE("make_tensor_map validates every field and names it") {
   llmk::DeviceBuffer<float> g(4096);
   auto good = [&] {

@@ -38,6 +38,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 
 #include "llmk/arch/sm90/sm90.cuh"
 #include "llmk/core/status.cuh"
@@ -267,8 +268,73 @@ inline TensorMapDesc with_dense_unit_strides(TensorMapDesc d) {
 }
 }  // namespace detail
 
+namespace detail {
+inline bool same_desc(const TensorMapDesc& a, const TensorMapDesc& b) {
+  if (a.elem != b.elem || a.rank != b.rank || a.global != b.global || a.swizzle != b.swizzle ||
+      a.oob != b.oob)
+    return false;
+  for (int i = 0; i < 5; ++i)
+    if (a.dims[i] != b.dims[i] || a.box[i] != b.box[i] || (i < 4 && a.strides[i] != b.strides[i]))
+      return false;
+  return true;
+}
+
+// The maps encoded before, by description: the Hopper launchers encode the same few maps on every call (the
+// same operands, shapes and boxes: one decode step after another), and each cuTensorMapEncodeTiled is host
+// time on the critical path. A map depends on its description (and, to be safe, is kept per device), so a
+// small direct-mapped cache (kSlots entries, keyed on every field and the device) returns the bytes it
+// encoded before.
+// Host code, the same in both builds (tests/arch/sm90_tma.cu); make_tensor_map uses it on a GPU build.
+class TensorMapCache {
+ public:
+  static constexpr int kSlots = 64;
+  bool find(const TensorMapDesc& d, int device, TensorMap* map) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const Slot& s = slots_[slot_of(d, device)];
+    if (!s.used || s.device != device || !same_desc(s.desc, d)) return false;
+    *map = s.map;
+    return true;
+  }
+  void insert(const TensorMapDesc& d, int device, const TensorMap& map) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    Slot& s = slots_[slot_of(d, device)];  // replaces whatever had this slot
+    s.used = true;
+    s.device = device;
+    s.desc = d;
+    s.map = map;
+  }
+
+ private:
+  struct Slot {
+    bool used = false;
+    int device = 0;
+    TensorMapDesc desc;
+    TensorMap map;
+  };
+  static std::size_t slot_of(const TensorMapDesc& d, int device) {
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(device);
+    auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001B3ull + (h >> 29); };
+    mix(static_cast<std::uint64_t>(d.elem) | (static_cast<std::uint64_t>(d.rank) << 8) |
+        (static_cast<std::uint64_t>(d.swizzle) << 16) | (static_cast<std::uint64_t>(d.oob) << 24));
+    mix(reinterpret_cast<std::uintptr_t>(d.global));
+    for (int i = 0; i < 5; ++i) mix(d.dims[i] ^ (static_cast<std::uint64_t>(d.box[i]) << 40));
+    for (int i = 0; i < 4; ++i) mix(d.strides[i]);
+    return static_cast<std::size_t>(h % kSlots);
+  }
+  std::mutex mutex_;
+  Slot slots_[kSlots];
+};
+
+inline TensorMapCache& tensor_map_cache() {
+  static TensorMapCache cache;
+  return cache;
+}
+}  // namespace detail
+
 /// Validates `desc` and encodes it into `*map` (host). The stride of a dimension of extent 1 may be any
-/// value: it is never used, and the map takes the dense one instead (detail::with_dense_unit_strides).
+/// value: it is never used, and the map takes the dense one instead (detail::with_dense_unit_strides). On a
+/// GPU build a description encoded before is copied from detail::tensor_map_cache() rather than encoded
+/// again.
 inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& caller_desc) {
   const TensorMapDesc desc = detail::with_dense_unit_strides(caller_desc);
   if (Status s = detail::validate_tensor_map(map, desc); !s.ok() || map == nullptr) return s;
@@ -279,6 +345,9 @@ inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& caller_desc) 
   return {};
 #elif defined(LLMK_CUDA)
   static_assert(sizeof(CUtensorMap) == sizeof(TensorMap), "TensorMap mirrors CUtensorMap");
+  int device = 0;
+  const bool cacheable = cudaGetDevice(&device) == cudaSuccess;
+  if (cacheable && detail::tensor_map_cache().find(desc, device, map)) return {};
   // The driver's entry point, looked up by name once per process (not per map: the Hopper launchers encode
   // several maps per call); a failed lookup is not kept.
   static std::atomic<void*> entry{nullptr};
@@ -343,6 +412,7 @@ inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& caller_desc) 
                                                          : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status::cuda_error("cuTensorMapEncodeTiled", str_cat("CUresult ", static_cast<int>(r)));
+  if (cacheable) detail::tensor_map_cache().insert(desc, device, *map);
   return {};
 #else
   (void)map;
