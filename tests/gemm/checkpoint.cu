@@ -617,6 +617,11 @@ TEST_CASE("checkpoint import and export reject bad arguments, naming them") {
     x.group_size = 8;
     expect_error(host(x, dst), "'k': must be a multiple of 16");
     x = b.host_view();
+    std::vector<llmk::half> bad_scales = b.scales;
+    bad_scales[3].bits = 0x7C00;  // +Inf: group 0, column 3
+    x.scales = bad_scales.data();
+    expect_error(host(x, dst), "'scales': must be finite: a NaN or +-Inf fp16 scale (group 0, column 3)");
+    x = b.host_view();
     x.k = (1 << 30) + 16;  // validated before dst.perm is written (the repack would only reject it after)
     x.g_idx = nullptr;
     x.group_size = -1;
@@ -739,6 +744,17 @@ TEST_CASE("checkpoint import and export reject bad arguments, naming them") {
     g[9] = -1;
     dbad.upload(g);
     expect_error(dev(x, ddst), "'g_idx': entries must be in [0, K / group_size) = [0, 2)");
+    {  // a NaN or Inf scale (a corrupt checkpoint): rejected before dst is written
+      std::vector<llmk::half> bad_scales = b.scales;
+      bad_scales[quant - 2].bits = 0x7E00;  // NaN
+      llmk::DeviceBuffer<llmk::half> dbs(bad_scales);
+      x = src;
+      x.scales = dbs.data();
+      expect_error(dev(x, ddst), "'scales': must be finite");
+      bad_scales[quant - 2].bits = 0xFC00;  // -Inf
+      dbs.upload(bad_scales);
+      expect_error(dev(x, ddst), "'scales': must be finite");
+    }
     const CheckpointTensors dbad8 = b8.view(dqw8.data(), dqz8.data(), dsc8.data(), nullptr);
     llmk::DeviceBuffer<std::uint8_t> ws8(llmk::gemm::import_checkpoint_workspace_bytes(dbad8));
     expect_error(llmk::gemm::import_checkpoint(

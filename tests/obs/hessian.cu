@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -293,6 +294,33 @@ TEST_CASE("hessian: bad arguments name the argument") {
   CHECK(msg(llmk::obs::dampen(h.data(), 4, 4, -0.1, nullptr)).find("'percdamp'") != std::string::npos);
   CHECK(msg(llmk::obs::fix_dead_columns(h.data(), 4, 4, nullptr, 2, 4, nullptr)).find("'w'") !=
         std::string::npos);
+}
+
+TEST_CASE("hessian: non-finite batches are rejected by the host update, a non-finite diagonal by dampen") {
+  const std::int64_t d = 4;
+  llmk::obs::HessianAccumulator acc(d);
+  std::vector<float> x = {1, 2, 3, 4, 0.5f, -1, 2, 0};
+  REQUIRE(acc.add_batch(x.data(), 2, d).ok());
+  const std::vector<float> before = acc.hessian();
+  for (const float bad :
+       {kNaN, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> y = x;
+    y[6] = bad;  // row 1, column 2
+    const llmk::Status s = acc.add_batch(y.data(), 2, d);
+    CHECK(s.message().find("'x': must be finite (x[1, 2]") != std::string::npos);
+    CHECK(acc.samples() == 2);       // the rejected batch is not counted
+    CHECK(acc.hessian() == before);  // nor folded in
+  }
+  std::vector<llmk::half> xh(8, llmk::half(0.5f));
+  xh[3] = llmk::half(kNaN);
+  CHECK(acc.add_batch(xh.data(), 2, d).message().find("'x'") != std::string::npos);
+  // dampen: one NaN or Inf on the diagonal would spread to every entry through the mean
+  std::vector<float> h = before;
+  h[5] = kNaN;
+  const std::vector<float> h_bad = h;
+  CHECK(llmk::obs::dampen(h.data(), d, d, 0.01, nullptr).message().find("'h': must have a finite diagonal") !=
+        std::string::npos);
+  for (std::size_t i = 0; i < h.size(); ++i) CHECK(std::memcmp(&h[i], &h_bad[i], 4) == 0);  // unchanged
 }
 
 // mirror_triangle (llmk/obs/linalg_cuda.cuh) is the symmetric fill of CudaLinalgBackend::cholesky_inverse;

@@ -737,6 +737,17 @@ TEST_CASE("sparsegpt / wanda / magnitude: bad arguments name the argument") {
   CHECK(has(llmk::obs::magnitude_prune(w.data(), n, k, k, nullptr, 0, {std::nan(""), 0, 0}, nullptr, &pr),
             "sparsity"));
   CHECK(has(llmk::obs::magnitude_prune(w.data(), n, k, k, nullptr, 0, {0.5, 3, 6}, nullptr, &pr), "prune_m"));
+  // Non-finite inputs are rejected by name (the host entries; pruning_gpu.cu checks the GPU ones).
+  w[5] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(has(llmk::obs::wanda_prune(w.data(), n, k, k, h.data(), k, ok, nullptr, &pr), "w"));
+  CHECK(has(llmk::obs::magnitude_prune(w.data(), n, k, k, nullptr, 0, ok, nullptr, &pr), "w"));
+  w[5] = -std::numeric_limits<float>::infinity();
+  CHECK(has(llmk::obs::magnitude_prune(w.data(), n, k, k, nullptr, 0, ok, nullptr, &pr), "w"));
+  w[5] = 0.5f;
+  h[2 * k + 2] = std::numeric_limits<float>::infinity();  // a diagonal entry: Wanda's score reads it
+  CHECK(has(llmk::obs::wanda_prune(w.data(), n, k, k, h.data(), k, ok, nullptr, &pr), "h"));
+  h[2 * k + 2] = 1.2f;
+  CHECK(llmk::obs::wanda_prune(w.data(), n, k, k, h.data(), k, ok, nullptr, &pr).ok());
 }
 
 TEST_CASE("n:m format: 2:4 and 4:8 compress / decompress round trip; groups short of zeros are rejected") {

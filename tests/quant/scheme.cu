@@ -212,4 +212,9 @@ TEST_CASE("huge ranges keep a finite scale; a NaN quotient (bad static scale) ma
   CHECK(A8::quantize(0.0f, {0.0f, 5}) == 5);
   CHECK(A8::quantize(inf, {inf, 5}) == 5);
   CHECK(A8::quantize(1.0f, {std::nanf(""), -3}) == -3);
+  // A static zero point outside the code range: a NaN's code is clamped as any other (4-bit: [0, 15]).
+  CHECK(U4::quantize(std::nanf(""), {1.0f, 20}) == 15);
+  CHECK(U4::quantize(std::nanf(""), {1.0f, -4}) == 0);
+  CHECK(U4::quantize(100.0f, {1.0f, 20}) == 15);
+  CHECK(A8::quantize(std::nanf(""), {1.0f, 300}) == 127);
 }

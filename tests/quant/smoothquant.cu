@@ -183,6 +183,17 @@ TEST_CASE("SmoothQuant helpers reject bad arguments with a message naming the ar
                  "'gamma': must not be null");
   expect_invalid(fold_smoothing_into_norm(g, g, 2, nullptr), "'scales': must not be null");
   expect_invalid(fold_smoothing_into_norm(g, g, -2, s), "'k': must be >= 0");
+  // Scales of 0, negative, NaN or Inf would poison the folded parameters: rejected before any change.
+  for (const float bad : {0.0f, -2.0f, nan, std::numeric_limits<float>::infinity()}) {
+    float sb[4] = {1.0f, 2.0f, 1.0f, bad};
+    float wb[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    expect_invalid(smooth_weight(WeightView<float>{wb, 2, 4, 4}, sb), "'scales': must be finite and > 0");
+    CHECK(wb[0] == 1.0f);  // unchanged
+    float gb[4] = {1, 1, 1, 1};
+    expect_invalid(fold_smoothing_into_norm(gb, static_cast<float*>(nullptr), 4, sb),
+                   "'scales': must be finite and > 0 (scales[3]");
+    CHECK(gb[0] == 1.0f);
+  }
   // smoothquant_apply validates before changing anything.
   float wm[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   WeightView<float> wv[] = {{wm, 2, 4, 4}};

@@ -74,8 +74,8 @@
 //
 // ---- Host and device ----
 // import_checkpoint_host (host memory) and import_checkpoint (device memory, caller-owned workspace) validate
-// the same rules, including the tensors' contents (g_idx, 8-bit v1 zeros: the device path checks them in a
-// kernel and reads back one flag word, one stream synchronization, only when there is something to check),
+// the same rules, including the tensors' contents (finite scales, g_idx, 8-bit v1 zeros: the device path
+// checks them in a kernel and reads back one flag word, one stream synchronization),
 // and write identical bytes: both unpack with the
 // same decoding functions (one thread per plain byte and per scale / zero on the device) and then run the
 // weight-only repack and act-order permutation, whose host and device versions are bit-identical.
@@ -165,6 +165,7 @@ constexpr unsigned kCkptBadZero = 1u;         // 8-bit GPTQ v1 stored zero 255 (
 constexpr unsigned kCkptBadGroup = 2u;        // a g_idx entry outside [0, groups)
 constexpr unsigned kCkptBadCount = 4u;        // a group without exactly G columns
 constexpr unsigned kCkptActOrder = 8u;        // g_idx differs from k / G somewhere
+constexpr unsigned kCkptBadScale = 16u;       // a scale that is NaN or +-Inf
 constexpr int kCkptThreads = 256;             // threads per block of every kernel here
 constexpr std::size_t kCkptHeaderBytes = 16;  // the flag word (padded) at the start of the workspace
 
@@ -304,10 +305,22 @@ inline Status ckpt_bad_zero(std::int64_t g, std::int64_t n) {
               "in llmk/gemm/checkpoint.cuh)"));
 }
 
-// Host check of the tensors' contents: v1 8-bit zeros, g_idx range and group sizes. *act_order = g_idx is
-// given and differs from k / G. s.group_size is resolved.
+inline Status ckpt_bad_scale(std::int64_t g, std::int64_t n) {
+  const std::string where = g >= 0 ? str_cat(" (group ", g, ", column ", n, ")") : std::string();
+  return Status::invalid_argument(
+      "scales",
+      str_cat("must be finite: a NaN or +-Inf fp16 scale", where,
+              " would make its group's outputs NaN (a corrupt checkpoint; export rejects them too)"));
+}
+
+// Host check of the tensors' contents: finite scales, v1 8-bit zeros, g_idx range and group sizes.
+// *act_order = g_idx is given and differs from k / G. s.group_size is resolved.
 inline Status check_checkpoint_contents_host(const CheckpointTensors& s, bool check_g_idx, bool* act_order) {
   const int g = s.group_size, groups = s.k / g;
+  for (int gi = 0; gi < groups; ++gi)
+    for (int n = 0; n < s.n; ++n)
+      if (!std::isfinite(s.scales[static_cast<std::int64_t>(gi) * s.n + n].to_float()))
+        return ckpt_bad_scale(gi, n);
   if (s.format == CheckpointFormat::kGptqV1 && s.bits == 8 && s.qzeros != nullptr)
     for (int gi = 0; gi < groups; ++gi)
       for (int n = 0; n < s.n; ++n)
@@ -375,7 +388,7 @@ __global__ void __launch_bounds__(kCkptThreads)
 }
 
 // Contents check: item i < K checks g_idx[i] (range, counts per group, act-order); item i < groups * N
-// checks the 8-bit v1 stored zero of (i / N, i % N). s.group_size is resolved.
+// checks the scale of (i / N, i % N) (finite) and its 8-bit v1 stored zero. s.group_size is resolved.
 template <class Unused = void>
 __global__ void __launch_bounds__(kCkptThreads)
     checkpoint_check_kernel(CheckpointTensors s, unsigned* flags, int* counts) {
@@ -383,7 +396,8 @@ __global__ void __launch_bounds__(kCkptThreads)
   const std::int64_t gidx_items = s.g_idx != nullptr ? s.k : 0;
   const bool check_zeros = s.format == CheckpointFormat::kGptqV1 && s.bits == 8 && s.qzeros != nullptr;
   const std::int64_t zero_items = check_zeros ? static_cast<std::int64_t>(groups) * s.n : 0;
-  const std::int64_t items = gidx_items > zero_items ? gidx_items : zero_items;
+  const std::int64_t scale_items = static_cast<std::int64_t>(groups) * s.n;
+  const std::int64_t items = gidx_items > scale_items ? gidx_items : scale_items;
   unsigned bad = 0;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < items;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -396,6 +410,7 @@ __global__ void __launch_bounds__(kCkptThreads)
         if (g != static_cast<int>(i / s.group_size)) bad |= kCkptActOrder;
       }
     }
+    if (i < scale_items && !quant::is_finite(s.scales[i].to_float())) bad |= kCkptBadScale;
     if (i < zero_items && ckpt_stored_zero(s, static_cast<int>(i / s.n), static_cast<int>(i % s.n)) == 0xFFu)
       bad |= kCkptBadZero;
   }
@@ -570,8 +585,8 @@ inline std::size_t import_checkpoint_workspace_bytes(const CheckpointTensors& sr
 }
 
 /// Imports a checkpoint on the device (src's tensors, dst and workspace: device memory): the same checks and
-/// the same bytes as import_checkpoint_host. Kernels: a contents check when there is something to check
-/// (g_idx given, or 8-bit v1 zeros; its flag word is read back: one synchronization of `stream`), the unpack
+/// the same bytes as import_checkpoint_host. Kernels: a contents check (finite scales, g_idx, 8-bit v1 zeros;
+/// its flag word is read back: one synchronization of `stream`), the unpack
 /// (one thread per plain byte into the workspace, one per scale / zero point into dst), then
 /// act_order_permutation (with act-order) and weight_only_repack. An offline step: run it once per layer
 /// after uploading the checkpoint's tensors. On an error nothing in dst is written.
@@ -621,10 +636,9 @@ Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOut
   const std::int64_t ld = detail::ckpt_plain_ld(s.k, s.bits);
   const dim3 block(detail::kCkptThreads);
 
-  // 1. Contents check (when there is anything to check), before anything in dst is written.
+  // 1. Contents check (the scales are always checked), before anything in dst is written.
   unsigned bad = 0;
-  const bool check_zeros = s.format == CheckpointFormat::kGptqV1 && s.bits == 8 && s.qzeros != nullptr;
-  if (s.g_idx != nullptr || check_zeros) {
+  {
     LLMK_RETURN_IF_ERROR(launch(detail::checkpoint_clear_kernel<>, detail::ckpt_grid(groups + 1), block, 0,
                                 stream, flags, counts, groups));
     const std::int64_t check_items = std::max<std::int64_t>(static_cast<std::int64_t>(groups) * s.n, s.k);
@@ -635,6 +649,7 @@ Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOut
                                   stream, counts, groups, s.group_size, flags));
     LLMK_RETURN_IF_ERROR(detail::ckpt_read_word(flags, &bad, stream));
   }
+  if (bad & detail::kCkptBadScale) return detail::ckpt_bad_scale(-1, -1);
   if (bad & detail::kCkptBadZero) return detail::ckpt_bad_zero(-1, -1);
   if (bad & detail::kCkptBadGroup)
     return Status::invalid_argument(

@@ -172,11 +172,7 @@ inline void awq_weight_error(const std::vector<float>& w, const std::vector<floa
 
 inline Status awq_check_scales(const float* scales, std::int64_t k) {
   if (scales == nullptr) return Status::invalid_argument("scales", "must not be null");
-  for (std::int64_t j = 0; j < k; ++j)
-    if (!(std::isfinite(scales[j]) && scales[j] > 0.0f))
-      return Status::invalid_argument("scales",
-                                      str_cat("must be finite and > 0 (scales[", j, "]=", scales[j], ")"));
-  return {};
+  return quant::detail::check_smoothing_scales(scales, k);
 }
 
 }  // namespace detail

@@ -13,6 +13,10 @@
 // for 16-byte aligned fp16/bf16 batches (the usual calibration activations) and a SIMT kernel for everything
 // else (fp32 batches, unaligned ones); hessian_update_kernel_for states the rule. HessianAccumulator wraps
 // the host version with its own storage. With samples == 0 neither reads the old H (it may be uninitialized).
+// Non-finite inputs: the host update (and HessianAccumulator) rejects a batch holding a NaN or +-Inf, naming
+// 'x' and the element, before it changes h (one poisoned batch would otherwise poison every later one); the
+// device update does not look (a check would cost a synchronization per batch): a non-finite value reaches
+// H, which dampen() and every consumer (GPTQ, SparseGPT, OBS, Wanda) reject, naming 'h'.
 //
 //   llmk::obs::HessianAccumulator acc(d);
 //   for (const auto& batch : batches) llmk::throw_if_error(acc.add_batch(batch.data(), batch_rows, d));
@@ -79,8 +83,13 @@ Status hessian_update_host(float* h, std::int64_t d, std::int64_t ldh, std::int6
   std::vector<double> xs(static_cast<std::size_t>(d));
   std::vector<double> acc(static_cast<std::size_t>(d * (d + 1) / 2), 0.0);  // packed lower triangle
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < d; ++c)
-      xs[static_cast<std::size_t>(c)] = quant::load_as_float(x[r * ldx + c]);
+    for (std::int64_t c = 0; c < d; ++c) {
+      const double v = quant::load_as_float(x[r * ldx + c]);
+      if (!std::isfinite(v))  // before h is written: a rejected batch changes nothing
+        return Status::invalid_argument("x", str_cat("must be finite (x[", r, ", ", c, "] = ", v,
+                                                     "): a non-finite sample would poison H"));
+      xs[static_cast<std::size_t>(c)] = v;
+    }
     std::size_t p = 0;
     for (std::int64_t i = 0; i < d; ++i) {
       const double xi = xs[static_cast<std::size_t>(i)];
@@ -126,7 +135,7 @@ inline Status fix_dead_columns(float* h, std::int64_t d, std::int64_t ldh, float
 }
 
 /// Dampening: h[i, i] += percdamp * mean(diag h) for every i; the added value goes to *damp (may be null).
-/// percdamp must be finite and >= 0.
+/// percdamp must be finite and >= 0, the diagonal finite (else invalid_argument naming it; h unchanged).
 ///   double damp = 0.0;
 ///   llmk::throw_if_error(llmk::obs::dampen(h.data(), d, d, 0.01, &damp));
 inline Status dampen(float* h, std::int64_t d, std::int64_t ldh, double percdamp, double* damp) {
@@ -138,6 +147,8 @@ inline Status dampen(float* h, std::int64_t d, std::int64_t ldh, double percdamp
   double mean = 0.0;
   for (std::int64_t i = 0; i < d; ++i) mean += h[i * ldh + i];
   mean /= static_cast<double>(d);
+  if (!std::isfinite(mean))  // one non-finite diagonal entry would make every one non-finite
+    return Status::invalid_argument("h", "must have a finite diagonal (a NaN or +-Inf h[i, i] was found)");
   const double add = percdamp * mean;
   for (std::int64_t i = 0; i < d; ++i) h[i * ldh + i] = static_cast<float>(h[i * ldh + i] + add);
   if (damp != nullptr) *damp = add;
@@ -155,7 +166,8 @@ class HessianAccumulator {
   ///   llmk::obs::HessianAccumulator acc(layer.in_features);   // then add_batch per calibration batch
   explicit HessianAccumulator(std::int64_t d)
       : d_(d), h_(d > 0 ? static_cast<std::size_t>(d * d) : 0, 0.0f) {}
-  /// Adds a batch x [rows, d] with row stride ldx (T = float, llmk::half, llmk::bfloat16).
+  /// Adds a batch x [rows, d] with row stride ldx (T = float, llmk::half, llmk::bfloat16); a batch holding a
+  /// NaN or +-Inf is rejected (naming 'x') and changes nothing.
   template <class T>
   Status add_batch(const T* x, std::int64_t rows, std::int64_t ldx) {
     LLMK_RETURN_IF_ERROR(hessian_update_host(h_.data(), d_, d_, samples_, x, rows, ldx));

@@ -294,8 +294,11 @@ struct Quantizer {
     } else {
       const float scaled = x / p.scale;
       // A NaN input, or a NaN quotient from a zero, infinite or NaN scale (a bad static scale), maps to the
-      // zero point rather than reaching the float-to-int conversion, which is undefined for NaN.
-      if (is_nan(scaled)) return p.zero_point;
+      // zero point rather than reaching the float-to-int conversion, which is undefined for NaN; clamped as
+      // every code is (a static zero point is the caller's and may lie outside the code range).
+      if (is_nan(scaled))
+        return p.zero_point < traits::kQmin ? traits::kQmin
+                                            : (p.zero_point > traits::kQmax ? traits::kQmax : p.zero_point);
       float q = round_half_even(scaled) + static_cast<float>(p.zero_point);
       // Clamp in float: x / s can exceed the int range (or be +-Inf) long before it is converted.
       q = q < static_cast<float>(traits::kQmin) ? static_cast<float>(traits::kQmin) : q;

@@ -64,6 +64,17 @@ Status check_weight(const WeightView<T>& w, std::int64_t k, const char* name) {
     return Status::invalid_argument(name, "data must not be null");
   return {};
 }
+// The smoothing factors every fold divides or multiplies by: finite and > 0 (0 would make gamma / s
+// infinite, a NaN or Inf poison the whole column), all checked before anything is changed.
+inline Status check_smoothing_scales(const float* scales, std::int64_t k) {
+  if (scales == nullptr && k > 0) return Status::invalid_argument("scales", "must not be null");
+  for (std::int64_t j = 0; j < k; ++j)
+    if (!(std::isfinite(scales[j]) && scales[j] > 0.0f))
+      return Status::invalid_argument("scales",
+                                      str_cat("must be finite and > 0 (scales[", j, "]=", scales[j], ")"));
+  return {};
+}
+
 }  // namespace detail
 
 /// weight_amax[j] = max over every weight W_i [N_i, K] and row r of |W_i[r, j]| (NaN/Inf skipped; 0 for an
@@ -122,13 +133,14 @@ inline Status smoothing_factors(const float* act_amax, const float* weight_amax,
   return {};
 }
 
-/// W[:, j] *= s_j for a weight [rows, K] (in place; fp32 product rounded once to T).
+/// W[:, j] *= s_j for a weight [rows, K] (in place; fp32 product rounded once to T). Every s_j must be finite
+/// and > 0 (invalid_argument naming 'scales' before anything changes).
 ///   llmk::Status st = llmk::quant::smooth_weight(llmk::quant::WeightView<float>{w, N, K, K}, s);
 template <class T>
 Status smooth_weight(WeightView<T> w, const float* scales) {
   static_assert(!std::is_const_v<T>, "smooth_weight modifies the weight: pass a WeightView of non-const T");
   LLMK_RETURN_IF_ERROR(detail::check_weight(w, w.cols, "w"));
-  if (scales == nullptr && w.cols > 0) return Status::invalid_argument("scales", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_smoothing_scales(scales, w.cols));
   for (std::int64_t r = 0; r < w.rows; ++r)
     for (std::int64_t j = 0; j < w.cols; ++j) {
       T& e = w.data[r * w.ld + j];
@@ -138,7 +150,8 @@ Status smooth_weight(WeightView<T> w, const float* scales) {
 }
 
 /// Folds 1/s into a preceding normalization: gamma_j /= s_j and, when beta is not null, beta_j /= s_j
-/// (fp32 quotient rounded once to T). The normalization then outputs X diag(1/s).
+/// (fp32 quotient rounded once to T). The normalization then outputs X diag(1/s). Every s_j must be finite
+/// and > 0 (invalid_argument naming 'scales' before anything changes).
 ///   llmk::Status st = llmk::quant::fold_smoothing_into_norm(ln_gamma, ln_beta, K, s);
 ///   // RMSNorm (no beta): a typed null, e.g. static_cast<llmk::half*>(nullptr), or <llmk::half> given
 template <class T>
@@ -148,7 +161,7 @@ Status fold_smoothing_into_norm(T* gamma, T* beta, std::int64_t k, const float* 
   if (k < 0) return Status::invalid_argument("k", str_cat("must be >= 0, got ", k));
   if (k == 0) return {};
   if (gamma == nullptr) return Status::invalid_argument("gamma", "must not be null");
-  if (scales == nullptr) return Status::invalid_argument("scales", "must not be null");
+  LLMK_RETURN_IF_ERROR(detail::check_smoothing_scales(scales, k));
   for (std::int64_t j = 0; j < k; ++j) {
     gamma[j] = convert_output<T>(load_as_float(gamma[j]) / scales[j]);
     if (beta != nullptr) beta[j] = convert_output<T>(load_as_float(beta[j]) / scales[j]);
