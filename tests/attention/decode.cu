@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -673,5 +674,113 @@ TEST_CASE("decode: a NaN in K or V at key j reaches exactly the heads that see j
     plant(in, c, /*in_v=*/false, 1, 49, 1, 3, nan);  // the first visible key: heads 2, 3 of sequence 1
     plant(in, c, /*in_v=*/true, 0, 170, 0, 9, nan);  // split 1 of 3: column 9 of heads 0, 1 of sequence 0
     for (int splits : {1, 3}) check_decode_nans(c, in, splits, {{1, 2, 2, -1}, {0, 0, 2, 9}});
+  }
+}
+
+TEST_CASE("decode: a row whose visible scores are all -inf gives 0 and LSE -inf; +inf in V gives +inf") {
+  // docs/attention.md, "Special values". Query head 0 holds +inf in column 3 and KV head 0's keys are
+  // negative there (sequences 0 and 1): every score of head 0 is -inf, so m stays -inf, every p is 0
+  // (exp2_shifted), l = 0 and the row is 0 with LSE -inf, as a row that sees no key; head 1 (the same KV
+  // head) is finite. V holds +inf at key 70 of KV head 1 (sequence 0, column 9): heads 2, 3 give +inf there
+  // (p > 0), their LSE unchanged. Sequence 1 holds +inf at key 40 and NaN at key 60 of KV head 0 (columns 20
+  // and 33): head 1 gives +inf and NaN; head 0 (p = 0 at every key) NaN in both (0 * inf, 0 * NaN), with one
+  // split or three (the merge keeps a non-finite partial of weight 0: decode_merge_kernel).
+  std::mt19937 rng(209);
+  Case c;
+  c.kv_lens = {150, 90};
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.dim = 64;
+  Inputs<f16> in = make_inputs<f16>(c, rng);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<f16> k = in.d_k.to_host();
+  std::size_t t0 = 0;
+  for (int b = 0; b < 2; ++b) {
+    in.q[(static_cast<std::size_t>(b) * c.heads + 0) * c.dim + 3] = f16(inf);
+    for (int t = 0; t < in.lens[b]; ++t) {
+      f16& kc = k[(static_cast<std::size_t>(b) * in.max_kv + t) * in.token_stride + 3];  // KV head 0
+      kc = f16(-std::fabs(kc.to_float()));
+      in.k_ragged[(t0 + t) * c.kv_heads * c.dim + 3] = kc;
+    }
+    t0 += static_cast<std::size_t>(in.lens[b]);
+  }
+  in.d_q.upload(in.q);
+  in.d_k.upload(k);
+  plant(in, c, /*in_v=*/true, 0, 70, 1, 9, f16(inf));
+  plant(in, c, /*in_v=*/true, 1, 40, 0, 20, f16(inf));
+  plant(in, c, /*in_v=*/true, 1, 60, 0, 33, f16(std::nanf("")));
+  // The expected classes: rows r = sequence * heads + head.
+  enum class Want { kFinite, kZero, kInf, kNan };
+  const std::int64_t rows = 2 * c.heads;
+  auto all_neg_inf = [&](std::int64_t r) { return r % c.heads == 0; };  // head 0 of both sequences
+  auto want = [&](std::int64_t r, int col) {
+    if (r == 2 || r == 3) return col == 9 ? Want::kInf : Want::kFinite;
+    if (r == c.heads + 1) return col == 20 ? Want::kInf : (col == 33 ? Want::kNan : Want::kFinite);
+    if (r == c.heads && (col == 20 || col == 33)) return Want::kNan;
+    return all_neg_inf(r) ? Want::kZero : Want::kFinite;
+  };
+  // The reference (a -inf row would be NaN there: exp(-inf - -inf)) and the rule's bound per row over its
+  // finite elements.
+  std::vector<double> ref(static_cast<std::size_t>(rows * c.dim)), ref_lse(static_cast<std::size_t>(rows));
+  std::vector<float> naive(ref.size());
+  llmk::reference::attention_fp64(in.p, in.q.data(), in.k_ragged.data(), in.v_ragged.data(), ref.data(),
+                                  ref_lse.data());
+  llmk::reference::attention_naive(in.p, in.q.data(), in.k_ragged.data(), in.v_ragged.data(), naive.data());
+  std::vector<double> bound(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double row_naive = 0.0, row_max = 0.0;
+    for (int col = 0; col < c.dim; ++col) {
+      const std::size_t i = static_cast<std::size_t>(r * c.dim + col);
+      if (want(r, col) != Want::kFinite) continue;
+      row_naive = std::max(row_naive, std::fabs(static_cast<double>(naive[i]) - ref[i]));
+      row_max = std::max(row_max, std::fabs(ref[i]));
+    }
+    bound[static_cast<std::size_t>(r)] = 2.0 * row_naive + llmk::test::output_floor<f16>(row_max);
+  }
+  for (int splits : {1, 3}) {
+    CAPTURE(splits);
+    llmk::DeviceBuffer<f16> d_o(static_cast<std::size_t>(rows) * c.dim);  // poisoned
+    llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(rows));
+    const attn::DecodeArgs<f16> a = args_of(c, in, d_o.data(), d_lse.data());
+    attn::DecodePlan plan;
+    REQUIRE(attn::plan_decode(a, &plan, splits).ok());
+    REQUIRE(plan.num_splits == splits);
+    llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);  // poisoned
+    const llmk::Status run = attn::decode(a, plan, ws.data(), plan.workspace_bytes, nullptr);
+    REQUIRE_MESSAGE(run.ok(), run.message());
+    const std::vector<f16> o = d_o.to_host();
+    const std::vector<float> lse = d_lse.to_host();
+    int bad = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float g_lse = lse[static_cast<std::size_t>(r)];
+      const double r_lse = ref_lse[static_cast<std::size_t>(r)];
+      const bool lse_ok = all_neg_inf(r) ? g_lse == -inf
+                                         : std::isfinite(r_lse) &&
+                                               std::fabs(g_lse - r_lse) <= llmk::test::lse_tolerance(r_lse);
+      if (!lse_ok && bad++ < 8)
+        MESSAGE("lse[" << r << "] = " << g_lse << ", want " << (all_neg_inf(r) ? -inf : r_lse));
+      for (int col = 0; col < c.dim; ++col) {
+        const std::size_t i = static_cast<std::size_t>(r * c.dim + col);
+        const float g = o[i].to_float();
+        bool ok = false;
+        switch (want(r, col)) {
+          case Want::kZero:
+            ok = g == 0.0f;
+            break;
+          case Want::kInf:
+            ok = g == inf;
+            break;
+          case Want::kNan:
+            ok = std::isnan(g);
+            break;
+          case Want::kFinite:
+            ok = std::isfinite(g) && std::isfinite(ref[i]) &&
+                 std::fabs(g - ref[i]) <= bound[static_cast<std::size_t>(r)];
+            break;
+        }
+        if (!ok && bad++ < 8) MESSAGE("row " << r << " col " << col << ": got " << g << ", ref " << ref[i]);
+      }
+    }
+    CHECK(bad == 0);
   }
 }

@@ -1193,6 +1193,297 @@ TEST_CASE(
   CHECK(bad == 0);
 }
 
+namespace {
+
+// What a special-value case expects of an output element or LSE: finite (and within the rule of the
+// reference), NaN, or non-finite (NaN or +-inf: what an infinite scale may give, docs/kvcache.md).
+enum class Want { kFinite, kNan, kNonFinite };
+
+// llmk::test::check_special_values() over a quantized cache: the reference attends over the exact
+// dequantized values (exact: decode, which folds the scales in fp32) or over their roundings to T (prefill,
+// which computes with T(code * scale)); the naive baseline over the roundings; the rule per row over its
+// finite elements. kNonFinite elements may be NaN or +-inf (an infinity there is checked as a NaN).
+// Returns the number of output rows holding a non-finite value.
+template <class T, class Code, class WantOut, class WantLse>
+std::int64_t check_quant_special(const llmk::reference::AttentionProblem& p, const std::vector<T>& q,
+                                 const QuantCache<T, Code>& qc, bool exact, std::vector<T> got,
+                                 std::vector<float> lse, WantOut&& want_out, WantLse&& want_lse) {
+  const std::int64_t n = p.q_elements(), rows = p.total_q() * p.num_heads;
+  const int d = p.head_dim;
+  REQUIRE(got.size() == static_cast<std::size_t>(n));
+  REQUIRE(lse.size() == static_cast<std::size_t>(rows));
+  std::vector<double> ref(static_cast<std::size_t>(n)), ref_lse(static_cast<std::size_t>(rows));
+  if (exact) {
+    std::vector<double> qd(q.size());
+    for (std::size_t i = 0; i < q.size(); ++i) qd[i] = static_cast<double>(q[i].to_float());
+    llmk::reference::attention_fp64(p, qd.data(), qc.k_exact.data(), qc.v_exact.data(), ref.data(),
+                                    ref_lse.data());
+  } else {
+    llmk::reference::attention_fp64(p, q.data(), qc.k_deq.data(), qc.v_deq.data(), ref.data(),
+                                    ref_lse.data());
+  }
+  std::vector<float> naive(static_cast<std::size_t>(n));
+  llmk::reference::attention_naive(p, q.data(), qc.k_deq.data(), qc.v_deq.data(), naive.data());
+  std::vector<double> bound(static_cast<std::size_t>(rows));
+  std::int64_t nonfinite_rows = 0;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    double row_naive = 0.0, row_max = 0.0;
+    bool nonfinite = false;
+    for (int col = 0; col < d; ++col) {
+      const std::size_t i = static_cast<std::size_t>(row * d + col);
+      const double e = std::fabs(static_cast<double>(naive[i]) - ref[i]);
+      if (want_out(row, col) == Want::kFinite && std::isfinite(e)) {
+        row_naive = std::max(row_naive, e);
+        row_max = std::max(row_max, std::fabs(ref[i]));
+      }
+      nonfinite = nonfinite || !std::isfinite(got[i].to_float());
+      if (want_out(row, col) == Want::kNonFinite && std::isinf(got[i].to_float()))
+        got[i] = T(std::numeric_limits<float>::quiet_NaN());
+    }
+    nonfinite_rows += nonfinite;
+    bound[static_cast<std::size_t>(row)] = 2.0 * row_naive + llmk::test::output_floor<T>(row_max);
+    if (want_lse(row) == Want::kNonFinite && std::isinf(lse[static_cast<std::size_t>(row)]))
+      lse[static_cast<std::size_t>(row)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  llmk::test::check_nan_pattern(
+      rows, d, ref, ref_lse, got, &lse,
+      [&](std::int64_t row, int col) { return want_out(row, col) != Want::kFinite; },
+      [&](std::int64_t row) { return want_lse(row) != Want::kFinite; },
+      [&](std::int64_t row, std::int64_t) { return bound[static_cast<std::size_t>(row)]; });
+  return nonfinite_rows;
+}
+
+// Paged decode over a quantized cache (CSR or block table, `splits` splits) into fresh poisoned buffers.
+template <class T, class Code>
+std::pair<std::vector<T>, std::vector<float>> run_quant_decode(const Setup& s, const Cache<T>& c,
+                                                               const QuantCache<T, Code>& qc,
+                                                               const std::vector<T>& q, int splits,
+                                                               bool csr) {
+  const int batch = static_cast<int>(s.lens.size());
+  llmk::DeviceBuffer<T> d_q(q), d_o(q.size());
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(batch) * s.heads);
+  const attn::DecodeArgs<T> a = decode_args<T>(s, d_q.data(), d_o.data(), d_lse.data());
+  const kv::PagedKv<T, Code> pages = qc.view(c, csr);
+  attn::DecodePlan plan;
+  REQUIRE(attn::plan_decode_paged(a, pages, &plan, splits).ok());
+  REQUIRE(plan.num_splits == splits);
+  llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
+  const llmk::Status st = attn::decode_paged(a, pages, plan, ws.data(), ws.size(), nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return {d_o.to_host(), d_lse.to_host()};
+}
+
+// A causal chunk over a quantized cache: the last min(len, 5) tokens of each sequence as the queries.
+struct QuantChunk {
+  std::vector<int> cu_q;
+  llmk::reference::AttentionProblem p;
+};
+
+QuantChunk quant_chunk(const Setup& s) {
+  QuantChunk ch;
+  const int batch = static_cast<int>(s.lens.size());
+  ch.cu_q.assign(batch + 1, 0);
+  for (int b = 0; b < batch; ++b) {
+    ch.cu_q[b + 1] = ch.cu_q[b] + std::min(s.lens[b], 5);
+    ch.p.q_lens.push_back(std::min(s.lens[b], 5));
+  }
+  ch.p.kv_lens = s.lens;
+  ch.p.num_heads = s.heads;
+  ch.p.num_kv_heads = s.kv_heads;
+  ch.p.head_dim = s.dim;
+  ch.p.options.softmax_scale = attn::default_scale(s.dim);
+  ch.p.options.causal = true;
+  return ch;
+}
+
+// prefill_paged (mma false: the dispatch, the Hopper kernel on sm_90) or prefill_paged_mma of a chunk over
+// the quantized cache (block table) into fresh poisoned buffers.
+template <class T, class Code>
+std::pair<std::vector<T>, std::vector<float>> run_quant_prefill(const Setup& s, const Cache<T>& c,
+                                                                const QuantCache<T, Code>& qc,
+                                                                const QuantChunk& ch, const std::vector<T>& q,
+                                                                bool mma) {
+  llmk::DeviceBuffer<T> d_q(q), d_o(q.size());
+  llmk::DeviceBuffer<float> d_lse(static_cast<std::size_t>(ch.p.total_q()) * s.heads);
+  llmk::DeviceBuffer<int> d_cu_q(ch.cu_q);
+  attn::PrefillArgs<T> a = chunk_args<T>(s, d_q.data(), d_o.data(), d_cu_q.data(), ch.cu_q.data());
+  a.lse = d_lse.data();
+  const llmk::Status st = mma ? attn::prefill_paged_mma(a, qc.view(c, false), nullptr)
+                              : attn::prefill_paged(a, qc.view(c, false), nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return {d_o.to_host(), d_lse.to_host()};
+}
+
+// A NaN written through append_kv into an 8-bit cache (docs/kvcache.md): fp8 keeps it as a NaN code, which
+// paged decode and prefill propagate as fp16 pages do (docs/attention.md, "Special values"); int8 has no NaN
+// code and stores 0 (the per-token-head scale from the finite values), so every output stays finite.
+// Planted (the fp16 NaN test's and one more): K at key 5 of KV head 1 in a page shared by sequences 0 and 1;
+// V at key 180 of sequence 1 (KV head 0, column 9); K at the last key (36) of sequence 2's short last page
+// (KV head 0); V at the last key (149) of sequence 0 (KV head 0, column 30).
+//   decode: heads 2, 3 of sequences 0 and 1 and heads 0, 1 of sequence 2 whole (and their LSE); column 9 of
+//     heads 0, 1 of sequence 1; column 30 of heads 0, 1 of sequence 0.
+//   prefill (the last 5 tokens of each sequence, causal): the same, but K at key 36 reaches only sequence
+//     2's last token (the others mask it), and V at key 149 every token of sequence 0: one block holds the
+//     sequence's 10 rows (5 tokens x group 2) and loads the keys up to its last visible one, 149, so the
+//     rows that do not see it get 0 * NaN too.
+template <class Code>
+void check_nan_written(kv::KvScale mode, std::mt19937& rng) {
+  constexpr bool kInt8 = std::is_same_v<Code, std::int8_t>;
+  const std::string code = kInt8 ? "int8" : (std::is_same_v<Code, llmk::float8_e4m3> ? "e4m3" : "e5m2");
+  CAPTURE(code);
+  Setup s;
+  s.lens = {150, 200, 37};
+  s.page_size = 16;
+  s.shared_prefix = 32;  // sequence 1's first two pages are sequence 0's
+  const int row = s.kv_heads * s.dim, batch = static_cast<int>(s.lens.size());
+  const float nan = std::nanf("");
+  struct Spot {
+    bool in_v;
+    int b, t, g, col;
+  };
+  const std::vector<Spot> spots = {
+      {false, 0, 5, 1, 17}, {true, 1, 180, 0, 9}, {false, 2, 36, 0, 0}, {true, 0, 149, 0, 30}};
+  Cache<f16> c;
+  make_cache<f16>(c, s, rng, [&](Cache<f16>& cc) {
+    for (const Spot& sp : spots)
+      (sp.in_v ? cc.v : cc.k)[(cc.kv_begin[sp.b] + sp.t) * row + sp.g * s.dim + sp.col] = f16(nan);
+  });
+  QuantCache<f16, Code> qc;
+  double rel = 0.0;
+  make_quant_cache(qc, c, mode, &rel);
+  // The codes at the planted spots: NaN (fp8) or 0 (int8), read back through make_quant_cache.
+  for (const Spot& sp : spots) {
+    const std::size_t li = (static_cast<std::size_t>(c.kv_begin[sp.b]) + sp.t) * row + sp.g * s.dim + sp.col;
+    const double x = (sp.in_v ? qc.v_exact : qc.k_exact)[li];
+    CHECK((kInt8 ? x == 0.0 : std::isnan(x)));
+  }
+  auto hit = [&](int b, int token_pos, int h, int col, bool prefill, bool lse_only) {
+    if (kInt8) return false;
+    for (const Spot& sp : spots) {
+      if (h / (s.heads / s.kv_heads) != sp.g || (sp.in_v && (lse_only || col != sp.col))) continue;
+      // Sequence 1 reads sequence 0's shared pages.
+      const bool same_seq = sp.b == b || (sp.b == 0 && b == 1 && sp.t < s.shared_prefix);
+      if (!same_seq) continue;
+      if (prefill && !sp.in_v && sp.t > token_pos) continue;  // K: only the rows that see the key
+      return true;
+    }
+    return false;
+  };
+  // Decode: one query per sequence, splits 1 and 3, both table forms (the same bits).
+  const std::vector<f16> q =
+      llmk::test::random_tensor<f16>(static_cast<std::int64_t>(batch) * s.heads * s.dim, 1.0f, rng);
+  const llmk::reference::AttentionProblem p = decode_problem(s);
+  for (int splits : {1, 3}) {
+    CAPTURE(splits);
+    const auto [o, lse] = run_quant_decode(s, c, qc, q, splits, true);
+    const auto [o_table, lse_table] = run_quant_decode(s, c, qc, q, splits, false);
+    CHECK(same_bits(o, o_table));
+    CHECK(std::memcmp(lse.data(), lse_table.data(), lse.size() * sizeof(float)) == 0);
+    auto want = [&](std::int64_t r, int col, bool lse_only) {
+      const int b = static_cast<int>(r / s.heads), h = static_cast<int>(r % s.heads);
+      return hit(b, s.lens[b] - 1, h, col, false, lse_only) ? Want::kNan : Want::kFinite;
+    };
+    const std::int64_t nan_rows = check_quant_special(
+        p, q, qc, true, o, lse, [&](std::int64_t r, int col) { return want(r, col, false); },
+        [&](std::int64_t r) { return want(r, 0, true); });
+    CHECK(nan_rows == (kInt8 ? 0 : 10));  // 6 whole rows, 4 with one NaN column
+  }
+  // Chunked prefill.
+  const QuantChunk ch = quant_chunk(s);
+  const std::vector<f16> qp =
+      llmk::test::random_tensor<f16>(static_cast<std::int64_t>(ch.cu_q[batch]) * s.heads * s.dim, 1.0f, rng);
+  auto want = [&](std::int64_t r, int col, bool lse_only) {
+    int token = static_cast<int>(r / s.heads), b = 0;
+    while (token >= ch.cu_q[b + 1]) ++b;
+    const int pos = token - ch.cu_q[b] + s.lens[b] - ch.p.q_lens[b];
+    return hit(b, pos, static_cast<int>(r % s.heads), col, true, lse_only) ? Want::kNan : Want::kFinite;
+  };
+  // The mma.sync kernel for every code; the dispatch too for e4m3 (on sm_90 and in the simulator the Hopper
+  // kernel, whose producer dequantizes with the same dequant_chunk16; 0.6 s a launch in the simulator).
+  for (bool mma :
+       std::is_same_v<Code, llmk::float8_e4m3> ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
+    CAPTURE(mma);
+    const auto [o, lse] = run_quant_prefill(s, c, qc, ch, qp, mma);
+    const std::int64_t nan_rows = check_quant_special(
+        ch.p, qp, qc, false, o, lse, [&](std::int64_t r, int col) { return want(r, col, false); },
+        [&](std::int64_t r) { return want(r, 0, true); });
+    // Sequence 0: 5 tokens x heads 0..3; sequence 1: 5 x heads 0..3; sequence 2: its last token, heads 0, 1.
+    CHECK(nan_rows == (kInt8 ? 0 : 5 * 4 + 5 * 4 + 2));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("quantized paged decode and prefill: a NaN written by append_kv (e4m3, e5m2 NaN codes; int8 0)") {
+  std::mt19937 rng(617);
+  check_nan_written<llmk::float8_e4m3>(kv::KvScale::kPerHead, rng);
+  check_nan_written<llmk::float8_e5m2>(kv::KvScale::kPerTensor, rng);
+  check_nan_written<std::int8_t>(kv::KvScale::kPerTokenHead, rng);
+}
+
+// A NaN or infinite static per-head scale (docs/kvcache.md: NaN scales propagate, an infinite scale gives an
+// infinite or NaN row), e4m3 per head, one KV head at a time: a V scale reaches every column of its group's
+// heads (decode folds it into P, code_tiles.cuh VScaleFold; prefill dequantizes with it), their LSE
+// unchanged; a K scale their whole rows and LSEs. The other KV head's heads meet the reference.
+TEST_CASE("quantized paged decode and prefill: a NaN or infinite per-head K or V scale (e4m3)") {
+  std::mt19937 rng(618);
+  Setup s;
+  s.lens = {150, 61, 37};
+  s.page_size = 16;
+  const int batch = static_cast<int>(s.lens.size()), group = s.heads / s.kv_heads;
+  Cache<f16> c;
+  QuantCache<f16, llmk::float8_e4m3> qc;
+  const std::vector<f16> q = quantized_cache(c, qc, s, kv::KvScale::kPerHead, 1.0 / 16 + 1e-3, rng);
+  const QuantChunk ch = quant_chunk(s);
+  const std::vector<f16> qp =
+      llmk::test::random_tensor<f16>(static_cast<std::int64_t>(ch.cu_q[batch]) * s.heads * s.dim, 1.0f, rng);
+  const std::vector<float> ks = qc.k_scales.to_host(), vs = qc.v_scales.to_host();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Bad {
+    bool in_v;
+    int g;
+    float scale;
+  };
+  for (const Bad bad :
+       {Bad{true, 0, std::nanf("")}, Bad{true, 1, inf}, Bad{false, 1, std::nanf("")}, Bad{false, 0, inf}}) {
+    CAPTURE(bad.in_v);
+    CAPTURE(bad.g);
+    CAPTURE(bad.scale);
+    std::vector<float> k2 = ks, v2 = vs;
+    (bad.in_v ? v2 : k2)[static_cast<std::size_t>(bad.g)] = bad.scale;
+    qc.k_scales = llmk::DeviceBuffer<float>(k2);
+    qc.v_scales = llmk::DeviceBuffer<float>(v2);
+    // The values the reference attends over.
+    std::vector<double>& exact = bad.in_v ? qc.v_exact : qc.k_exact;
+    std::vector<f16>& deq = bad.in_v ? qc.v_deq : qc.k_deq;
+    const std::vector<double> exact0 = exact;
+    const std::vector<f16> deq0 = deq;
+    const float old = (bad.in_v ? vs : ks)[static_cast<std::size_t>(bad.g)];
+    for (std::size_t i = 0; i < exact.size(); ++i)
+      if (static_cast<int>(i / s.dim) % s.kv_heads == bad.g) {
+        const double code = exact[i] / old;  // exact[i] = code * old exactly (two floats' product)
+        exact[i] = code * bad.scale;
+        deq[i] = f16(static_cast<float>(code) * bad.scale);
+      }
+    const Want kind = std::isnan(bad.scale) ? Want::kNan : Want::kNonFinite;
+    auto want_out = [&](std::int64_t r, int) { return r % s.heads / group == bad.g ? kind : Want::kFinite; };
+    auto want_lse = [&](std::int64_t r) {
+      return !bad.in_v && r % s.heads / group == bad.g ? kind : Want::kFinite;
+    };
+    for (int splits : {1, 3}) {
+      CAPTURE(splits);
+      const auto [o, lse] = run_quant_decode(s, c, qc, q, splits, false);
+      CHECK(check_quant_special(decode_problem(s), q, qc, true, o, lse, want_out, want_lse) == batch * group);
+    }
+    // Prefill: the mma.sync kernel (the Hopper kernel dequantizes with the same dequant_chunk16; it runs the
+    // NaN codes above).
+    const auto [o, lse] = run_quant_prefill(s, c, qc, ch, qp, true);
+    CHECK(check_quant_special(ch.p, qp, qc, false, o, lse, want_out, want_lse) == ch.p.total_q() * group);
+    exact = exact0;
+    deq = deq0;
+  }
+}
+
 TEST_CASE("paged prefill over several Br and Bc tiles: windows, page size 5 (no shift path), int8 HND") {
   std::mt19937 rng(607);
   Setup s;

@@ -69,7 +69,8 @@ enum class Fp8Descale : int { kPerTensor = 0, kPerKvHead = 1 };
 
 /// The device arrays of fp8 descale factors: value = code * descale. Each holds 1 float (kPerTensor) or
 /// num_kv_heads floats (kPerKvHead), 4-byte aligned. Read on the device, so their values are not validated:
-/// a non-finite or zero descale gives non-finite or zero outputs.
+/// a NaN, infinite or zero descale gives NaN, infinite or zero rows, or finite ones under a soft-cap
+/// (docs/attention.md, "Special values", states which).
 struct Fp8Descales {
   const float* q = nullptr;
   const float* k = nullptr;

@@ -464,10 +464,12 @@ template <int D>
 inline constexpr int kMergeHeadsPerBlock = (128 / (D / 8)) > 1 ? 128 / (D / 8) : 1;
 
 /// Combines the splits of decode_kernel in split order. Grid: (ceil(num_heads / kMergeHeadsPerBlock), batch);
-/// block: kMergeHeadsPerBlock heads of D / 8 threads, 8 columns each. Empty splits (LSE -inf) are skipped, so
-/// trailing splits a sequence does not reach change no bit; a sequence with one non-empty split gets that
-/// split's partial back exactly (weight 2^0 = 1, first term assigned, not added to 0, so even a -0 survives):
-/// the same bits as the one-split kernel writes directly.
+/// block: kMergeHeadsPerBlock heads of D / 8 threads, 8 columns each. Splits of weight 0 with a finite
+/// partial (empty splits: LSE -inf, partial 0) are skipped, so trailing splits a sequence does not reach
+/// change no bit (a NaN or Inf partial of weight 0 is kept: it gives NaN, as the one-split kernel's 0 * NaN
+/// does); a sequence with one non-empty split gets that split's partial back exactly (weight 2^0 = 1, first
+/// term assigned, not added to 0, so even a -0 survives): the same bits as the one-split kernel writes
+/// directly.
 template <class T, int D>
 __global__ void __launch_bounds__(D / 8 * kMergeHeadsPerBlock<D>)
     decode_merge_kernel(DecodeArgs<T> args, detail::DecodeWorkspace ws) {
@@ -486,10 +488,19 @@ __global__ void __launch_bounds__(D / 8 * kMergeHeadsPerBlock<D>)
     const float lse2 = ws.partial_lse2[row0 + s];
     // The split holding the max weighs exactly 1 (not left to ex2.approx(0)); -inf - -inf is NaN, not 0.
     const float w = lse2 - m == 0.0f ? 1.0f : exp2_shifted(lse2, m);
-    if (w == 0.0f) continue;  // an empty split's partial is 0 anyway; skip the reads
-    sum += w;
     const Vector16<float> lo = load16(ws.partial_o + (row0 + s) * D + col);
     const Vector16<float> hi = load16(ws.partial_o + (row0 + s) * D + col + 4);
+    if (w == 0.0f) {
+      // An empty split (partial 0), or one whose weight underflowed or whose scores were all -inf: a finite
+      // partial adds nothing and is skipped, but a NaN or Inf there is the NaN the one-split kernel writes
+      // (0 * NaN, 0 * Inf at a key of p = 0), so it is kept: the merge never drops a NaN.
+      bool finite = true;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        finite = finite && lo.elements[e] - lo.elements[e] == 0.0f && hi.elements[e] - hi.elements[e] == 0.0f;
+      if (finite) continue;
+    }
+    sum += w;
     if (first) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
