@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -265,6 +266,107 @@ TEST_CASE(
   if (!llmk::test::fast()) check_blockwise<f16>(sh[2], true, sh[2].n + 1, 912);
 }
 
+// Special values of the block-wise fp8 GEMM (docs/gemm.md: fp8 NaN codes propagate like fp16 NaNs; the block
+// scales and the bias are device data, not checked): random e4m3 [70, 136, 160] (two 128-column weight
+// blocks, two K blocks; NaN codes in the operands' padding past K, lda = ldw = K + 16), fp16 out through the
+// TMA store (ldd = N + 8: the padding stays poisoned), planted:
+//   A[3, 5] = 0x7F, W[7, 140] = 0xFF       row 3, column 7 NaN (the two NaN codes; K blocks 0 and 1)
+//   a_scales[kb 1, row 11] = NaN            row 11 NaN
+//   w_scales[column block 1, kb 0] = NaN    columns 128..135 NaN
+//   a_scales[kb, rows M..ld_a_scales-1]     NaN, reaching no output (past M; a scale box reads them)
+//   bias[20] = -Inf                         column 20 -Inf
+//   a_scales[kb 0, row 15] = 1e9            row 15 +-Inf (past fp16's range)
+TEST_CASE("sm90 FP8 block-wise special values: NaN codes and scales by block, -Inf bias, fp16 overflow") {
+  if (!sm90_here()) return;
+  using special::Kind;
+  const Shape s{70, 136, 160};
+  const int ld = s.k + 16;
+  std::mt19937 rng(951);
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  std::vector<e4m3> a(static_cast<std::size_t>(s.m) * ld), w(static_cast<std::size_t>(s.n) * ld);
+  for (std::size_t e = 0; e < a.size(); ++e)
+    a[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
+                                                  : e4m3::from_bits(0x7F);
+  for (std::size_t e = 0; e < w.size(); ++e)
+    w[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
+                                                  : e4m3::from_bits(0x7F);
+  a[3 * ld + 5] = e4m3::from_bits(0x7F);
+  w[7 * ld + 140] = e4m3::from_bits(0xFF);
+  const int k_blocks = 2, n_blocks = 2;
+  const std::int64_t ld_sa = s.m + 5;
+  std::vector<float> sa = random_floats(static_cast<std::size_t>(k_blocks) * ld_sa, 1e-3f, 2e-2f, rng);
+  std::vector<float> sw = random_floats(static_cast<std::size_t>(n_blocks) * k_blocks, 1e-3f, 2e-2f, rng);
+  std::vector<float> b = random_floats(static_cast<std::size_t>(s.n), -1.0f, 1.0f, rng);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int kb = 0; kb < k_blocks; ++kb)
+    for (std::int64_t i = s.m; i < ld_sa; ++i) sa[static_cast<std::size_t>(kb * ld_sa + i)] = nan;
+  sa[static_cast<std::size_t>(1 * ld_sa + 11)] = nan;
+  sa[15] = 1e9f;
+  sw[1 * k_blocks + 0] = nan;
+  b[20] = -std::numeric_limits<float>::infinity();
+  llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
+  llmk::DeviceBuffer<float> d_sa(sa), d_sw(sw), d_b(b);
+  const std::int64_t ldd = s.n + 8;
+  llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * ldd);
+  gemm::Fp8BlockGemmArgs p{d_a.data(), ld,  d_w.data(), ld,
+                           s.m,        s.n, s.k,        {d_sa.data(), ld_sa, d_sw.data(), d_b.data()},
+                           d.data(),   ldd};
+  d.poison();
+  const llmk::Status st = gemm::fp8_gemm_blockwise<f16>(p, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+  llmk::reference::gemm_fp8_blockwise_fp64(a.data(), ld, w.data(), ld, s.m, s.n, s.k, sa.data(), ld_sa,
+                                           sw.data(), b.data(), ref.data(), s.n);
+  std::vector<double> gpu;  // the fp8 GPU allowance (check_blockwise); none in the simulator
+  if (kFp8GpuRel != 0.0) {
+    gpu.resize(ref.size());
+    const std::vector<e4m3> pa = fp8_abs(a), pw = fp8_abs(w);
+    llmk::reference::gemm_fp8_blockwise_fp64(pa.data(), ld, pw.data(), ld, s.m, s.n, s.k, sa.data(), ld_sa,
+                                             sw.data(), nullptr, gpu.data(), s.n);
+    for (double& x : gpu) x *= kFp8GpuRel;
+  }
+  special::Pattern planted(s.m, s.n);
+  planted.row(15, Kind::kInf);
+  planted.col(20, Kind::kNegInf);
+  planted.col(7, Kind::kNaN);
+  for (int j = 128; j < s.n; ++j) planted.col(j, Kind::kNaN);
+  planted.row(3, Kind::kNaN);
+  planted.row(11, Kind::kNaN);
+  check_quant_special(d.to_host(), ldd, planted, ref, 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2), gpu);
+}
+
+// Special values of the Hopper W8A8 epilogue (QuantEpilogue: the row and column factors loaded once, the TMA
+// store) and of its split-K reduction: W8A8Special (quant_gemm_fixtures.hpp: NaN and +Inf scales, +-Inf bias)
+// [70, 72, 256] with zero points, bf16 out (row 5's huge scale stays finite), unsplit with ldd = N + 8 and
+// split in two over a dirty workspace with ldd = N + 3 (element stores).
+TEST_CASE("sm90 W8A8 special values: NaN / Inf scales and bias propagate, unsplit and split-K") {
+  if (!sm90_here()) return;
+  std::mt19937 rng(952);
+  const Shape s{70, 72, 256};  // one 128 x 128 tile, 2 k-tiles
+  W8A8Special p;
+  make_w8a8_special(p, s, true, rng);
+  const special::Pattern planted = w8a8_special_planted<bf16>(s);
+  for (const std::int64_t ldd : {static_cast<std::int64_t>(s.n) + 8, static_cast<std::int64_t>(s.n) + 3}) {
+    CAPTURE(ldd);
+    llmk::DeviceBuffer<bf16> d(static_cast<std::size_t>(s.m) * ldd);
+    gemm::QuantGemmArgs<std::int8_t> q{p.d_a.data(), s.k, p.d_w.data(), s.k,      s.m,
+                                       s.n,          s.k, p.sc.dev,     d.data(), ldd};
+    llmk::DeviceBuffer<unsigned char> ws;
+    if (ldd % 2 == 1) {
+      q.split_k = 2;
+      const std::size_t bytes = gemm::quant_gemm_workspace_bytes<gemm::Sm90GemmConfig<std::int8_t>>(q);
+      REQUIRE(bytes > 0);
+      ws = dirty_workspace(bytes, rng);
+      q.workspace = ws.data();
+      q.workspace_bytes = bytes;
+    }
+    d.poison();
+    const llmk::Status st = gemm::w8a8_gemm_sm90<bf16>(q, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    check_quant_special(d.to_host(), ldd, planted, p.ref, p.bound);
+  }
+}
+
 TEST_CASE("fp8_gemm_blockwise validates its scales") {
   if (!sm90_here()) return;
   const Shape s{70, 40, 160};
@@ -442,6 +544,49 @@ TEST_CASE("sm90 fp16 / bf16 GEMM with 16-bit C and D: TMA-store and plain epilog
   check_f16<f16, void, f16>(sh[0], 1.0f, 0.5f, 915);
   check_f16<bf16, gemm::Sm90GemmConfig<bf16, 256>, bf16>(Shape{sh[1].m, 300, sh[1].k}, 0.75f, -1.0f, 916);
   check_f16<f16, void, f16>(Shape{70, 40, 64}, 1.0f, 0.0f, 917, 41);  // odd ldd: plain stores
+}
+
+// Special values (docs/gemm.md, "Special values") on the Hopper fp16 GEMM: special_values.hpp's planted
+// problem (a NaN row of A, an Inf in a column of B meeting a zero of A, an Inf in a row of A meeting the
+// opposite Inf, a sum past 65504, NaN / -Inf in C, NaN in the operands' padding past K), fp16 out through the
+// TMA-store epilogue (K = 72: a k-tile and a tail; ldd = N + 8: the padding stays poisoned) and, at K = 256
+// split in two over a dirty workspace, through the split-K reduction (ldd = N + 1: element stores; D[14, 7]'s
+// -Inf and +Inf come from different splits). beta = 0: C is NaN everywhere and must not be read; beta = 0.5:
+// C's NaN and -Inf reach their outputs.
+TEST_CASE("sm90 fp16 GEMM special values: NaN / Inf, Inf * 0 = NaN, fp16 overflow, C unread at beta 0") {
+  if (!sm90_here()) return;
+  namespace sp = llmk::test::special;
+  for (const float beta : {0.0f, 0.5f}) {
+    CAPTURE(beta);
+    {
+      const auto p = sp::f16_special_problem<f16, f16>(20, 40, 72, beta, 941);
+      const std::int64_t ldd = p.n + 8;
+      llmk::DeviceBuffer<f16> d_a(p.a), d_b(p.b), d_c(p.c), d_d(static_cast<std::size_t>(p.m) * ldd);
+      d_d.poison();
+      const llmk::Status st =
+          gemm::gemm_f16_sm90<f16, void>(d_a.data(), p.lda, d_b.data(), p.ldb, d_c.data(), p.n, d_d.data(),
+                                         ldd, p.m, p.n, p.k, 1.0f, beta, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      sp::check_f16_special(p, d_d.to_host(), ldd);
+    }
+    {
+      const auto p = sp::f16_special_problem<f16, f16>(20, 40, 256, beta, 942);
+      const std::int64_t ldd = p.n + 1;
+      llmk::DeviceBuffer<f16> d_a(p.a), d_b(p.b), d_c(p.c), d_d(static_cast<std::size_t>(p.m) * ldd);
+      gemm::GemmF16Args<f16, f16> g{d_a.data(), p.lda, d_b.data(), p.ldb, d_c.data(), p.n, d_d.data(),
+                                    ldd,        p.m,   p.n,        p.k,   1.0f,       beta};
+      g.split_k = 2;
+      g.workspace_bytes = gemm::gemm_f16_workspace_bytes<void>(g);
+      REQUIRE(g.workspace_bytes > 0);  // 4 k-tiles of 64 in 2 splits
+      std::mt19937 junk(943);
+      auto ws = dirty_workspace(g.workspace_bytes, junk);
+      g.workspace = ws.data();
+      d_d.poison();
+      const llmk::Status st = gemm::gemm_f16_sm90<void>(g, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      sp::check_f16_special(p, d_d.to_host(), ldd);
+    }
+  }
 }
 
 TEST_CASE("gemm_f16 runs the wgmma kernel on sm_90 and the mma.sync tile GEMM before it, same answer") {

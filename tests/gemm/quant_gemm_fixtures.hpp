@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -14,10 +15,12 @@
 #include "llmk/core/memory.cuh"
 #include "llmk/gemm/w8a8.cuh"
 #include "llmk/reference/quant_gemm.hpp"
+#include "special_values.hpp"
 
 namespace llmk::test::qgemm {
 
 namespace gemm = llmk::gemm;
+namespace special = llmk::test::special;  // special_values.hpp
 using f16 = llmk::half;
 using bf16 = llmk::bfloat16;
 using e4m3 = llmk::float8_e4m3;
@@ -189,6 +192,82 @@ void check_close(const std::vector<Out>& got, std::int64_t ldd, const std::vecto
         MESSAGE("out[" << i << "][" << j << "] = " << g << ", want " << r << " (tol " << tol << ")");
     }
   CHECK(bad == 0);
+}
+
+// Special values (docs/gemm.md, "Special values": the dequantizing epilogue multiplies by the scales and adds
+// the bias as given, so non-finite ones propagate). A W8A8 problem [M >= 6, N >= 13] with random int8
+// operands, per-token and per-channel scales, zero points (and column sums) where asked, and a bias, planted:
+//   a_scales[3] = NaN       row 3 NaN
+//   w_scales[7] = NaN       column 7 NaN
+//   w_scales[9] = +Inf      column 9 +-Inf, the sign of the (zero-point corrected) sum
+//   bias[11] = +Inf, bias[12] = -Inf   columns 11 and 12 +Inf and -Inf
+//   a_scales[5] = 1e10      row 5 is about 1e8 times the corrected sums: +-Inf in fp16 out, finite (fp32) in
+//                           fp32 and bf16 out
+// (none of the sums is 0 for these seeds: the reference's classes must agree with the pattern).
+struct W8A8Special {
+  std::vector<std::int8_t> a, w;
+  llmk::DeviceBuffer<std::int8_t> d_a, d_w;
+  Scales sc;
+  std::vector<double> ref;  // [M, N]
+  double bound = 0.0;       // check_close's scale_bound
+};
+
+inline void make_w8a8_special(W8A8Special& p, const Shape& s, bool zero_points, std::mt19937& rng) {
+  REQUIRE((s.m >= 6 && s.n >= 13));
+  p.a = random_int8(s.m, s.k, s.k, rng);
+  p.w = random_int8(s.n, s.k, s.k, rng);
+  p.d_a = llmk::DeviceBuffer<std::int8_t>(p.a);
+  p.d_w = llmk::DeviceBuffer<std::int8_t>(p.w);
+  make_scales(p.sc, s.m, s.n, true, true, zero_points, true, rng);
+  if (zero_points) {
+    REQUIRE(gemm::weight_column_sums(p.d_w.data(), s.k, s.n, s.k, p.sc.sums.data(), nullptr).ok());
+    p.sc.dev.w_column_sums = p.sc.sums.data();
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  p.sc.h_a[3] = std::numeric_limits<float>::quiet_NaN();
+  p.sc.h_a[5] = 1e10f;
+  p.sc.h_w[7] = std::numeric_limits<float>::quiet_NaN();
+  p.sc.h_w[9] = inf;
+  p.sc.h_bias[11] = inf;
+  p.sc.h_bias[12] = -inf;
+  p.sc.a.upload(p.sc.h_a);
+  p.sc.w.upload(p.sc.h_w);
+  p.sc.bias.upload(p.sc.h_bias);
+  p.ref.assign(static_cast<std::size_t>(s.m) * s.n, 0.0);
+  llmk::reference::gemm_dequant_fp64(p.a.data(), s.k, p.w.data(), s.k, s.m, s.n, s.k, p.sc.host, p.ref.data(),
+                                     s.n);
+  p.bound = 128.0 * 128.0 * s.k * 2e-2 * 2e-2;
+}
+
+// The pattern W8A8Special's plants give an Out output.
+template <class Out>
+special::Pattern w8a8_special_planted(const Shape& s) {
+  using special::Kind;
+  special::Pattern p(s.m, s.n);
+  if (std::is_same_v<Out, f16>) p.row(5, Kind::kInf);
+  p.col(9, Kind::kInf);
+  p.col(11, Kind::kPosInf);
+  p.col(12, Kind::kNegInf);
+  p.col(7, Kind::kNaN);
+  p.row(3, Kind::kNaN);
+  return p;
+}
+
+// special::check_special with check_close's tolerance (and allowance); NaN, infinite and finite outputs must
+// all occur.
+template <class Out>
+void check_quant_special(const std::vector<Out>& got, std::int64_t ldd, const special::Pattern& planted,
+                         const std::vector<double>& ref, double scale_bound,
+                         const std::vector<double>& allowance = {}) {
+  using special::Kind;
+  const special::Pattern want = special::check_special(got, ldd, planted, ref, [&](int i, int j) {
+    const std::size_t r = static_cast<std::size_t>(i) * planted.n + j;
+    return std::fabs(ref[r]) * (out_ulp_rel<Out>() + 8 * 0x1p-24) + scale_bound * 0x1p-22 + 1e-6 +
+           (allowance.empty() ? 0.0 : allowance[r]);
+  });
+  CHECK(want.count(Kind::kNaN) > 0);
+  CHECK(want.count(Kind::kPosInf) + want.count(Kind::kNegInf) > 0);
+  CHECK(want.count(Kind::kFinite) > planted.m * planted.n / 2);
 }
 
 }  // namespace llmk::test::qgemm

@@ -10,6 +10,7 @@
 #include "llmk/core/memory.cuh"
 #include "llmk/gemm/tile_gemm.cuh"
 #include "llmk/reference/gemm.hpp"
+#include "special_values.hpp"
 #include "support/test_env.hpp"
 
 namespace {
@@ -188,6 +189,50 @@ TEST_CASE("tile_gemm split-K over a workspace: the plan, in bound, deterministic
   CHECK(gemm::tile_gemm(g, nullptr).message().find("'split_k'") != std::string::npos);
   g.split_k = 0;  // no workspace: no split, no error
   CHECK(gemm::tile_gemm(g, nullptr).ok());
+}
+
+// Special values (docs/gemm.md, "Special values"): the planted problem of special_values.hpp (a NaN row of A,
+// an Inf in a column of B meeting a zero of A, an Inf in a row of A meeting the opposite Inf, a sum past
+// 65504, NaN / -Inf in C, NaN in the operands' padding past K), every output classified. fp16 out on the
+// small tile at K = 72 (a zero-filled K tail; D[17, 20] overflows to +Inf); fp32 out at K = 136 split in two
+// over a dirty workspace (D[14, 7]'s -Inf and +Inf come from different splits and meet in the reduction).
+// With beta = 0, C is NaN everywhere and must not be read. The instantiations of the cases above, nothing
+// new.
+TEST_CASE("tile_gemm special values: NaN / Inf, Inf * 0 = NaN, fp16 overflow, C unread at beta 0") {
+  namespace sp = llmk::test::special;
+  for (const float beta : {0.0f, 0.5f}) {
+    CAPTURE(beta);
+    const auto p = sp::f16_special_problem<f16, f16>(20, 24, 72, beta, 31);
+    const std::int64_t ldd = p.n + 8;  // 16-byte rows; the padding must stay poisoned
+    llmk::DeviceBuffer<f16> d_a(p.a), d_b(p.b), d_c(p.c), d_d(static_cast<std::size_t>(p.m) * ldd);
+    d_d.poison();
+    const llmk::Status s =
+        gemm::tile_gemm<gemm::TileGemmSmall>(d_a.data(), p.lda, d_b.data(), p.ldb, d_c.data(), p.n,
+                                             d_d.data(), ldd, p.m, p.n, p.k, 1.0f, beta, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    sp::check_f16_special(p, d_d.to_host(), ldd);
+  }
+  for (const float beta : {0.0f, -0.75f}) {
+    CAPTURE(beta);
+    const auto p = sp::f16_special_problem<f16, float>(20, 24, 136, beta, 37);
+    const std::int64_t ldd = p.n + 3;  // the reduction's element stores
+    llmk::DeviceBuffer<f16> d_a(p.a), d_b(p.b);
+    llmk::DeviceBuffer<float> d_c(p.c), d_d(static_cast<std::size_t>(p.m) * ldd);
+    gemm::GemmF16Args<f16, float> g{d_a.data(), p.lda, d_b.data(), p.ldb, d_c.data(), p.n, d_d.data(),
+                                    ldd,        p.m,   p.n,        p.k,   1.0f,       beta};
+    g.split_k = 2;
+    g.workspace_bytes = gemm::tile_gemm_workspace_bytes(g);
+    REQUIRE(g.workspace_bytes > 0);  // 3 k-tiles of 64 (the last partial): splits of 2 and 1
+    std::mt19937 rng(41);
+    std::vector<unsigned char> junk(g.workspace_bytes);
+    for (auto& x : junk) x = static_cast<unsigned char>(rng());
+    llmk::DeviceBuffer<unsigned char> ws(junk);
+    g.workspace = ws.data();
+    d_d.poison();
+    const llmk::Status s = gemm::tile_gemm(g, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    sp::check_f16_special(p, d_d.to_host(), ldd);
+  }
 }
 
 TEST_CASE("the K-major main loop's slicing of K near the 2^30 limit (no 32-bit wrap)") {

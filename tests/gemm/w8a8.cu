@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -711,6 +712,139 @@ TEST_CASE(
   const llmk::Status st = gemm::fp8_gemm_with_tile<bf16, gemm::QGemmMedium>(q, nullptr);
   REQUIRE_MESSAGE(st.ok(), st.message());
   check_close(d3.to_host(), ldd, ref, s.m, s.n, bound, gpu);
+}
+
+// Special values (docs/gemm.md, "Special values"): W8A8Special (quant_gemm_fixtures.hpp: NaN and +Inf scales,
+// +-Inf bias, a huge activation scale) on the medium tile with zero points and fp16 out (row 5 overflows to
+// +-Inf), unsplit and split in two over a dirty workspace, and on the small tile with fp32 out, split; every
+// output classified (special_values.hpp). The instantiations of the cases above.
+TEST_CASE(
+    "w8a8 special values: NaN / Inf scales and bias propagate, fp16 overflow, with and without split-K") {
+  std::mt19937 rng(521);
+  {
+    const Shape s{20, 40, 256};  // the medium tile: 4 k-tiles of 64
+    W8A8Special p;
+    make_w8a8_special(p, s, true, rng);
+    const special::Pattern planted = w8a8_special_planted<f16>(s);
+    const std::int64_t ldd = s.n + 8;
+    llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * ldd);
+    gemm::QuantGemmArgs<std::int8_t> q{p.d_a.data(), s.k, p.d_w.data(), s.k,      s.m,
+                                       s.n,          s.k, p.sc.dev,     d.data(), ldd};
+    d.poison();
+    REQUIRE(gemm::w8a8_gemm<f16>(q, nullptr).ok());
+    check_quant_special(d.to_host(), ldd, planted, p.ref, p.bound);
+    q.split_k = 2;
+    const std::size_t bytes = gemm::quant_gemm_workspace_bytes(q);
+    REQUIRE(bytes > 0);
+    auto ws = dirty_workspace(bytes, rng);
+    q.workspace = ws.data();
+    q.workspace_bytes = bytes;
+    d.poison();
+    const llmk::Status st = gemm::w8a8_gemm<f16>(q, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    check_quant_special(d.to_host(), ldd, planted, p.ref, p.bound);
+  }
+  {
+    const Shape s{6, 40, 256};  // the small tile: 2 k-tiles of 128
+    W8A8Special p;
+    make_w8a8_special(p, s, false, rng);
+    const std::int64_t ldd = s.n + 3;
+    llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * ldd);
+    gemm::QuantGemmArgs<std::int8_t> q{p.d_a.data(), s.k, p.d_w.data(), s.k,      s.m,
+                                       s.n,          s.k, p.sc.dev,     d.data(), ldd};
+    q.split_k = 2;
+    const std::size_t bytes = gemm::quant_gemm_workspace_bytes(q);
+    REQUIRE(bytes > 0);
+    auto ws = dirty_workspace(bytes, rng);
+    q.workspace = ws.data();
+    q.workspace_bytes = bytes;
+    d.poison();
+    const llmk::Status st = gemm::w8a8_gemm<float>(q, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    check_quant_special(d.to_host(), ldd, w8a8_special_planted<float>(s), p.ref, p.bound);
+  }
+}
+
+// Special values of the fp8 GEMM (docs/gemm.md: NaN codes propagate like fp16 NaNs; descales and bias are not
+// checked): random e4m3 operands [20, 40, 240] (a K tail: 240 = 3 * 64 + 48) with NaN codes in their padding
+// past K (lda = ldw = K + 16: a load past K shows), per-token and per-channel scales and a bias, planted:
+//   A[3, 5] = 0x7F and W[7, 9] = 0xFF (the two NaN codes)   row 3 and column 7 NaN
+//   w_scales[11] = NaN                                       column 11 NaN
+//   bias[12] = -Inf                                          column 12 -Inf
+//   row 13 all zero codes, a_scales[13] = +Inf               row 13 NaN (Inf * 0)
+//   a_scales[15] = 1e9                                       row 15 +-Inf in fp16 out, finite in fp32 out
+// fp16 out unsplit, fp32 out split in two over a dirty workspace (the medium tile: 4 k-tiles of 64, the first
+// partial).
+TEST_CASE("fp8 special values: NaN codes, NaN / Inf scales, -Inf bias, Inf * 0, fp16 overflow, split-K") {
+  if (!fp8_available()) {
+    MESSAGE("no fp8 mma on this device: skipped");
+    return;
+  }
+  using special::Kind;
+  std::mt19937 rng(522);
+  const Shape s{20, 40, 240};
+  const int ld = s.k + 16;
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  std::vector<e4m3> a(static_cast<std::size_t>(s.m) * ld), w(static_cast<std::size_t>(s.n) * ld);
+  for (std::size_t e = 0; e < a.size(); ++e)
+    a[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
+                                                  : e4m3::from_bits(0x7F);
+  for (std::size_t e = 0; e < w.size(); ++e)
+    w[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
+                                                  : e4m3::from_bits(0x7F);
+  a[3 * ld + 5] = e4m3::from_bits(0x7F);
+  w[7 * ld + 9] = e4m3::from_bits(0xFF);
+  for (int kk = 0; kk < s.k; ++kk) a[13 * ld + kk] = e4m3::from_bits(0x00);
+  llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
+  Scales sc;
+  make_scales(sc, s.m, s.n, true, true, false, true, rng);
+  sc.h_w[11] = std::numeric_limits<float>::quiet_NaN();
+  sc.h_a[13] = std::numeric_limits<float>::infinity();
+  sc.h_a[15] = 1e9f;
+  sc.h_bias[12] = -std::numeric_limits<float>::infinity();
+  sc.a.upload(sc.h_a);
+  sc.w.upload(sc.h_w);
+  sc.bias.upload(sc.h_bias);
+  std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+  llmk::reference::gemm_dequant_fp64(a.data(), ld, w.data(), ld, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+  const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+  auto planted = [&](bool f16_out) {
+    special::Pattern p(s.m, s.n);
+    if (f16_out) p.row(15, Kind::kInf);
+    p.col(12, Kind::kNegInf);
+    p.col(11, Kind::kNaN);
+    p.col(7, Kind::kNaN);
+    p.row(13, Kind::kNaN);
+    p.row(3, Kind::kNaN);
+    return p;
+  };
+  // (fp8 on a GPU: within the allowance of fp8_gpu_allowance as well; it is 0 in the simulator.)
+  const std::vector<double> gpu = fp8_gpu_allowance(a, ld, w, ld, s.m, s.n, s.k, sc.host);
+  gemm::QuantGemmArgs<e4m3> q{d_a.data(), ld, d_w.data(), ld, s.m, s.n, s.k, sc.dev, nullptr, s.n};
+  {
+    llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
+    q.d = d.data();
+    d.poison();
+    const llmk::Status st = gemm::fp8_gemm<f16>(q, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    check_quant_special(d.to_host(), s.n, planted(true), ref, bound, gpu);
+  }
+  {
+    const std::int64_t ldd = s.n + 3;
+    llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * ldd);
+    q.d = d.data();
+    q.ldd = ldd;
+    q.split_k = 2;
+    const std::size_t bytes = gemm::quant_gemm_workspace_bytes(q);
+    REQUIRE(bytes > 0);
+    auto ws = dirty_workspace(bytes, rng);
+    q.workspace = ws.data();
+    q.workspace_bytes = bytes;
+    d.poison();
+    const llmk::Status st = gemm::fp8_gemm<float>(q, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    check_quant_special(d.to_host(), ldd, planted(false), ref, bound, gpu);
+  }
 }
 
 #if defined(LLMK_SIM)

@@ -328,6 +328,22 @@ TEST_CASE("weight_only split-K: every split count and tile, staged and global sc
   }
 }
 
+// Special values (docs/gemm.md, "Special values"): check_special_values (weight_only_fixtures.hpp: a NaN
+// activation row, dequantized fp16 weights past 65504 as +-Inf, Inf * 0 = NaN, a -Inf bias, an output past
+// 65504) on the small tile (M = 5) and on the medium tile (M = 20), unsplit and split in two; even ldd (pair
+// stores) and odd (element stores).
+TEST_CASE("weight_only special values: NaN rows, fp16 dequantization overflow to +-Inf, Inf * 0, split-K") {
+  std::mt19937 rng(3131);
+#if defined(LLMK_SIM)
+  const int small = 0, medium = 1;  // the simulated sm_80's tiles
+#else
+  const int small = -1, medium = -1;  // whichever this GPU's plan takes
+#endif
+  check_special_values<llmk::half>(5, 64, 256, 1, 66, small, rng);
+  check_special_values<llmk::half>(20, 64, 256, 1, 66, medium, rng);
+  check_special_values<llmk::half>(20, 64, 256, 2, 67, medium, rng);  // 2 slices of 128
+}
+
 TEST_CASE("weight_only split-K: same bits on every call, arrival words reset, no workspace initialization") {
   std::mt19937 rng(4711);
   const int m = 5, n = 256, k = 1024, g = 128;

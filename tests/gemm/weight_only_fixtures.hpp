@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "llmk/core/memory.cuh"
 #include "llmk/gemm/weight_only.cuh"
 #include "llmk/reference/weight_only.hpp"
+#include "special_values.hpp"
 
 namespace {
 
@@ -184,6 +186,103 @@ void check_gemm(const Case& c, std::mt19937& rng) {
         MESSAGE("padding D[" << i << "][" << j << "] was written");
   }
   CHECK(bad == 0);
+}
+
+// Special values (docs/gemm.md, "Special values": the weights are dequantized in the activation type, so
+// s (u - z) past 65504 is +-Inf in fp16, as in the reference's dequantization; NaN activations make their
+// output rows NaN; IEEE arithmetic otherwise). fp16, 4-bit codes, G = 64, no zero points (z = 8), a bias;
+// M >= 5, N >= 21, K >= 256; planted:
+//   A[3, 5] = NaN                          row 3 NaN
+//   column 7, group 1: scale 30000, codes 8 (weight 0) but 15 at k = 70 (7 * 30000 = 210000: +Inf):
+//                                          column 7 +-Inf by the sign of A[i, 70]
+//   A[1, 70] = 0                           D[1, 7] = 0 * Inf = NaN
+//   column 9, group 3: scale 30000, codes 8 but 0 at k = 200 (-8 * 30000: -Inf):
+//                                          column 9 +-Inf by the sign of A[i, 200]
+//   bias[12] = -Inf                        column 12 -Inf
+//   column 20, group 0: scale 8000, codes 15 at k < 16 (56000 each, finite), 8 at k = 16..63;
+//   A[4, k < 16] = 1, other rows' A[i, k < 16] scaled by 2^-10:
+//                                          D[4, 20] = 16 * 56000 + ... = +Inf (the output overflows), the
+//                                          rest of column 20 finite
+// Every output classified (special_values.hpp); D's padding (ldd > N) stays poisoned. want_tile >= 0: the
+// plan must pick that kernel (tile 3: Hopper); the plan must split `split_k` ways.
+template <class T>
+void check_special_values(int m, int n, int k, int split_k, std::int64_t ldd, int want_tile,
+                          std::mt19937& rng) {
+  namespace sp = llmk::test::special;
+  static_assert(std::is_same_v<T, llmk::half>, "the overflows planted are fp16's");
+  CAPTURE(m);
+  CAPTURE(split_k);
+  REQUIRE((m >= 5 && n >= 21 && k >= 256 && k % 64 == 0));
+  const int g = 64, groups = k / g;
+  std::vector<T> a = random_values<T>(static_cast<std::size_t>(m) * k, -1.0f, 1.0f, rng);
+  std::vector<std::uint8_t> plain = random_plain(n, k, 4, rng);
+  std::vector<T> scales = random_values<T>(static_cast<std::size_t>(groups) * n, 0.005f, 0.02f, rng);
+  std::vector<T> bias = random_values<T>(static_cast<std::size_t>(n), -1.0f, 1.0f, rng);
+  auto code = [&](int col, int kk, int u) {
+    std::uint8_t& byte = plain[static_cast<std::size_t>(col) * (k / 2) + kk / 2];
+    byte = static_cast<std::uint8_t>(kk % 2 == 0 ? (byte & 0xF0) | u : (byte & 0x0F) | (u << 4));
+  };
+  auto scale = [&](int group, int col) -> T& { return scales[static_cast<std::size_t>(group) * n + col]; };
+  a[static_cast<std::size_t>(3) * k + 5] = T(std::numeric_limits<float>::quiet_NaN());
+  scale(1, 7) = T(30000.0f);
+  for (int kk = 64; kk < 128; ++kk) code(7, kk, kk == 70 ? 15 : 8);
+  a[static_cast<std::size_t>(1) * k + 70] = T(0.0f);
+  scale(3, 9) = T(30000.0f);
+  for (int kk = 192; kk < 256; ++kk) code(9, kk, kk == 200 ? 0 : 8);
+  bias[12] = T(-std::numeric_limits<float>::infinity());
+  scale(0, 20) = T(8000.0f);
+  for (int kk = 0; kk < 64; ++kk) code(20, kk, kk < 16 ? 15 : 8);
+  for (int i = 0; i < m; ++i)
+    for (int kk = 0; kk < 16; ++kk) {
+      T& x = a[static_cast<std::size_t>(i) * k + kk];
+      x = i == 4 ? T(1.0f) : T(std::ldexp(static_cast<float>(x), -10));
+    }
+  sp::Pattern planted(m, n);
+  planted.at(4, 20) = sp::Kind::kPosInf;
+  planted.col(7, sp::Kind::kInf);
+  planted.col(9, sp::Kind::kInf);
+  planted.col(12, sp::Kind::kNegInf);
+  planted.at(1, 7) = sp::Kind::kNaN;
+  planted.row(3, sp::Kind::kNaN);
+
+  std::vector<std::uint8_t> packed = repack_host(plain, nullptr, n, k, 4);
+  llmk::DeviceBuffer<T> d_a(a), d_scales(scales), d_bias(bias);
+  llmk::DeviceBuffer<std::uint8_t> d_w(packed);
+  llmk::DeviceBuffer<T> d_d(static_cast<std::size_t>(m) * ldd);
+  llmk::gemm::WeightOnlyArgs<T> x;
+  x.a = d_a.data();
+  x.lda = k;
+  x.w = d_w.data();
+  x.w_bytes = static_cast<std::int64_t>(packed.size());
+  x.scales = d_scales.data();
+  x.scales_size = static_cast<std::int64_t>(scales.size());
+  x.bias = d_bias.data();
+  x.d = d_d.data();
+  x.ldd = ldd;
+  x.m = m;
+  x.n = n;
+  x.k = k;
+  x.group_size = g;
+  x.bits = 4;
+  x.split_k = split_k;
+  const llmk::gemm::detail::WoPlan plan = llmk::gemm::detail::wo_plan(x, llmk::device_sm_count());
+  if (want_tile >= 0) REQUIRE(plan.tile == want_tile);
+  CHECK(plan.splits == split_k);
+  const std::size_t ws_bytes = llmk::gemm::weight_only_workspace_bytes(x);
+  llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(ws_bytes, 16));  // poisoned: no initialization
+  d_d.poison();
+  const llmk::Status s = llmk::gemm::weight_only_gemm(x, ws.data(), ws_bytes, nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  REQUIRE(llmk::device_synchronize().ok());
+  std::vector<double> want(static_cast<std::size_t>(m) * n), mag(want.size());
+  llmk::reference::weight_only_gemm(a.data(), k, plain.data(), k / 2, 4, scales.data(), nullptr, nullptr, g,
+                                    bias.data(), m, n, k, want.data(), mag.data());
+  const sp::Pattern exact = sp::check_special(d_d.to_host(), ldd, planted, want, [&](int i, int j) {
+    const std::size_t r = static_cast<std::size_t>(i) * n + j;
+    return tolerance<T>(want[r], mag[r], k);
+  });
+  CHECK(exact.count(sp::Kind::kNaN) == n + 1);
+  CHECK(exact.count(sp::Kind::kFinite) > m * n / 2);
 }
 
 }  // namespace

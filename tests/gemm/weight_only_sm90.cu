@@ -184,3 +184,14 @@ TEST_CASE("weight_only sm90: split-K (heuristic and given), several units a bloc
   }
 #endif
 }
+
+// Special values (docs/gemm.md, "Special values") on the Hopper kernel: check_special_values
+// (weight_only_fixtures.hpp: a NaN activation row, dequantized fp16 weights past 65504 as +-Inf, Inf * 0 =
+// NaN, a -Inf bias, an output past 65504), unsplit with 16-byte rows of D (the TMA store; ldd = N + 8, the
+// padding poisoned) and split in two (4 slices of 64) with ldd = N + 3.
+TEST_CASE("weight_only sm90 special values: NaN rows, fp16 dequantization overflow, Inf * 0, split-K") {
+  if (!hopper_here()) return;
+  std::mt19937 rng(9494);
+  check_special_values<llmk::half>(20, 64, 256, 1, 72, kHopper, rng);
+  check_special_values<llmk::half>(20, 64, 256, 2, 67, kHopper, rng);
+}
