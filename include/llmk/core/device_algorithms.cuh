@@ -21,10 +21,11 @@
 //                                                            vals_out, n,
 //                                                            llmk::device::SortOrder::kAscending, stream);
 //
-// Keys: unsigned / signed 32- and 64-bit integers and float. Float keys must not be NaN (not checked: with
-// NaN keys the order is unspecified, and the GPU's radix sort and the simulator's comparison sort differ; the
-// selections compare with <, so a NaN key is never selected and a NaN threshold selects nothing); -0.0 and
-// +0.0 are equal (CUB's radix sort and Thrust's comparison sort agree on that). Kernel-side (block / warp)
+// Keys: unsigned / signed 32- and 64-bit integers and float. Float keys sort as CUB's radix sort orders
+// them, in both builds (the simulator's comparison sort compares the same twiddled bits): -0.0 and +0.0 are
+// equal (stable), a positive NaN sorts after +Inf and a negative one before -Inf. The threshold selections
+// compare with <, so a NaN key is never selected by select_less_than and a NaN threshold selects nothing;
+// segmented_at_or_below_kth_mask needs keys without NaN. Kernel-side (block / warp)
 // primitives are llmk's own, not CUB's: CUB's collectives are inline PTX, which the simulator cannot run
 // (docs/architecture.md). The algorithms live in llmk/core/device_algorithms/ (sort, scan_reduce, select).
 #pragma once

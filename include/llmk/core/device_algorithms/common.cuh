@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "llmk/config.cuh"
 #include "llmk/core/status.cuh"
@@ -170,17 +172,36 @@ struct FiniteAbs {
 // rejects in the sanitizer builds, and the CUDA toolkit's newer Thrust cannot be included next to the
 // simulator's CUDA shim (it pulls in the real CUDA runtime headers). Scans, reductions and copies are
 // Thrust's.
+//
+// Keys compare as CUB's radix sort orders them, a strict weak order for every bit pattern: integers by value;
+// floats by their bits twiddled into unsigned order after -0.0 -> +0.0 (CUB treats the zeros as equal), so a
+// NaN has CUB's place (a positive NaN after +Inf, a negative one before -Inf) instead of breaking std::sort's
+// precondition (undefined behaviour with `<` on NaN).
+template <class Key>
+auto radix_order(Key k) {
+  if constexpr (std::is_same_v<Key, float>) {
+    std::uint32_t b;
+    std::memcpy(&b, &k, 4);
+    if ((b & 0x7FFFFFFFu) == 0) b = 0;
+    return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+  } else {
+    return k;
+  }
+}
+
 template <class Key, class Value>
 void stable_sort_pairs_host(const Key* keys_in, Key* keys_out, const Value* values_in, Value* values_out,
                             std::int64_t count, SortOrder order) {
   std::vector<std::int64_t> pos(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < count; ++i) pos[static_cast<std::size_t>(i)] = i;
   if (order == SortOrder::kAscending)
-    std::stable_sort(pos.begin(), pos.end(),
-                     [&](std::int64_t a, std::int64_t b) { return keys_in[a] < keys_in[b]; });
+    std::stable_sort(pos.begin(), pos.end(), [&](std::int64_t a, std::int64_t b) {
+      return radix_order(keys_in[a]) < radix_order(keys_in[b]);
+    });
   else
-    std::stable_sort(pos.begin(), pos.end(),
-                     [&](std::int64_t a, std::int64_t b) { return keys_in[b] < keys_in[a]; });
+    std::stable_sort(pos.begin(), pos.end(), [&](std::int64_t a, std::int64_t b) {
+      return radix_order(keys_in[b]) < radix_order(keys_in[a]);
+    });
   for (std::int64_t i = 0; i < count; ++i) {
     keys_out[i] = keys_in[pos[static_cast<std::size_t>(i)]];
     values_out[i] = values_in[pos[static_cast<std::size_t>(i)]];
@@ -191,9 +212,11 @@ template <class Key>
 void stable_sort_keys_host(const Key* keys_in, Key* keys_out, std::int64_t count, SortOrder order) {
   std::copy(keys_in, keys_in + count, keys_out);
   if (order == SortOrder::kAscending)
-    std::stable_sort(keys_out, keys_out + count, [](const Key& a, const Key& b) { return a < b; });
+    std::stable_sort(keys_out, keys_out + count,
+                     [](const Key& a, const Key& b) { return radix_order(a) < radix_order(b); });
   else
-    std::stable_sort(keys_out, keys_out + count, [](const Key& a, const Key& b) { return b < a; });
+    std::stable_sort(keys_out, keys_out + count,
+                     [](const Key& a, const Key& b) { return radix_order(b) < radix_order(a); });
 }
 #endif
 
