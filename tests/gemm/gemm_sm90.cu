@@ -282,14 +282,8 @@ TEST_CASE("sm90 FP8 block-wise special values: NaN codes and scales by block, -I
   const Shape s{70, 136, 160};
   const int ld = s.k + 16;
   std::mt19937 rng(951);
-  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
-  std::vector<e4m3> a(static_cast<std::size_t>(s.m) * ld), w(static_cast<std::size_t>(s.n) * ld);
-  for (std::size_t e = 0; e < a.size(); ++e)
-    a[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
-                                                  : e4m3::from_bits(0x7F);
-  for (std::size_t e = 0; e < w.size(); ++e)
-    w[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
-                                                  : e4m3::from_bits(0x7F);
+  std::vector<e4m3> a = fp8_with_nan_padding(s.m, s.k, ld, rng);
+  std::vector<e4m3> w = fp8_with_nan_padding(s.n, s.k, ld, rng);
   a[3 * ld + 5] = e4m3::from_bits(0x7F);
   w[7 * ld + 140] = e4m3::from_bits(0xFF);
   const int k_blocks = 2, n_blocks = 2;

@@ -96,12 +96,37 @@ inline llmk::DeviceBuffer<unsigned char> dirty_workspace(std::size_t bytes, std:
   return llmk::DeviceBuffer<unsigned char>(junk);
 }
 
+// q.split_k = splits and a dirty workspace of the size q's query asks (> 0: the call really splits) in
+// q.workspace; the returned buffer must outlive the call.
+template <class In>
+llmk::DeviceBuffer<unsigned char> split_workspace(llmk::gemm::QuantGemmArgs<In>& q, int splits,
+                                                  std::mt19937& rng) {
+  q.split_k = splits;
+  const std::size_t bytes = llmk::gemm::quant_gemm_workspace_bytes(q);
+  REQUIRE(bytes > 0);
+  auto ws = dirty_workspace(bytes, rng);
+  q.workspace = ws.data();
+  q.workspace_bytes = bytes;
+  return ws;
+}
+
 // The bit patterns of 16-bit outputs (bit-for-bit comparisons).
 template <class T>
 std::vector<std::uint16_t> bits_of(const std::vector<T>& v) {
   std::vector<std::uint16_t> out;
   for (const T& x : v) out.push_back(x.bits);
   return out;
+}
+
+// An e4m3 operand [rows, ld] for the special-value tests: [-8, 8] over the first k columns, NaN codes (0x7F)
+// past K, so a load past K would show in the outputs.
+inline std::vector<e4m3> fp8_with_nan_padding(std::int64_t rows, int k, int ld, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  std::vector<e4m3> x(static_cast<std::size_t>(rows) * ld);
+  for (std::size_t e = 0; e < x.size(); ++e)
+    x[e] =
+        e % ld < static_cast<std::size_t>(k) ? e4m3::from_float_satfinite(dist(rng)) : e4m3::from_bits(0x7F);
+  return x;
 }
 
 // An fp8 GEMM problem: e4m3 operands A [M, K] and W [N, K] drawn from [-8, 8] (A first, then W), per-token x

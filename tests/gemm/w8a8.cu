@@ -733,12 +733,7 @@ TEST_CASE(
     d.poison();
     REQUIRE(gemm::w8a8_gemm<f16>(q, nullptr).ok());
     check_quant_special(d.to_host(), ldd, planted, p.ref, p.bound);
-    q.split_k = 2;
-    const std::size_t bytes = gemm::quant_gemm_workspace_bytes(q);
-    REQUIRE(bytes > 0);
-    auto ws = dirty_workspace(bytes, rng);
-    q.workspace = ws.data();
-    q.workspace_bytes = bytes;
+    auto ws = split_workspace(q, 2, rng);
     d.poison();
     const llmk::Status st = gemm::w8a8_gemm<f16>(q, nullptr);
     REQUIRE_MESSAGE(st.ok(), st.message());
@@ -752,12 +747,7 @@ TEST_CASE(
     llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * ldd);
     gemm::QuantGemmArgs<std::int8_t> q{p.d_a.data(), s.k, p.d_w.data(), s.k,      s.m,
                                        s.n,          s.k, p.sc.dev,     d.data(), ldd};
-    q.split_k = 2;
-    const std::size_t bytes = gemm::quant_gemm_workspace_bytes(q);
-    REQUIRE(bytes > 0);
-    auto ws = dirty_workspace(bytes, rng);
-    q.workspace = ws.data();
-    q.workspace_bytes = bytes;
+    auto ws = split_workspace(q, 2, rng);
     d.poison();
     const llmk::Status st = gemm::w8a8_gemm<float>(q, nullptr);
     REQUIRE_MESSAGE(st.ok(), st.message());
@@ -784,14 +774,8 @@ TEST_CASE("fp8 special values: NaN codes, NaN / Inf scales, -Inf bias, Inf * 0, 
   std::mt19937 rng(522);
   const Shape s{20, 40, 240};
   const int ld = s.k + 16;
-  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
-  std::vector<e4m3> a(static_cast<std::size_t>(s.m) * ld), w(static_cast<std::size_t>(s.n) * ld);
-  for (std::size_t e = 0; e < a.size(); ++e)
-    a[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
-                                                  : e4m3::from_bits(0x7F);
-  for (std::size_t e = 0; e < w.size(); ++e)
-    w[e] = e % ld < static_cast<std::size_t>(s.k) ? e4m3::from_float_satfinite(dist(rng))
-                                                  : e4m3::from_bits(0x7F);
+  std::vector<e4m3> a = fp8_with_nan_padding(s.m, s.k, ld, rng);
+  std::vector<e4m3> w = fp8_with_nan_padding(s.n, s.k, ld, rng);
   a[3 * ld + 5] = e4m3::from_bits(0x7F);
   w[7 * ld + 9] = e4m3::from_bits(0xFF);
   for (int kk = 0; kk < s.k; ++kk) a[13 * ld + kk] = e4m3::from_bits(0x00);
@@ -834,12 +818,7 @@ TEST_CASE("fp8 special values: NaN codes, NaN / Inf scales, -Inf bias, Inf * 0, 
     llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * ldd);
     q.d = d.data();
     q.ldd = ldd;
-    q.split_k = 2;
-    const std::size_t bytes = gemm::quant_gemm_workspace_bytes(q);
-    REQUIRE(bytes > 0);
-    auto ws = dirty_workspace(bytes, rng);
-    q.workspace = ws.data();
-    q.workspace_bytes = bytes;
+    auto ws = split_workspace(q, 2, rng);
     d.poison();
     const llmk::Status st = gemm::fp8_gemm<float>(q, nullptr);
     REQUIRE_MESSAGE(st.ok(), st.message());
