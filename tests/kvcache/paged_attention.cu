@@ -838,12 +838,17 @@ void make_quant_cache(QuantCache<T, Code>& qc, const Cache<T>& c, kv::KvScale mo
   }
   qc.k_scales = llmk::DeviceBuffer<float>(ks);
   qc.v_scales = llmk::DeviceBuffer<float>(vs);
+  // Each slot written once, by the first token that maps to it (later ones get slot -1, as make_cache's
+  // shared prefix): two tokens appended to one slot in one launch would race.
   std::vector<std::int64_t> slots;
+  std::set<std::int64_t> written;
   for (int b = 0; b < batch; ++b)
-    for (int t = 0; t < s.lens[b]; ++t)
-      slots.push_back(static_cast<std::int64_t>(c.csr.indices[c.csr.indptr[b] + t / s.page_size]) *
-                          s.page_size +
-                      t % s.page_size);
+    for (int t = 0; t < s.lens[b]; ++t) {
+      const std::int64_t slot =
+          static_cast<std::int64_t>(c.csr.indices[c.csr.indptr[b] + t / s.page_size]) * s.page_size +
+          t % s.page_size;
+      slots.push_back(written.insert(slot).second ? slot : -1);
+    }
   write_tokens<T, Code>(c.k, c.v, s, c.strides, c.num_pages, slots, qc.k_pool.data(), qc.v_pool.data(), mode,
                         qc.k_scales.data(), qc.v_scales.data());
   // Read back and dequantize; the error against the written values is the quantization error.
