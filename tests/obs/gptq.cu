@@ -251,8 +251,11 @@ TEST_CASE("gptq: bad arguments name the argument") {
   o.block_size = 0;
   CHECK(has(run(o), "block_size"));
   o = {};
-  o.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(2);  // would act as kAbsmax
+  o.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(3);  // would act as kFullRange
   CHECK(has(run(o), "symmetric_grid"));
+  o = {};
+  o.dead_column_grid = static_cast<llmk::obs::DeadColumnGrid>(2);
+  CHECK(has(run(o), "dead_column_grid"));
   {
     llmk::obs::ObqOptions oo;
     oo.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(-1);

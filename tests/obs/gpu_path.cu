@@ -456,6 +456,79 @@ TEST_CASE("sparsegpt gpu path == host path (unstructured 50%, 2:4, 4:8, joint 4-
   }
 }
 
+TEST_CASE(
+    "gpu paths: the reference's grids and damping rule as options (kReference, kOriginal, weak pivots)") {
+  // Rows 0-3 without a negative weight, the first 16 weights of rows 4-5 zero, dead columns 9 and 20 holding
+  // the largest weight of rows 6-7: each option changes grids there; the GPU path must follow the host's.
+  const std::int64_t n = 10, k = 48;
+  Layer l = test_layer(n, k, 43, 2, 1, {9, 20});
+  for (std::int64_t r = 0; r < 8; ++r) {
+    float* w = l.w.data() + r * l.ldw;
+    if (r < 4)
+      for (std::int64_t c = 0; c < k; ++c) w[c] = std::fabs(w[c]);
+    else if (r < 6)
+      for (std::int64_t c = 0; c < 16; ++c) w[c] = 0.0f;
+    else
+      w[r == 6 ? 9 : 20] = -3.0f * *std::max_element(w, w + k);
+  }
+  for (const std::int64_t group : {std::int64_t{0}, std::int64_t{16}})
+    for (const bool mse : {false, true}) {
+      CAPTURE(group);
+      CAPTURE(mse);
+      llmk::obs::GptqOptions opt;
+      opt.group_size = group;
+      opt.mse_clip = mse;
+      const llmk::obs::QuantizedLayer def = run_gptq_host(l, opt);
+      opt.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
+      opt.dead_column_grid = llmk::obs::DeadColumnGrid::kOriginal;
+      const llmk::obs::QuantizedLayer ref = run_gptq_host(l, opt);
+      std::int64_t moved = 0;
+      for (std::size_t i = 0; i < ref.scales.size(); ++i) moved += ref.scales[i] != def.scales[i];
+      CHECK(moved >= (group == 0 ? 6 : 4));  // per-channel: rows 0-3 and 6-7; g16: at least rows 0-3's
+      compare_gptq(ref, run_gptq_gpu(l, opt, 3));
+    }
+  {  // SparseGPT's joint per-channel quantization
+    llmk::obs::SparseGptOptions opt;
+    opt.bits = 4;
+    opt.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
+    opt.dead_column_grid = llmk::obs::DeadColumnGrid::kOriginal;
+    llmk::obs::HostLapackBackend la;
+    llmk::obs::SparseGptResult ref;
+    REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), n, k, l.ldw, l.h.data(), l.ldh, opt, la, &ref).ok());
+    compare_sparse(ref, run_sparse_gpu(l, opt), n, k, 4);
+  }
+
+  // A weak pivot: input 1 duplicates input 0, both x30 (they dominate diag H), and a percdamp that leaves
+  // pivot 2 at ~16 eps of its diagonal: the factorization succeeds, the default retries (x10), the option
+  // retry_weak_pivots = false uses the factor as the reference would. Both paths report the same.
+  Layer wl = test_layer(6, 32, 44);
+  auto hat = [&](std::int64_t i, std::int64_t j) -> float& {
+    return wl.h[static_cast<std::size_t>(i * wl.ldh + j)];
+  };
+  for (std::int64_t j = 0; j < wl.k; ++j) hat(1, j) = hat(j, 1) = hat(0, j);
+  hat(1, 1) = hat(0, 0);
+  for (std::int64_t j = 0; j < wl.k; ++j) {
+    for (const std::int64_t i : {0, 1}) {
+      hat(i, j) *= 30.0f;
+      hat(j, i) *= 30.0f;
+    }
+  }
+  double mean = 0.0;
+  for (std::int64_t i = 0; i < wl.k; ++i) mean += hat(i, i);
+  mean /= static_cast<double>(wl.k);
+  llmk::obs::GptqOptions opt;
+  opt.damping.percdamp = 8.0 * std::numeric_limits<float>::epsilon() * hat(0, 0) / mean;
+  const llmk::obs::QuantizedLayer strict = run_gptq_host(wl, opt);
+  CHECK(strict.damping.retries == 1);
+  CHECK(strict.damping.failed_pivot == 2);
+  compare_gptq(strict, run_gptq_gpu(wl, opt));
+  opt.damping.retry_weak_pivots = false;
+  const llmk::obs::QuantizedLayer lax = run_gptq_host(wl, opt);
+  CHECK(lax.damping.retries == 0);
+  compare_gptq(lax, run_gptq_gpu(wl, opt));
+  MESSAGE("weak pivot: loss with the retry ", strict.loss, ", without (the reference's factor) ", lax.loss);
+}
+
 // ---- argument errors
 
 TEST_CASE("gpu paths: an asymmetric H is used through its symmetric part, as on the host; in-place outputs") {
@@ -764,8 +837,11 @@ TEST_CASE("gpu paths: misaligned pointers, outputs overlapping w or h, a bad sym
                                    reinterpret_cast<unsigned char*>(dh.data()) + 16, ws_bytes, nullptr, &rep),
       "workspace", "must not overlap w or h"));
   llmk::obs::GptqOptions bad = base;
-  bad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(2);
+  bad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(3);
   CHECK(rejects(gptq(bad, good, dw.data(), dh.data()), "symmetric_grid", "SymmetricGrid"));
+  bad = base;
+  bad.dead_column_grid = static_cast<llmk::obs::DeadColumnGrid>(-1);
+  CHECK(rejects(gptq(bad, good, dw.data(), dh.data()), "dead_column_grid", "DeadColumnGrid"));
   {  // in place (dequantized = w, same leading dimension) is allowed and gives the same result
     const GpuGptq ref = run_gptq_gpu(l, base);
     REQUIRE_MESSAGE(ref.status.ok(), ref.status.message());
@@ -848,4 +924,7 @@ TEST_CASE("gpu paths: misaligned pointers, outputs overlapping w or h, a bad sym
   llmk::obs::SparseGptOptions sbad = sopt;
   sbad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(-1);
   CHECK(rejects(sparse(sbad, sgood, dw.data()), "symmetric_grid", "SymmetricGrid"));
+  sbad = sopt;
+  sbad.dead_column_grid = static_cast<llmk::obs::DeadColumnGrid>(5);
+  CHECK(rejects(sparse(sbad, sgood, dw.data()), "dead_column_grid", "DeadColumnGrid"));
 }

@@ -600,7 +600,7 @@ TEST_CASE("obs / obq gpu: misaligned pointers, outputs overlapping w or h, a bad
   qo.zeros = reinterpret_cast<std::uint8_t*>(dw) + 1;
   CHECK(rejects(obq(qopt, qo, dw), "zeros", "overlap"));
   llmk::obs::ObqOptions bad = qopt;
-  bad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(2);
+  bad.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(3);
   CHECK(rejects(obq(bad, qgood, dw), "symmetric_grid", "SymmetricGrid"));
 }
 

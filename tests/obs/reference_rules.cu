@@ -115,6 +115,9 @@ std::vector<float> gptq_reference(const Layer& l, const GptqRef& o) {
     for (std::int64_t c = 0; c < d; ++c) w[r * d + c] = l.w[static_cast<std::size_t>(r * l.ldw + c)];
   for (std::int64_t i = 0; i < d; ++i)
     for (std::int64_t j = 0; j < d; ++j) h[i * d + j] = l.h[static_cast<std::size_t>(i * l.ldh + j)];
+  std::vector<Grid> grid(static_cast<std::size_t>(n));
+  if (o.group == 0)  // find_params(W) runs first: before the dead columns are zeroed and the columns permuted
+    for (std::int64_t r = 0; r < n; ++r) grid[r] = find_params(w.data() + r * d, d, o.bits, o.sym);
   for (std::int64_t i = 0; i < d; ++i)
     if (h[i * d + i] == 0.0) {  // dead columns
       h[i * d + i] = 1.0;
@@ -131,9 +134,6 @@ std::vector<float> gptq_reference(const Layer& l, const GptqRef& o) {
   for (std::int64_t i = 0; i < d; ++i)
     for (std::int64_t j = 0; j < d; ++j) hp[i * d + j] = h[perm[i] * d + perm[j]];
   const Mat u = reference_hinv_upper(hp, d, 0.01);
-  std::vector<Grid> grid(static_cast<std::size_t>(n));
-  if (o.group == 0)
-    for (std::int64_t r = 0; r < n; ++r) grid[r] = find_params(wp.data() + r * d, d, o.bits, o.sym);
   Mat q(w.size());
   for (std::int64_t i1 = 0; i1 < d; i1 += bs) {
     const std::int64_t i2 = std::min(i1 + bs, d);
@@ -281,6 +281,28 @@ double loss_of(const Layer& l, const std::vector<float>& q) {
 // The outlier layer: 4 latent factors, every k/3-th input channel x20.
 Layer outlier_layer() {
   return make_layer(48, 256, 512, 2024);
+}
+
+// What the default grids treat unlike the reference's quantizer: rows 0-5 without a negative weight, the
+// first 32 weights of rows 6-7 zero (an all-zero group at g32), dead columns 5 and 70, which hold the largest
+// weight of rows 8-11. Dead columns are listed in kEdgeDead.
+constexpr std::int64_t kEdgeDead[] = {5, 70};
+Layer edge_layer() {
+  LayerSpec spec;
+  spec.dead = {kEdgeDead[0], kEdgeDead[1]};
+  Layer l = make_layer(24, 128, 256, 2025, spec);
+  for (std::int64_t r = 0; r < l.n; ++r) {
+    float* w = l.w.data() + r * l.ldw;
+    if (r < 6) {  // (0 in the dead columns: these rows test the one-signed rule alone)
+      for (std::int64_t c = 0; c < l.k; ++c) w[c] = std::fabs(w[c]);
+      for (const std::int64_t c : kEdgeDead) w[c] = 0.0f;
+    } else if (r < 8) {
+      for (std::int64_t c = 0; c < 32; ++c) w[c] = 0.0f;
+    } else if (r < 12) {
+      w[kEdgeDead[r % 2]] = (r % 4 < 2 ? 3.0f : -3.0f) * *std::max_element(w, w + l.k);
+    }
+  }
+  return l;
 }
 
 }  // namespace
@@ -485,4 +507,90 @@ TEST_CASE("reference rules: PruneCount::kThreshold is the reference codes' thres
       llmk::obs::magnitude_prune(l.w.data(), l.n, l.k, l.ldw, nullptr, 0, bad, nullptr, &unused);
   CHECK(st.code() == llmk::Status::Code::kInvalidArgument);
   CHECK(st.message().find("'count'") != std::string::npos);
+}
+
+TEST_CASE(
+    "reference rules: SymmetricGrid::kReference and DeadColumnGrid::kOriginal give the reference's grids") {
+  // The last two grid differences as options: the reference's find_params for groups with no negative
+  // weight (s = max / 15 at 4 bits, zero point 8) and all-zero groups (s = 2 / 15), and per-channel grids
+  // taken before the dead columns are zeroed. With both, llmk's per-channel scales are the reference's
+  // (fp32 vs fp64: 1e-6) and its loss the reference's; the defaults are measured against them.
+  const Layer l = edge_layer();
+  llmk::obs::HostLapackBackend la;
+  llmk::obs::GptqOptions opt;  // defaults: kFullRange, kZeroed
+  llmk::obs::QuantizedLayer def, ref_opt;
+  REQUIRE(llmk::obs::gptq_quantize(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, opt, la, &def).ok());
+  CHECK(def.damping.dead_columns == 2);
+  opt.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
+  opt.dead_column_grid = llmk::obs::DeadColumnGrid::kOriginal;
+  REQUIRE(llmk::obs::gptq_quantize(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, opt, la, &ref_opt).ok());
+  int one_signed_differ = 0, dead_differ = 0;
+  for (std::int64_t r = 0; r < l.n; ++r) {
+    CAPTURE(r);
+    const Grid g = find_params(
+        std::vector<double>(l.w.begin() + r * l.ldw, l.w.begin() + r * l.ldw + l.k).data(), l.k, 4, true);
+    const float s = ref_opt.scales[static_cast<std::size_t>(r)];
+    CHECK(std::fabs(s - g.scale) <= 1e-6 * g.scale);
+    CHECK(ref_opt.zeros[static_cast<std::size_t>(r)] == 8);
+    if (r < 6) one_signed_differ += def.scales[static_cast<std::size_t>(r)] != s;  // 2 max / 15 there
+    if (r >= 8 && r < 12) dead_differ += def.scales[static_cast<std::size_t>(r)] != s;
+    if (r >= 12) CHECK(def.scales[static_cast<std::size_t>(r)] == s);  // the rules agree elsewhere
+  }
+  CHECK(one_signed_differ == 6);
+  CHECK(dead_differ == 4);
+  const double ours = loss_of(l, def.dequantized), option = loss_of(l, ref_opt.dequantized);
+  const double ref = loss_of(l, gptq_reference(l, GptqRef{4, true, 0, false}));
+  MESSAGE("edge layer, 4-bit sym per-channel: loss default ", ours, ", kReference + kOriginal ", option,
+          ", reference ", ref, " (default ", ours / ref, "x the reference)");
+  CHECK(option == doctest::Approx(ref).epsilon(1e-3));
+  CHECK(ours < option);
+  // Each option alone: the one-signed rows' grids only, the dead columns' only.
+  for (const bool grid_only : {true, false}) {
+    llmk::obs::GptqOptions one;
+    if (grid_only)
+      one.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
+    else
+      one.dead_column_grid = llmk::obs::DeadColumnGrid::kOriginal;
+    llmk::obs::QuantizedLayer q;
+    REQUIRE(llmk::obs::gptq_quantize(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, one, la, &q).ok());
+    for (std::int64_t r = 0; r < l.n; ++r) {
+      const bool moved = grid_only ? r < 6 : r >= 8 && r < 12;
+      CHECK(q.scales[static_cast<std::size_t>(r)] ==
+            (moved ? ref_opt : def).scales[static_cast<std::size_t>(r)]);
+    }
+    MESSAGE("  ", std::string(grid_only ? "kReference alone" : "kOriginal alone"), ": loss ",
+            loss_of(l, q.dequantized), " (", loss_of(l, q.dequantized) / ours, "x the default)");
+  }
+
+  // g32: the all-zero groups of rows 6-7 get the reference's s = 2 / 15 with either grid (llmk::quant's
+  // edge case is s = 1), and kReference's loss is the reference's (dynamic groups, the reference's
+  // block-start rule, which is the default).
+  opt = {};
+  opt.group_size = 32;
+  opt.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
+  llmk::obs::QuantizedLayer g32, g32_def;
+  REQUIRE(llmk::obs::gptq_quantize(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, opt, la, &g32).ok());
+  opt.symmetric_grid = llmk::obs::SymmetricGrid::kFullRange;
+  REQUIRE(llmk::obs::gptq_quantize(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, opt, la, &g32_def).ok());
+  for (const std::int64_t r : {6, 7}) {
+    CHECK(g32.scales[static_cast<std::size_t>(r)] == 2.0f / 15.0f);
+    CHECK(g32_def.scales[static_cast<std::size_t>(r)] == 2.0f / 15.0f);
+    for (std::int64_t c = 0; c < 32; ++c)
+      CHECK(g32.dequantized[static_cast<std::size_t>(r * l.k + c)] == 0.0f);
+  }
+  const double g32_ours = loss_of(l, g32_def.dequantized), g32_option = loss_of(l, g32.dequantized);
+  const double g32_ref = loss_of(l, gptq_reference(l, GptqRef{4, true, 32, false}));
+  MESSAGE("edge layer, 4-bit sym g32: loss default ", g32_ours, ", kReference ", g32_option, ", reference ",
+          g32_ref);
+  CHECK(g32_option == doctest::Approx(g32_ref).epsilon(1e-3));
+  CHECK(g32_ours < g32_option);
+
+  // SparseGPT's joint per-channel quantization takes the same grids (from W before any update).
+  llmk::obs::SparseGptOptions so;
+  so.bits = 4;
+  so.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
+  so.dead_column_grid = llmk::obs::DeadColumnGrid::kOriginal;
+  llmk::obs::SparseGptResult sp;
+  REQUIRE(llmk::obs::sparsegpt_prune(l.w.data(), l.n, l.k, l.ldw, l.h.data(), l.ldh, so, la, &sp).ok());
+  CHECK(sp.quantized.scales == ref_opt.scales);
 }

@@ -675,6 +675,9 @@ TEST_CASE("sparsegpt / wanda / magnitude: bad arguments name the argument") {
   o.symmetric_grid = static_cast<llmk::obs::SymmetricGrid>(9);
   CHECK(has(run(o), "symmetric_grid"));
   o = {};
+  o.dead_column_grid = static_cast<llmk::obs::DeadColumnGrid>(9);
+  CHECK(has(run(o), "dead_column_grid"));
+  o = {};
   o.block_size = 0;
   CHECK(has(run(o), "block_size"));
   o = {};

@@ -36,8 +36,10 @@ struct GptqOptions {
   bool symmetric = true;  ///< symmetric (signed grid stored as u = q + 2^(b-1)) or asymmetric
   SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< 2^b levels as the reference, or kAbsmax
   std::int64_t group_size = 0;                               ///< 0: per-channel; else it must divide cols
-  bool act_order = false;                                    ///< process columns by descending diag H
-  bool static_groups = false;  ///< group grids from the original weights (natural groups k / G)
+  DeadColumnGrid dead_column_grid =
+      DeadColumnGrid::kZeroed;  ///< per-channel grids: kOriginal as the reference
+  bool act_order = false;       ///< process columns by descending diag H
+  bool static_groups = false;   ///< group grids from the original weights (natural groups k / G)
   GroupGrid group_grid = GroupGrid::kBlockStart;  ///< dynamic groups beginning inside a block (obs.hpp)
   std::int64_t block_size = 128;  ///< lazy-batch block (>= 1); >= cols: the unblocked column loop
   bool mse_clip = false;          ///< MSE clip search for each grid (llmk::quant::mse_clip_search)
@@ -52,8 +54,9 @@ struct GptqOptions {
 /// (ldh; llmk/obs/hessian.cuh), both fp32 host memory and finite. Dead columns (H_ii == 0) get zero weights;
 /// the Hessian is damped (retrying with more damping when the Cholesky factorization fails; reported in
 /// out->damping). Errors name the argument: rows, cols, w, ldw, h, ldh, bits, group_size, block_size,
-/// mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, out. Cost: O(K^3) (inverse) + O(N
-/// K^2) (the updates, mostly GEMM) + O(N K^2) for the reported loss (opt.report_loss = false skips it).
+/// symmetric_grid, group_grid, dead_column_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth,
+/// max_retries, out. Cost: O(K^3) (inverse) + O(N K^2) (the updates, mostly GEMM) + O(N K^2) for the reported
+/// loss (opt.report_loss = false skips it).
 ///   llmk::obs::GptqOptions opt;
 ///   opt.group_size = 128;
 ///   llmk::obs::QuantizedLayer q;
@@ -70,6 +73,7 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
   LLMK_RETURN_IF_ERROR(
       detail::check_mse_options(opt.mse_clip, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm));
   LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
+  LLMK_RETURN_IF_ERROR(detail::check_dead_column_grid(opt.dead_column_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
 
@@ -134,14 +138,16 @@ inline Status gptq_quantize(const float* w, std::int64_t rows, std::int64_t cols
     // params[g * n + r]: the grid of group g (the g_idx numbering) for row r.
     std::vector<quant::QuantParams> params(static_cast<std::size_t>(res.groups * n));
     auto set_params = [&](std::int64_t g, std::int64_t r, const float* x) {
-      const quant::QuantParams p =
-          detail::group_params<Q>(x, G, opt.mse_clip, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm);
+      const quant::QuantParams p = detail::group_params<Q>(x, G, opt.symmetric_grid, opt.mse_clip,
+                                                           opt.mse_grid, opt.mse_maxshrink, opt.mse_norm);
       params[static_cast<std::size_t>(g * n + r)] = p;
       res.scales[static_cast<std::size_t>(g * n + r)] = p.scale;
       res.zeros[static_cast<std::size_t>(g * n + r)] =
           static_cast<std::uint8_t>(p.zero_point + kCodeOffset<Q>);
     };
-    if (static_groups || !grouped)  // grids from the original (dead-column-fixed) weights
+    if (!grouped && opt.dead_column_grid == DeadColumnGrid::kOriginal)  // the caller's w, dead columns too
+      for (std::int64_t r = 0; r < n; ++r) set_params(0, r, w + r * ldw);
+    else if (static_groups || !grouped)  // grids from the original (dead-column-fixed) weights
       for (std::int64_t r = 0; r < n; ++r)
         for (std::int64_t g = 0; g < res.groups; ++g) set_params(g, r, wd.data() + r * d + g * G);
 

@@ -72,11 +72,11 @@ inline std::size_t gptq_gpu_workspace_bytes(std::int64_t rows, std::int64_t cols
 /// meaning as gptq_quantize (llmk/obs/gptq.hpp). `la` performs the factorizations and GEMMs on device memory
 /// on `stream` (a GPU build requires la.uses_device_memory(); in the simulator HostLapackBackend serves).
 /// Errors name the argument: rows, cols, w, ldw, h, ldh, bits, group_size, block_size, symmetric_grid,
-/// group_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, codes, ld_codes,
-/// scales, zeros, g_idx, dequantized, ld_dequantized, workspace, workspace_bytes, la, report. w, h, scales,
-/// g_idx, dequantized must be 4-byte aligned; no output may overlap h, nor w, except dequantized being w
-/// itself with ld_dequantized = ldw (in place); outputs must not overlap each other or the workspace, nor
-/// the workspace w or h. A Hessian that no damping makes positive definite is an error
+/// group_grid, dead_column_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries,
+/// codes, ld_codes, scales, zeros, g_idx, dequantized, ld_dequantized, workspace, workspace_bytes, la,
+/// report. w, h, scales, g_idx, dequantized must be 4-byte aligned; no output may overlap h, nor w, except
+/// dequantized being w itself with ld_dequantized = ldw (in place); outputs must not overlap each other or
+/// the workspace, nor the workspace w or h. A Hessian that no damping makes positive definite is an error
 /// naming h. On an error the outputs' contents are unspecified; on success they are finite.
 /// Synchronous: returns after the stream finished (the report's timings need it).
 ///   llmk::obs::GptqGpuOutputs out{d_codes, K, d_scales, d_zeros, d_g_idx, nullptr, 0};
@@ -96,6 +96,7 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
   LLMK_RETURN_IF_ERROR(
       detail::check_mse_options(opt.mse_clip, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm));
   LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
+  LLMK_RETURN_IF_ERROR(detail::check_dead_column_grid(opt.dead_column_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   if (out.codes == nullptr) return Status::invalid_argument("codes", "must not be null");
   if (out.ld_codes < cols)
@@ -130,8 +131,10 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
   cfg.act_order = opt.act_order;
   cfg.static_groups = opt.static_groups;
   cfg.group_grid_current = opt.group_grid == GroupGrid::kCurrent;
-  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm,
-                                opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
+  cfg.grid = detail::GridChoice{
+      opt.mse_clip ? 1 : 0, opt.mse_grid,
+      opt.mse_maxshrink,    opt.mse_norm,
+      opt.symmetric_grid,   opt.group_size == 0 && opt.dead_column_grid == DeadColumnGrid::kOriginal};
   cfg.block_size = opt.block_size;
   cfg.damping = opt.damping;
   cfg.prune_mode = detail::kPruneNone;

@@ -191,7 +191,7 @@ inline Status damped_upper_cholesky_device(const float* h, const std::vector<flo
           static_cast<float>(static_cast<double>(h_diag[static_cast<std::size_t>(i)]) + damp);
     std::int64_t failed = 0, bad = -1;
     LLMK_RETURN_IF_ERROR(la.cholesky(Uplo::kLower, d, u, ldu, &failed));
-    if (failed == 0) {
+    if (failed == 0 && opt.retry_weak_pivots) {
       LLMK_RETURN_IF_ERROR(device_diag(u, d, ldu, scratch.diag, &l_diag, stream));
       failed = weak_pivot(l_diag.data(), a_diag.data(), d, 0);  // ld 0: l_diag is the contiguous diagonal
     }

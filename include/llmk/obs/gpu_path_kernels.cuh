@@ -96,17 +96,9 @@ struct GridChoice {
   int grid;
   double maxshrink;
   double norm;
-  int full_range;  ///< symmetric Q: SymmetricGrid::kFullRange (1) or kAbsmax (0); ignored when asymmetric
+  SymmetricGrid symmetric_grid;  ///< symmetric Q's grid (grid_params); ignored when asymmetric
+  bool dead_columns_original;    ///< static_grid_kernel reads a dead column's w (DeadColumnGrid::kOriginal)
 };
-
-template <class Q>
-LLMK_HOST_DEVICE quant::QuantParams params_of_range(float lo, float hi, int full_range) {
-  if constexpr (Q::kAsymmetric)
-    return Q::params_from_range(lo, hi);
-  else
-    return symmetric_params<Q>(quant::fabs_f(lo) > quant::fabs_f(hi) ? quant::fabs_f(lo) : quant::fabs_f(hi),
-                               full_range != 0);
-}
 
 // The grid of one group, computed by a whole warp: visit(f) calls f(v) for this lane's share of the group's
 // values. The same arithmetic as detail::group_params (llmk/obs/obs.hpp): the finite min/max
@@ -126,14 +118,14 @@ LLMK_DEVICE quant::QuantParams warp_group_params(const GridChoice& g, Visit&& vi
   lo = warp_min(lo);
   hi = warp_max(hi);
   if (lo > hi) lo = hi = 0.0f;  // nothing finite: MinMaxCalibrator's empty range
-  if (!g.mse) return params_of_range<Q>(lo, hi, g.full_range);
+  if (!g.mse) return grid_params<Q>(lo, hi, g.symmetric_grid);
   const int steps = static_cast<int>(g.maxshrink * g.grid) > 1 ? static_cast<int>(g.maxshrink * g.grid) : 1;
   quant::QuantParams best{1.0f, 0};
   double best_err = static_cast<double>(inf);  // mse_clip_search's start: +inf
   for (int i = 0; i < steps; ++i) {
     const double p = 1.0 - static_cast<double>(i) / g.grid;
     const quant::QuantParams cand =
-        params_of_range<Q>(static_cast<float>(p * lo), static_cast<float>(p * hi), g.full_range);
+        grid_params<Q>(static_cast<float>(p * lo), static_cast<float>(p * hi), g.symmetric_grid);
     double err = 0.0;
     visit([&](float v) {
       if (!quant::is_finite(v)) return;
@@ -273,8 +265,9 @@ __global__ void __launch_bounds__(kGlueThreads)
 
 // ---- grids from the original weights (per-channel, static groups)
 
-// One warp per (group g, row r): the grid of w[r, g G .. g G + G) with dead columns read as 0, written to
-// scales / zeros [g * rows + r] (unsigned zero-point codes, as QuantizedLayer).
+// One warp per (group g, row r): the grid of w[r, g G .. g G + G) with dead columns read as 0 (as they are,
+// with choice.dead_columns_original), written to scales / zeros [g * rows + r] (unsigned zero-point codes,
+// as QuantizedLayer).
 template <class Q>
 __global__ void __launch_bounds__(kGlueThreads)
     static_grid_kernel(const float* w, std::int64_t rows, std::int64_t ldw, const float* h, std::int64_t ldh,
@@ -287,7 +280,7 @@ __global__ void __launch_bounds__(kGlueThreads)
     const std::int64_t g = item / rows, r = item % rows, c0 = g * group_size;
     const quant::QuantParams p = warp_group_params<Q>(choice, [&](auto&& f) {
       for (std::int64_t c = c0 + lane; c < c0 + group_size; c += 32)
-        f(h[c * ldh + c] == 0.0f ? 0.0f : w[r * ldw + c]);
+        f(h[c * ldh + c] == 0.0f && !choice.dead_columns_original ? 0.0f : w[r * ldw + c]);
     });
     if (lane == 0) {
       scales[item] = p.scale;

@@ -130,11 +130,22 @@ enum class GroupGrid {
                 ///< in an independent emulation, so not always better: docs/obs.md)
 };
 
+/// Which weights a per-channel grid (GPTQ's and SparseGPT's joint quantization, group_size 0) sees in a dead
+/// column (H_ii == 0, whose weights are zeroed: its input is always 0):
+enum class DeadColumnGrid {
+  kZeroed,    ///< default: the zeroed weights (a dead column's weight cannot widen its row's grid)
+  kOriginal,  ///< the original weights, as the reference (find_params(W) runs before W[:, dead] = 0)
+};
+
 struct DampingOptions {
   double percdamp = 0.01;  ///< first attempt: H_ii += percdamp * mean(diag H); >= 0
   double damp_growth =
       10.0;             ///< each retry multiplies percdamp by this (> 1); a percdamp of 0 retries at 1e-4
   int max_retries = 6;  ///< attempts after the first (>= 0)
+  /// Also retry when a Cholesky pivot is at rounding-noise level (L_ii^2 <= 64 eps H_ii), which fp32
+  /// factorizations accept (default); false: only a failed factorization or a non-finite result retries,
+  /// as the reference (which never retries: it stops where llmk retries) uses any factor that succeeds.
+  bool retry_weak_pivots = true;
 };
 
 /// The inverse forms the algorithms need.
@@ -144,6 +155,13 @@ enum class InverseForm {
 };
 
 namespace detail {
+
+inline Status check_dead_column_grid(DeadColumnGrid g) {
+  if (g != DeadColumnGrid::kZeroed && g != DeadColumnGrid::kOriginal)
+    return Status::invalid_argument("dead_column_grid",
+                                    "must be DeadColumnGrid::kZeroed or DeadColumnGrid::kOriginal");
+  return {};
+}
 
 inline Status check_group_grid(GroupGrid g) {
   if (g != GroupGrid::kBlockStart && g != GroupGrid::kCurrent)
@@ -214,7 +232,7 @@ inline Status damped_inverse(const float* h, std::int64_t d, std::int64_t ldh, c
       diag[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(i * d + i)];
     std::int64_t failed = 0;
     LLMK_RETURN_IF_ERROR(la.cholesky(Uplo::kLower, d, a.data(), d, &failed));
-    if (failed == 0) failed = detail::weak_pivot(a.data(), diag.data(), d, d);
+    if (failed == 0 && opt.retry_weak_pivots) failed = detail::weak_pivot(a.data(), diag.data(), d, d);
     if (failed == 0) LLMK_RETURN_IF_ERROR(la.cholesky_inverse(Uplo::kLower, d, a.data(), d, &failed));
     if (failed == 0 && !detail::all_finite(a.data(), d * d)) failed = d;
     if (failed == 0 && form == InverseForm::kUpperCholesky) {
@@ -417,17 +435,19 @@ inline Status layer_loss(const LayerArgs& a, const std::vector<float>& q, Linalg
   return {};
 }
 
-// Quantization parameters of one group of values (min/max, or GPTQ's MSE clip search).
+// Quantization parameters of one group of values on the symmetric grid `sgrid` (grid_params: min/max, or
+// GPTQ's MSE clip search over its candidates).
 template <class Q>
-quant::QuantParams group_params(const float* x, std::int64_t count, bool mse, int grid, double maxshrink,
-                                double norm) {
+quant::QuantParams group_params(const float* x, std::int64_t count, SymmetricGrid sgrid, bool mse, int grid,
+                                double maxshrink, double norm) {
+  const auto params_of = [sgrid](float lo, float hi) { return grid_params<Q>(lo, hi, sgrid); };
   if (mse)
     return quant::mse_clip_search<Q>(std::span<const float>(x, static_cast<std::size_t>(count)), grid,
-                                     maxshrink, norm)
+                                     maxshrink, norm, params_of)
         .params;
   quant::MinMaxCalibrator mm;
   mm.observe(x, static_cast<std::size_t>(count));
-  return quant::to_quant_params<Q>(quant::ClipRange{mm.min(), mm.max()});
+  return params_of(mm.min(), mm.max());
 }
 
 // GPTQ's and SparseGPT's dynamic group grids, GroupGrid::kBlockStart (the reference code's rule, the
@@ -785,8 +805,8 @@ inline Status obq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
       const float* wr = wd.data() + r * cols;
       for (std::int64_t g = 0; g < res.groups; ++g) {
         const quant::QuantParams p =
-            detail::group_params<Q>(wr + g * res.group_size, res.group_size, opt.mse_clip, opt.mse_grid,
-                                    opt.mse_maxshrink, opt.mse_norm);
+            detail::group_params<Q>(wr + g * res.group_size, res.group_size, opt.symmetric_grid, opt.mse_clip,
+                                    opt.mse_grid, opt.mse_maxshrink, opt.mse_norm);
         params[static_cast<std::size_t>(g)] = p;
         res.scales[static_cast<std::size_t>(g * rows + r)] = p.scale;
         res.zeros[static_cast<std::size_t>(g * rows + r)] =

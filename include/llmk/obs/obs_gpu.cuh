@@ -810,8 +810,8 @@ inline Status obq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t c
   cfg.bits = opt.bits;
   cfg.symmetric = opt.symmetric;
   cfg.group_size = opt.group_size == 0 ? cols : opt.group_size;
-  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm,
-                                opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
+  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid,       opt.mse_maxshrink,
+                                opt.mse_norm,         opt.symmetric_grid, false};
   cfg.prune_per_row = 0;
   cfg.order = static_cast<int>(opt.order);
   cfg.refine_sweeps = opt.refine_sweeps;

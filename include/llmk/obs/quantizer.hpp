@@ -75,14 +75,18 @@ inline Status check_bits(int bits) {
 enum class SymmetricGrid {
   kFullRange,  ///< default: all 2^b codes, s = 2 amax / (2^b - 1), the GPTQ reference's sym=True grid
   kAbsmax,     ///< 2^b - 1 codes (no -2^(b-1)), s = amax / (2^(b-1) - 1): llmk's grid before 2026-11
+  kReference,  ///< the reference quantizer's grid in every case: kFullRange, except that a group with no
+               ///< negative value gets s = max / (2^b - 1) (its codes reach (2^(b-1) - 1) / (2^b - 1) of
+               ///< the max: the rest is clipped; docs/obs.md)
 };
 
 namespace detail {
 // The grid option, checked by every entry that takes one (an unknown value would act as kAbsmax).
 inline Status check_symmetric_grid(SymmetricGrid g) {
-  if (g != SymmetricGrid::kFullRange && g != SymmetricGrid::kAbsmax)
-    return Status::invalid_argument("symmetric_grid",
-                                    "must be SymmetricGrid::kFullRange or SymmetricGrid::kAbsmax");
+  if (g != SymmetricGrid::kFullRange && g != SymmetricGrid::kAbsmax && g != SymmetricGrid::kReference)
+    return Status::invalid_argument(
+        "symmetric_grid",
+        "must be SymmetricGrid::kFullRange, SymmetricGrid::kAbsmax or SymmetricGrid::kReference");
   return {};
 }
 
@@ -92,7 +96,7 @@ template <bool kFullRange, class F>
 decltype(auto) dispatch_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& f) {
   using quant::Asymmetric, quant::PerChannel, quant::Quantizer, quant::Symmetric, quant::SymmetricFullRange;
   if constexpr (kFullRange) {
-    if (symmetric && grid == SymmetricGrid::kFullRange) {
+    if (symmetric && grid != SymmetricGrid::kAbsmax) {  // kReference: the same codes, other scales
       switch (bits) {
         case 2:
           return f.template operator()<Quantizer<int2_code, SymmetricFullRange, PerChannel>>();
@@ -133,8 +137,9 @@ decltype(auto) dispatch_quantizer(int bits, bool symmetric, SymmetricGrid grid, 
 }  // namespace detail
 
 /// Calls f.template operator()<Q>() with Q = llmk::quant::Quantizer<code type, scheme, PerChannel> for
-/// (bits, symmetric, grid): scheme SymmetricFullRange, Symmetric (kAbsmax) or Asymmetric (symmetric = false:
-/// the grid is ignored). bits must pass check_bits. Returns what f returns.
+/// (bits, symmetric, grid): scheme SymmetricFullRange (kFullRange and kReference, whose codes are the same:
+/// its scales come from grid_params), Symmetric (kAbsmax) or Asymmetric (symmetric = false: the grid is
+/// ignored). bits must pass check_bits. Returns what f returns.
 ///   double e = llmk::obs::with_quantizer(3, false, llmk::obs::SymmetricGrid::kFullRange,
 ///                                        [&]<class Q>() { return Q::params_from_range(lo, hi).scale; });
 template <class F>
@@ -142,9 +147,10 @@ decltype(auto) with_quantizer(int bits, bool symmetric, SymmetricGrid grid, F&& 
   return detail::dispatch_quantizer<true>(bits, symmetric, grid, static_cast<F&&>(f));
 }
 
-/// The kernels' form (llmk/obs/gpu_path.cuh, obs_gpu.cuh): symmetric picks the absmax type for both grids,
+/// The kernels' form (llmk/obs/gpu_path.cuh, obs_gpu.cuh): symmetric picks the absmax type for every grid,
 /// because quantize() and dequantize() are the same for them (q = clamp(round(x / s)), x' = q s) and only the
-/// scale differs, which the kernels take from GridChoice::full_range at run time (half the instantiations).
+/// scale differs, which the kernels take from grid_params with GridChoice::symmetric_grid at run time (a
+/// third of the instantiations).
 /// bits as for the 3-argument form (check_bits first: not checked here).
 ///   // the unsigned-code offset of a layer's quantizer: 2^(bits - 1) symmetric, 0 asymmetric
 ///   const int offset = llmk::obs::with_quantizer(bits, symmetric,
@@ -154,13 +160,34 @@ decltype(auto) with_quantizer(int bits, bool symmetric, F&& f) {
   return detail::dispatch_quantizer<false>(bits, symmetric, SymmetricGrid::kAbsmax, static_cast<F&&>(f));
 }
 
-/// The symmetric parameters of a group with absolute maximum amax on the chosen grid, for a Q of either
-/// symmetric scheme (the kernels' run-time choice; host code uses the grid's own Q).
+/// The parameters of a group whose finite values span [lo, hi] (lo <= hi; [0, 0] when none is finite) on
+/// the chosen grid, for a Q of either form of with_quantizer: asymmetric Q::params_from_range(lo, hi);
+/// symmetric kFullRange / kAbsmax that scheme's params_from_absmax(max(|lo|, |hi|)), except that kFullRange
+/// gives an all-zero group the reference's s = 2 / (2^b - 1) (the range [-1, 1]) rather than llmk::quant's
+/// s = 1: the same zero codes, and a usable grid when the group receives updates later; kReference as the
+/// reference's find_params (xmin = min(lo, 0), xmax = max(hi, 0), then xmin = -max(|xmin|, xmax) only when
+/// xmin < 0): kFullRange's scale when lo < 0, hi / (2^b - 1) when lo >= 0 < hi, 2 / (2^b - 1) when both are 0
+/// (a scale that underflows to 0 becomes 1, as every llmk quantizer's).
+///   const llmk::quant::QuantParams p = llmk::obs::grid_params<Q>(-0.5f, 2.0f,
+///   llmk::obs::SymmetricGrid::kReference);
 template <class Q>
-LLMK_HOST_DEVICE quant::QuantParams symmetric_params(float amax, bool full_range) {
-  using Full = quant::Quantizer<typename Q::storage_type, quant::SymmetricFullRange, typename Q::granularity>;
-  using Abs = quant::Quantizer<typename Q::storage_type, quant::Symmetric, typename Q::granularity>;
-  return full_range ? Full::params_from_absmax(amax) : Abs::params_from_absmax(amax);
+LLMK_HOST_DEVICE quant::QuantParams grid_params(float lo, float hi, SymmetricGrid grid) {
+  if constexpr (Q::kAsymmetric) {
+    (void)grid;
+    return Q::params_from_range(lo, hi);
+  } else {
+    using Full =
+        quant::Quantizer<typename Q::storage_type, quant::SymmetricFullRange, typename Q::granularity>;
+    using Abs = quant::Quantizer<typename Q::storage_type, quant::Symmetric, typename Q::granularity>;
+    const float steps = static_cast<float>(Q::traits::kQmax - Q::traits::kQmin);  // 2^b - 1
+    if (grid != SymmetricGrid::kAbsmax && lo == 0.0f && hi == 0.0f) return {2.0f / steps, 0};
+    if (grid == SymmetricGrid::kReference && lo >= 0.0f) {
+      const float scale = hi / steps;
+      return {scale > 0.0f ? scale : 1.0f, 0};
+    }
+    const float amax = quant::fabs_f(lo) > quant::fabs_f(hi) ? quant::fabs_f(lo) : quant::fabs_f(hi);
+    return grid == SymmetricGrid::kAbsmax ? Abs::params_from_absmax(amax) : Full::params_from_absmax(amax);
+  }
 }
 
 /// Offset from Q's code to the unsigned stored code u (2^(b-1) for signed codes, 0 for unsigned ones).

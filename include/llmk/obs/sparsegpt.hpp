@@ -67,8 +67,9 @@ struct SparseGptOptions {
   bool symmetric = true;          ///< as GptqOptions
   SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< as GptqOptions
   std::int64_t group_size = 0;  ///< as GptqOptions (0: per-channel; must be 0 when bits == 0)
-  GroupGrid group_grid = GroupGrid::kBlockStart;  ///< as GptqOptions
-  bool mse_clip = false;                          ///< GPTQ's MSE clip search for each grid (as GptqOptions)
+  DeadColumnGrid dead_column_grid = DeadColumnGrid::kZeroed;  ///< as GptqOptions
+  GroupGrid group_grid = GroupGrid::kBlockStart;              ///< as GptqOptions
+  bool mse_clip = false;  ///< GPTQ's MSE clip search for each grid (as GptqOptions)
   int mse_grid = 100;
   double mse_maxshrink = 0.8;
   double mse_norm = 2.4;
@@ -96,9 +97,9 @@ struct NoQuantizer {};  // bits == 0: kept weights stay as they are
 /// (ldh; llmk/obs/hessian.cuh), fp32 host memory, finite. Prunes per opt (the file comment gives the exact
 /// rules), optionally quantizing the kept weights jointly. Errors name the argument: rows, cols, w, ldw, h,
 /// ldh, sparsity ("must be in [0, 1)"), prune_n / prune_m ("0 < n < m and cols % m == 0"), block_size, bits,
-/// group_size, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries, out. A Hessian that no
-/// damping makes positive definite is an error naming h (nothing written). Cost: O(K^3) + O(N K^2) (mostly
-/// GEMM) + O(N K^2) loss.
+/// group_size, symmetric_grid, group_grid, dead_column_grid, mse_grid, mse_maxshrink, mse_norm, percdamp,
+/// damp_growth, max_retries, out. A Hessian that no damping makes positive definite is an error naming h
+/// (nothing written). Cost: O(K^3) + O(N K^2) (mostly GEMM) + O(N K^2) loss.
 ///   llmk::obs::SparseGptOptions opt;  opt.sparsity = 0.5;  opt.bits = 4;  opt.group_size = 128;
 ///   llmk::obs::SparseGptResult out;
 ///   llmk::throw_if_error(llmk::obs::sparsegpt_prune(w.data(), N, K, K, h.data(), K, opt, la, &out));
@@ -125,6 +126,7 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
   }
   LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
+  LLMK_RETURN_IF_ERROR(detail::check_dead_column_grid(opt.dead_column_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   if (out == nullptr) return Status::invalid_argument("out", "must not be null");
 
@@ -180,16 +182,18 @@ inline Status sparsegpt_prune(const float* w, std::int64_t rows, std::int64_t co
     std::vector<quant::QuantParams> params(kQuant ? static_cast<std::size_t>(ql.groups * n) : 0);
     auto set_params = [&](std::int64_t g, std::int64_t r, const float* x) {
       if constexpr (kQuant) {
-        const quant::QuantParams p =
-            detail::group_params<Q>(x, G, opt.mse_clip, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm);
+        const quant::QuantParams p = detail::group_params<Q>(x, G, opt.symmetric_grid, opt.mse_clip,
+                                                             opt.mse_grid, opt.mse_maxshrink, opt.mse_norm);
         params[static_cast<std::size_t>(g * n + r)] = p;
         ql.scales[static_cast<std::size_t>(g * n + r)] = p.scale;
         ql.zeros[static_cast<std::size_t>(g * n + r)] =
             static_cast<std::uint8_t>(p.zero_point + kCodeOffset<Q>);
       }
     };
-    if (kQuant && !grouped)  // per-channel grids from the original (dead-column-fixed) weights
-      for (std::int64_t r = 0; r < n; ++r) set_params(0, r, wp.data() + r * d);
+    if (kQuant &&
+        !grouped)  // per-channel grids from the original (dead-column-fixed, or the caller's) weights
+      for (std::int64_t r = 0; r < n; ++r)
+        set_params(0, r, opt.dead_column_grid == DeadColumnGrid::kOriginal ? w + r * ldw : wp.data() + r * d);
 
     const bool per_block = !nm && opt.scope == PruneScope::kReference;
     std::vector<float> err(static_cast<std::size_t>(n * bs)),

@@ -100,12 +100,13 @@ inline std::size_t sparsegpt_gpu_workspace_bytes(std::int64_t rows, std::int64_t
 /// (llmk/obs/sparsegpt.hpp). `la` performs the factorizations and GEMMs on device memory on `stream` (a GPU
 /// build requires la.uses_device_memory(); in the simulator HostLapackBackend serves). Errors name the
 /// argument: rows, cols, w, ldw, h, ldh, sparsity, prune_n, prune_m, block_size, scope, bits, group_size,
-/// symmetric_grid, group_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth, max_retries,
-/// weights, ld_weights, mask, ld_mask, codes, ld_codes, scales, zeros, g_idx, workspace, workspace_bytes, la,
-/// report; n:m with m > 128 is Status::unsupported. w, h, weights, scales, g_idx must be 4-byte aligned; no
-/// output may overlap h, nor w, except weights being w itself with ld_weights = ldw (in place), nor another
-/// output or the workspace; nor the workspace w or h (quantizer outputs only when bits > 0). On an error
-/// the outputs' contents are unspecified; on success they are finite. Synchronous (the timings need it).
+/// symmetric_grid, group_grid, dead_column_grid, mse_grid, mse_maxshrink, mse_norm, percdamp, damp_growth,
+/// max_retries, weights, ld_weights, mask, ld_mask, codes, ld_codes, scales, zeros, g_idx, workspace,
+/// workspace_bytes, la, report; n:m with m > 128 is Status::unsupported. w, h, weights, scales, g_idx must be
+/// 4-byte aligned; no output may overlap h, nor w, except weights being w itself with ld_weights = ldw (in
+/// place), nor another output or the workspace; nor the workspace w or h (quantizer outputs only when bits >
+/// 0). On an error the outputs' contents are unspecified; on success they are finite. Synchronous (the
+/// timings need it).
 ///   llmk::obs::SparseGptGpuReport rep;
 ///   llmk::throw_if_error(llmk::obs::sparsegpt_prune_gpu(d_w, N, K, K, d_h, K, opt, la, out, d_ws, ws,
 ///   stream,
@@ -139,6 +140,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   }
   LLMK_RETURN_IF_ERROR(detail::check_symmetric_grid(opt.symmetric_grid));
   LLMK_RETURN_IF_ERROR(detail::check_group_grid(opt.group_grid));
+  LLMK_RETURN_IF_ERROR(detail::check_dead_column_grid(opt.dead_column_grid));
   LLMK_RETURN_IF_ERROR(detail::check_damping(opt.damping));
   const std::int64_t bs = sparsegpt_gpu_block_size(cols, opt);
   if (bs == 0)
@@ -209,8 +211,10 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   cfg.act_order = false;
   cfg.static_groups = false;
   cfg.group_grid_current = opt.group_grid == GroupGrid::kCurrent;
-  cfg.grid = detail::GridChoice{opt.mse_clip ? 1 : 0, opt.mse_grid, opt.mse_maxshrink, opt.mse_norm,
-                                opt.symmetric_grid == SymmetricGrid::kFullRange ? 1 : 0};
+  cfg.grid = detail::GridChoice{
+      opt.mse_clip ? 1 : 0, opt.mse_grid,
+      opt.mse_maxshrink,    opt.mse_norm,
+      opt.symmetric_grid,   cfg.group_size == 0 && opt.dead_column_grid == DeadColumnGrid::kOriginal};
   cfg.block_size = opt.block_size;
   cfg.damping = opt.damping;
   cfg.prune_mode = detail::sparsegpt_prune_mode(opt);

@@ -451,9 +451,14 @@ struct MseClipResult {
 /// groups). Cost: int(maxshrink * grid) quantize/dequantize passes over the span.
 ///   using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::GroupWise<128>>;
 ///   auto r = llmk::quant::mse_clip_search<Q>(std::span<const float>(row + g * 128, 128));
-template <class Q, class T>
-MseClipResult mse_clip_search(std::span<const T> x, int grid = 100, double maxshrink = 0.8,
-                              double norm = 2.4) {
+///
+/// params_of(lo, hi) may replace to_quant_params<Q>(ClipRange{lo, hi}) as the candidates' rule (a grid rule
+/// of the caller's, e.g. llmk::obs::grid_params; Q still quantizes):
+///   auto r = llmk::quant::mse_clip_search<Q>(span, 100, 0.8, 2.4, [](float lo, float hi) { return
+///   my_params(lo, hi); });
+template <class Q, class T, class ParamsOf>
+MseClipResult mse_clip_search(std::span<const T> x, int grid, double maxshrink, double norm,
+                              ParamsOf params_of) {
   detail::calibration_require(grid >= 1, "grid", str_cat("must be >= 1, got ", grid));
   detail::calibration_require(maxshrink > 0.0 && maxshrink <= 1.0, "maxshrink",
                               str_cat("must be in (0, 1], got ", maxshrink));
@@ -466,7 +471,7 @@ MseClipResult mse_clip_search(std::span<const T> x, int grid = 100, double maxsh
   for (int i = 0; i < steps; ++i) {
     const double p = 1.0 - static_cast<double>(i) / grid;
     const float lo = static_cast<float>(p * mm.min()), hi = static_cast<float>(p * mm.max());
-    const QuantParams params = to_quant_params<Q>(ClipRange{lo, hi});
+    const QuantParams params = params_of(lo, hi);
     double err = 0.0;
     for (const T& raw : x) {
       const float v = load_as_float(raw);
@@ -481,6 +486,15 @@ MseClipResult mse_clip_search(std::span<const T> x, int grid = 100, double maxsh
     }
   }
   return best;
+}
+
+/// mse_clip_search with Q's own rule for the candidates (to_quant_params<Q>), the defaults GPTQ's.
+template <class Q, class T>
+MseClipResult mse_clip_search(std::span<const T> x, int grid = 100, double maxshrink = 0.8,
+                              double norm = 2.4) {
+  return mse_clip_search<Q>(x, grid, maxshrink, norm, [](float lo, float hi) {
+    return to_quant_params<Q>(ClipRange{lo, hi});
+  });
 }
 
 /// Convenience overload for a pointer and a count. Throws llmk::Error (invalid_argument) for a null x with
