@@ -113,7 +113,9 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
   // g_idx and the static grids are written before w is read; the loss GEMM reads h last.
   const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
   const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
-  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols, groups, in, /*in_place=*/true));
+  const auto regions = detail::quantized_regions(out, rows, cols, groups, /*in_place=*/true);
+  LLMK_RETURN_IF_ERROR(detail::check_quantized_alignment(out));
+  LLMK_RETURN_IF_ERROR(detail::check_outputs_vs_inputs(regions, in));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));
@@ -121,8 +123,7 @@ inline Status gptq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t 
   LLMK_RETURN_IF_ERROR(check_device_pointer("dequantized", out.dequantized));
   LLMK_RETURN_IF_ERROR(detail::validate_fused_resources(la, workspace, workspace_bytes,
                                                         gptq_gpu_workspace_bytes(rows, cols, opt)));
-  LLMK_RETURN_IF_ERROR(
-      detail::check_quantized_resources(out, rows, cols, groups, workspace, workspace_bytes, in));
+  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(regions, workspace, workspace_bytes, in));
 
   detail::FusedConfig cfg{};
   cfg.bits = opt.bits;

@@ -38,13 +38,14 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <initializer_list>
 #include <limits>
 #include <numeric>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -404,54 +405,41 @@ inline Status check_output_disjoint(std::string_view name, const void* p, std::i
   return {};
 }
 
-// The fused column loop's weight output (q_out, [rows, cols] at ld) may be w itself (in place: the kernel
-// reads each original weight before it stores that element, and nothing reads w later) but must not
-// overlap w otherwise, nor overlap h (read by the final loss GEMM).
-inline Status check_weight_output(std::string_view name, std::string_view ld_name, const float* p,
-                                  std::int64_t rows, std::int64_t cols, std::int64_t ld,
-                                  const InputExtents& in) {
-  if (p == nullptr) return {};
-  const std::int64_t bytes = extent_bytes(rows, cols, ld, 4);
-  const bool in_place = p == in.w && ld == in.ldw;
-  if ((!in_place && ranges_overlap(p, bytes, in.w, in.w_bytes)) || ranges_overlap(p, bytes, in.h, in.h_bytes))
-    return Status::invalid_argument(
-        name, str_cat("must not overlap h, nor overlap w unless it is w itself with ", ld_name,
-                      " = ldw (in place)"));
-  return {};
-}
-
-// A quantizing entry's outputs (GptqGpuOutputs, ObqGpuOutputs: codes, scales, zeros, g_idx, dequantized),
-// `groups` rows of scales and zeros: aligned to their elements, none overlapping w or h; `dequantized` may
-// be w itself (with ldw) when `in_place` (gptq reads each weight before storing it), never otherwise.
-template <class Outputs>
-Status check_quantized_outputs(const Outputs& out, std::int64_t rows, std::int64_t cols, std::int64_t groups,
-                               const InputExtents& in, bool in_place) {
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
-  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("dequantized", out.dequantized));
-  LLMK_RETURN_IF_ERROR(
-      check_output_disjoint("codes", out.codes, extent_bytes(rows, cols, out.ld_codes, 1), in));
-  LLMK_RETURN_IF_ERROR(check_output_disjoint("scales", out.scales, extent_bytes(groups, rows, rows, 4), in));
-  LLMK_RETURN_IF_ERROR(check_output_disjoint("zeros", out.zeros, extent_bytes(groups, rows, rows, 1), in));
-  LLMK_RETURN_IF_ERROR(check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
-  if (in_place)
-    return check_weight_output("dequantized", "ld_dequantized", out.dequantized, rows, cols,
-                               out.ld_dequantized, in);
-  return check_output_disjoint("dequantized", out.dequantized,
-                               extent_bytes(rows, cols, out.ld_dequantized, 4), in);
-}
-
-// A buffer an entry writes: the argument's name, its start (null: not written) and its bytes.
+// A buffer an entry writes: the argument's name, its start (null: not written) and its bytes. A region with
+// an `ld_name` is a weight output that may be w itself (in place, the same start and leading dimension `ld`
+// as w): the fused column loop reads each original weight before it stores that element, and nothing reads
+// w later. One list per entry serves both overlap checks below.
 struct OutputRegion {
   std::string_view name;
   const void* p;
   std::int64_t bytes;
+  std::string_view ld_name = {};
+  std::int64_t ld = 0;
 };
+
+// The outputs against the inputs: none may overlap w or h (the entries read both after writing outputs, and
+// the loss reads w or h last), except an in-place region being w itself.
+inline Status check_outputs_vs_inputs(std::span<const OutputRegion> outputs, const InputExtents& in) {
+  for (const OutputRegion& o : outputs) {
+    if (o.ld_name.empty()) {
+      LLMK_RETURN_IF_ERROR(check_output_disjoint(o.name, o.p, o.bytes, in));
+      continue;
+    }
+    if (o.p == nullptr) continue;
+    const bool in_place = o.p == in.w && o.ld == in.ldw;
+    if ((!in_place && ranges_overlap(o.p, o.bytes, in.w, in.w_bytes)) ||
+        ranges_overlap(o.p, o.bytes, in.h, in.h_bytes))
+      return Status::invalid_argument(
+          o.name, str_cat("must not overlap h, nor overlap w unless it is w itself with ", o.ld_name,
+                          " = ldw (in place)"));
+  }
+  return {};
+}
 
 // The outputs and the workspace are written while the others are (the row kernels write weights, masks and
 // codes while their state lives in the workspace): none may overlap another, and the workspace may not
 // overlap w or h either. Call after validate_fused_resources (the workspace is then non-null).
-inline Status check_resources_disjoint(std::initializer_list<OutputRegion> outputs, const void* workspace,
+inline Status check_resources_disjoint(std::span<const OutputRegion> outputs, const void* workspace,
                                        std::size_t workspace_bytes, const InputExtents& in) {
   const auto ws_bytes = static_cast<std::int64_t>(
       std::min<std::size_t>(workspace_bytes, std::numeric_limits<std::int64_t>::max()));
@@ -467,19 +455,26 @@ inline Status check_resources_disjoint(std::initializer_list<OutputRegion> outpu
   return {};
 }
 
-// check_resources_disjoint for a quantizing entry's outputs (GptqGpuOutputs, ObqGpuOutputs), `groups` rows
-// of scales and zeros.
+// A quantizing entry's outputs (GptqGpuOutputs, ObqGpuOutputs: codes, scales, zeros, g_idx, dequantized),
+// `groups` rows of scales and zeros; `dequantized` may be w itself when `in_place` (gptq reads each weight
+// before storing it), never otherwise.
 template <class Outputs>
-Status check_quantized_resources(const Outputs& out, std::int64_t rows, std::int64_t cols,
-                                 std::int64_t groups, const void* workspace, std::size_t workspace_bytes,
-                                 const InputExtents& in) {
-  return check_resources_disjoint(
-      {{"codes", out.codes, extent_bytes(rows, cols, out.ld_codes, 1)},
-       {"scales", out.scales, extent_bytes(groups, rows, rows, 4)},
-       {"zeros", out.zeros, extent_bytes(groups, rows, rows, 1)},
-       {"g_idx", out.g_idx, cols * 4},
-       {"dequantized", out.dequantized, extent_bytes(rows, cols, out.ld_dequantized, 4)}},
-      workspace, workspace_bytes, in);
+std::array<OutputRegion, 5> quantized_regions(const Outputs& out, std::int64_t rows, std::int64_t cols,
+                                              std::int64_t groups, bool in_place) {
+  return {{{"codes", out.codes, extent_bytes(rows, cols, out.ld_codes, 1)},
+           {"scales", out.scales, extent_bytes(groups, rows, rows, 4)},
+           {"zeros", out.zeros, extent_bytes(groups, rows, rows, 1)},
+           {"g_idx", out.g_idx, cols * 4},
+           {"dequantized", out.dequantized, extent_bytes(rows, cols, out.ld_dequantized, 4),
+            in_place ? "ld_dequantized" : "", out.ld_dequantized}}};
+}
+
+// The element alignment of a quantizing entry's 4-byte outputs.
+template <class Outputs>
+Status check_quantized_alignment(const Outputs& out) {
+  LLMK_RETURN_IF_ERROR(check_element_alignment<float>("scales", out.scales));
+  LLMK_RETURN_IF_ERROR(check_element_alignment<std::int32_t>("g_idx", out.g_idx));
+  return check_element_alignment<float>("dequantized", out.dequantized);
 }
 
 inline Status validate_fused_resources(LinalgBackend& la, const void* workspace, std::size_t workspace_bytes,

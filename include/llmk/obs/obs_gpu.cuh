@@ -680,20 +680,16 @@ inline Status obs_prune_gpu(const float* w, std::int64_t rows, std::int64_t cols
   // The rows write the outputs while w and h are still read (the loss reads w last): no overlap, in place
   // included.
   const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
-  LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
-      "weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4), in));
-  LLMK_RETURN_IF_ERROR(
-      detail::check_output_disjoint("mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1), in));
-  LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("row_loss", out.row_loss, rows * 8, in));
+  const detail::OutputRegion regions[] = {
+      {"weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4)},
+      {"mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1)},
+      {"row_loss", out.row_loss, rows * 8}};
+  LLMK_RETURN_IF_ERROR(detail::check_outputs_vs_inputs(regions, in));
   LLMK_RETURN_IF_ERROR(check_device_pointer("weights", out.weights));
   LLMK_RETURN_IF_ERROR(check_device_pointer("mask", out.mask));
   LLMK_RETURN_IF_ERROR(check_device_pointer("row_loss", out.row_loss));
   LLMK_RETURN_IF_ERROR(detail::validate_obs_gpu_resources(la, workspace, workspace_bytes, rows, cols));
-  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(
-      {{"weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4)},
-       {"mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1)},
-       {"row_loss", out.row_loss, rows * 8}},
-      workspace, workspace_bytes, in));
+  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(regions, workspace, workspace_bytes, in));
 
   detail::ObsGpuConfig cfg{};
   cfg.bits = 0;
@@ -796,15 +792,16 @@ inline Status obq_quantize_gpu(const float* w, std::int64_t rows, std::int64_t c
   // No output may overlap w or h (in place included: the loss reads w last).
   const std::int64_t groups = cols / (opt.group_size == 0 ? cols : opt.group_size);
   const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
-  LLMK_RETURN_IF_ERROR(detail::check_quantized_outputs(out, rows, cols, groups, in, /*in_place=*/false));
+  const auto regions = detail::quantized_regions(out, rows, cols, groups, /*in_place=*/false);
+  LLMK_RETURN_IF_ERROR(detail::check_quantized_alignment(out));
+  LLMK_RETURN_IF_ERROR(detail::check_outputs_vs_inputs(regions, in));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
   LLMK_RETURN_IF_ERROR(check_device_pointer("scales", out.scales));
   LLMK_RETURN_IF_ERROR(check_device_pointer("zeros", out.zeros));
   LLMK_RETURN_IF_ERROR(check_device_pointer("g_idx", out.g_idx));
   LLMK_RETURN_IF_ERROR(check_device_pointer("dequantized", out.dequantized));
   LLMK_RETURN_IF_ERROR(detail::validate_obs_gpu_resources(la, workspace, workspace_bytes, rows, cols));
-  LLMK_RETURN_IF_ERROR(
-      detail::check_quantized_resources(out, rows, cols, groups, workspace, workspace_bytes, in));
+  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(regions, workspace, workspace_bytes, in));
 
   detail::ObsGpuConfig cfg{};
   cfg.bits = opt.bits;

@@ -172,21 +172,17 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   }
   const detail::InputExtents in = detail::input_extents(w, rows, cols, ldw, h, ldh);
   const std::int64_t groups = opt.group_size > 0 ? cols / opt.group_size : 1;
-  {  // the weights may be w itself (in place); nothing else may overlap w or h (the loss GEMM reads h last)
-    LLMK_RETURN_IF_ERROR(
-        detail::check_weight_output("weights", "ld_weights", out.weights, rows, cols, out.ld_weights, in));
-    LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("mask", out.mask,
-                                                       detail::extent_bytes(rows, cols, out.ld_mask, 1), in));
-    if (quantize) {
-      LLMK_RETURN_IF_ERROR(detail::check_output_disjoint(
-          "codes", out.codes, detail::extent_bytes(rows, cols, out.ld_codes, 1), in));
-      LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("scales", out.scales,
-                                                         detail::extent_bytes(groups, rows, rows, 4), in));
-      LLMK_RETURN_IF_ERROR(
-          detail::check_output_disjoint("zeros", out.zeros, detail::extent_bytes(groups, rows, rows, 1), in));
-      LLMK_RETURN_IF_ERROR(detail::check_output_disjoint("g_idx", out.g_idx, cols * 4, in));
-    }
-  }
+  // The weights may be w itself (in place); nothing else may overlap w or h (the loss GEMM reads h last).
+  // Without quantization the quantized outputs are not written (null regions).
+  const detail::OutputRegion regions[] = {
+      {"weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4), "ld_weights",
+       out.ld_weights},
+      {"mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1)},
+      {"codes", quantize ? out.codes : nullptr, detail::extent_bytes(rows, cols, out.ld_codes, 1)},
+      {"scales", quantize ? out.scales : nullptr, detail::extent_bytes(groups, rows, rows, 4)},
+      {"zeros", quantize ? out.zeros : nullptr, detail::extent_bytes(groups, rows, rows, 1)},
+      {"g_idx", quantize ? out.g_idx : nullptr, cols * 4}};
+  LLMK_RETURN_IF_ERROR(detail::check_outputs_vs_inputs(regions, in));
   LLMK_RETURN_IF_ERROR(check_device_pointer("weights", out.weights));
   LLMK_RETURN_IF_ERROR(check_device_pointer("mask", out.mask));
   LLMK_RETURN_IF_ERROR(check_device_pointer("codes", out.codes));
@@ -195,14 +191,7 @@ inline Status sparsegpt_prune_gpu(const float* w, std::int64_t rows, std::int64_
   LLMK_RETURN_IF_ERROR(check_device_pointer("g_idx", out.g_idx));
   LLMK_RETURN_IF_ERROR(detail::validate_fused_resources(la, workspace, workspace_bytes,
                                                         sparsegpt_gpu_workspace_bytes(rows, cols, opt)));
-  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(
-      {{"weights", out.weights, detail::extent_bytes(rows, cols, out.ld_weights, 4)},
-       {"mask", out.mask, detail::extent_bytes(rows, cols, out.ld_mask, 1)},
-       {"codes", quantize ? out.codes : nullptr, detail::extent_bytes(rows, cols, out.ld_codes, 1)},
-       {"scales", quantize ? out.scales : nullptr, detail::extent_bytes(groups, rows, rows, 4)},
-       {"zeros", quantize ? out.zeros : nullptr, detail::extent_bytes(groups, rows, rows, 1)},
-       {"g_idx", quantize ? out.g_idx : nullptr, cols * 4}},
-      workspace, workspace_bytes, in));
+  LLMK_RETURN_IF_ERROR(detail::check_resources_disjoint(regions, workspace, workspace_bytes, in));
 
   detail::FusedConfig cfg{};
   cfg.bits = opt.bits;
