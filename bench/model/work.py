@@ -80,7 +80,7 @@ def decode(a, t, code_size=None, per_row_scales=False):
     cache, q = b * L * kvh * d, b * h * d
     flops = 4.0 * b * h * L * d
     byts = 2.0 * cache * csz + (2.0 * b * L * kvh * 4 if per_row_scales else 0.0) + 2.0 * q * sz
-    # the decode kernel's mma tile holds 16 query heads of one KV head (decode.cuh: kRows = 16)
+    # the decode kernel's mma tile holds 16 query heads of one KV head (decode_plan.cuh: DecodeConfig::kRows = 16)
     tensor = 4.0 * b * kvh * _ceil16(h / kvh) * L * d
     return Work(flops, byts, byts, tensor)
 
