@@ -394,6 +394,47 @@ TEST_CASE("awq: an independent re-implementation of the reference search agrees 
   }
 }
 
+TEST_CASE(
+    "awq: reference_grid gives the reference's parameters where llmk's grid differs (one-signed groups)") {
+  // Rows 0-5 without a negative weight: the reference's zero point clamps to 0 there and its grid holds only
+  // [0, max - min] (the rest clips); llmk's default widens the range to [0, max]. With reference_grid every
+  // decision and code is the re-implementation's; the default's cost is measured. Symmetric grids agree.
+  AwqLayer l = make_awq_layer(21, 128, 64, 0, 2, 3, 303);
+  for (std::int64_t r = 0; r < 6; ++r)
+    for (std::int64_t c = 0; c < l.k; ++c) {
+      float& v = l.w[static_cast<std::size_t>(r * l.ldw + c)];
+      v = std::fabs(v) + 0.02f;
+    }
+  for (const bool zero_point : {true, false}) {
+    CAPTURE(zero_point);
+    llmk::obs::AwqOptions opt;
+    opt.group_size = 64;
+    opt.zero_point = zero_point;
+    opt.reference_grid = true;
+    const llmk::obs::AwqResult got = run_awq(l, opt);
+    const RefResult want = ref_awq(l, opt);
+    CHECK(got.alpha_index == want.alpha_index);
+    for (std::size_t i = 0; i < want.clip_step.size(); ++i) CHECK(got.clip_step[i] == want.clip_step[i]);
+    CHECK(code_mismatches(got, want) == 0);
+    for (std::size_t i = 0; i < want.scales.size(); ++i) {
+      CHECK(got.quantized.scales[i] == want.scales[i]);
+      CHECK(got.quantized.zeros[i] == want.zeros[i]);
+    }
+    CHECK(rel(got.output_error, want.output_error) < 1e-9);
+    opt.reference_grid = false;
+    const llmk::obs::AwqResult def = run_awq(l, opt);
+    if (zero_point) {
+      CHECK(code_mismatches(def, want) > 0);
+      CHECK(def.output_error < got.output_error);
+    } else {
+      CHECK(code_mismatches(def, want) == 0);  // the same rule unless amax < 1e-5
+    }
+    std::printf("awq reference_grid %-10s output MSE default %.4e, reference grid %.4e (%.2fx)\n",
+                zero_point ? "asym g64" : "sym g64", def.output_error, got.output_error,
+                got.output_error / def.output_error);
+  }
+}
+
 TEST_CASE("awq: folding 1/s into a norm or a previous linear reproduces the layer through the GEMM format") {
   const std::int64_t n = 29, k = 128, t = 64, pre = 48, extra = 5;
   std::mt19937 rng(303);

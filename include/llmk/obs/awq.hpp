@@ -29,7 +29,8 @@
 // The grid is llmk's (llmk::quant::Quantizer, llmk/quant/scheme.cuh). Deliberate differences from the
 // reference, each documented in docs/obs.md ("## AWQ"): the asymmetric range is widened to hold 0 (identical
 // whenever a group has both signs, as trained weights do); an all-zero group gets llmk's edge-case parameters
-// instead of a span clamped to 1e-5 (both dequantize to exactly 0); s and the error sums are fp64, while W
+// instead of a span clamped to 1e-5 (both dequantize to exactly 0); AwqOptions::reference_grid gives the
+// reference's parameters in both cases; s and the error sums are fp64, while W
 // diag(s), the clip values and the quantizer are fp32 like the reference's fp32 tensors (it usually runs in
 // fp16). Cost (T tokens, T_c sampled tokens, n_clip = int(clip_max_shrink clip_n_grid)):
 //   O(n_grid T N K) for the scale search + O(n_clip T_c N K) for the clip search + O(T N K) for the reported
@@ -68,6 +69,11 @@ struct AwqOptions {
   double clip_max_shrink = 0.5;  ///< auto_clip_layer max_shrink = 0.5: clip factors 1, 0.95, ..., 0.55
   /// auto_clip_layer n_sample_token = 512: every max(1, tokens / 512)-th token (AutoAWQ's step rule).
   std::int64_t clip_sample_tokens = 512;
+  /// The reference's pseudo-quantizer parameters in every case (docs/obs.md, "AWQ"): zero point: s = max(max
+  /// - min, 1e-5) / (2^b - 1), z = clamp(-round(min / s), 0, 2^b - 1), so a group with no negative value
+  /// clips everything above max - min; symmetric: s = max(amax, 1e-5) / (2^(b-1) - 1). Default (false):
+  /// llmk's grid (the range widened to hold 0; an all-zero group s = 1).
+  bool reference_grid = false;
 };
 
 /// What awq_quantize found and produced.
@@ -93,11 +99,30 @@ struct AwqResult {
 
 namespace detail {
 
-// Quantizes v[0, len) (one group, values already clamped) with Q: unsigned codes (offset by 2^(b-1) for the
-// signed symmetric codes; may be null) and dequantized values (may be null). Returns the group's parameters
-// with the UNSIGNED zero point.
+// The reference's parameters (AwqOptions::reference_grid) of a group spanning [lo, hi] (asymmetric) or with
+// absolute maximum hi (symmetric), in fp32 as its tensor ops: the span or amax clamped to 1e-5, the zero
+// point -round(lo / s) clamped to the codes. A span that overflows fp32 is divided in two parts (llmk's
+// rule).
 template <class Q>
-quant::QuantParams awq_quantize_group(const float* v, std::int64_t len, std::uint8_t* codes, float* deq) {
+quant::QuantParams awq_reference_params(float lo, float hi) {
+  if constexpr (Q::kAsymmetric) {
+    const float steps = static_cast<float>(Q::traits::kQmax - Q::traits::kQmin), span = hi - lo;
+    const float scale = std::isfinite(span) ? std::max(span, 1e-5f) / steps : hi / steps - lo / steps;
+    const float z = std::clamp(-quant::round_half_even(lo / scale), static_cast<float>(Q::traits::kQmin),
+                               static_cast<float>(Q::traits::kQmax));
+    return {scale, static_cast<std::int32_t>(z)};
+  } else {
+    (void)lo;
+    return {std::max(hi, 1e-5f) / static_cast<float>(Q::traits::kQmax), 0};
+  }
+}
+
+// Quantizes v[0, len) (one group, values already clamped) with Q, on llmk's grid or the reference's:
+// unsigned codes (offset by 2^(b-1) for the signed symmetric codes; may be null) and dequantized values (may
+// be null). Returns the group's parameters with the UNSIGNED zero point.
+template <class Q>
+quant::QuantParams awq_quantize_group(const float* v, std::int64_t len, bool reference, std::uint8_t* codes,
+                                      float* deq) {
   quant::QuantParams p{};
   if constexpr (Q::kAsymmetric) {
     float lo = v[0], hi = v[0];
@@ -105,11 +130,11 @@ quant::QuantParams awq_quantize_group(const float* v, std::int64_t len, std::uin
       lo = std::min(lo, v[j]);
       hi = std::max(hi, v[j]);
     }
-    p = Q::params_from_range(lo, hi);
+    p = reference ? awq_reference_params<Q>(lo, hi) : Q::params_from_range(lo, hi);
   } else {
     float amax = 0.0f;
     for (std::int64_t j = 0; j < len; ++j) amax = std::max(amax, std::fabs(v[j]));
-    p = Q::params_from_absmax(amax);
+    p = reference ? awq_reference_params<Q>(0.0f, amax) : Q::params_from_absmax(amax);
   }
   const int offset = Q::traits::kSigned ? -Q::traits::kQmin : 0;
   for (std::int64_t j = 0; j < len; ++j) {
@@ -120,26 +145,28 @@ quant::QuantParams awq_quantize_group(const float* v, std::int64_t len, std::uin
   return {p.scale, p.zero_point + offset};
 }
 
-// The four grids AWQ uses: (4 | 8 bits) x (asymmetric | symmetric absmax, the reference's two rules).
-inline quant::QuantParams awq_quantize_group(int bits, bool zero_point, const float* v, std::int64_t len,
+// The four grids AWQ uses: (4 | 8 bits) x (asymmetric | symmetric absmax, the reference's two rules), with
+// llmk's or the reference's parameters (AwqOptions::reference_grid).
+inline quant::QuantParams awq_quantize_group(const AwqOptions& opt, const float* v, std::int64_t len,
                                              std::uint8_t* codes, float* deq) {
   using quant::Asymmetric, quant::PerChannel, quant::Quantizer, quant::Symmetric;
-  if (zero_point)
-    return bits == 4
-               ? awq_quantize_group<Quantizer<uint4_t, Asymmetric, PerChannel>>(v, len, codes, deq)
-               : awq_quantize_group<Quantizer<std::uint8_t, Asymmetric, PerChannel>>(v, len, codes, deq);
-  return bits == 4 ? awq_quantize_group<Quantizer<int4_t, Symmetric, PerChannel>>(v, len, codes, deq)
-                   : awq_quantize_group<Quantizer<std::int8_t, Symmetric, PerChannel>>(v, len, codes, deq);
+  const bool ref = opt.reference_grid;
+  if (opt.zero_point)
+    return opt.bits == 4
+               ? awq_quantize_group<Quantizer<uint4_t, Asymmetric, PerChannel>>(v, len, ref, codes, deq)
+               : awq_quantize_group<Quantizer<std::uint8_t, Asymmetric, PerChannel>>(v, len, ref, codes, deq);
+  return opt.bits == 4
+             ? awq_quantize_group<Quantizer<int4_t, Symmetric, PerChannel>>(v, len, ref, codes, deq)
+             : awq_quantize_group<Quantizer<std::int8_t, Symmetric, PerChannel>>(v, len, ref, codes, deq);
 }
 
 // Pseudo-quantizes every group of ws [n, k] (dense, no clip) into deq [n, k].
-inline void awq_pseudo_quantize(int bits, bool zero_point, const std::vector<float>& ws, std::int64_t n,
+inline void awq_pseudo_quantize(const AwqOptions& opt, const std::vector<float>& ws, std::int64_t n,
                                 std::int64_t k, std::int64_t gs, std::vector<float>& deq) {
   deq.resize(ws.size());
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t c0 = 0; c0 < k; c0 += gs)
-      (void)awq_quantize_group(bits, zero_point, ws.data() + r * k + c0, gs, nullptr,
-                               deq.data() + r * k + c0);
+      (void)awq_quantize_group(opt, ws.data() + r * k + c0, gs, nullptr, deq.data() + r * k + c0);
 }
 
 // mean over (t, n) of (X E^T)^2: X [t, k] and E [n, k] dense fp64.
@@ -266,7 +293,7 @@ inline Status awq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
   std::vector<float> deq, ws(nk);
   std::vector<double> e;
   // Round-to-nearest on the same grid.
-  detail::awq_pseudo_quantize(opt.bits, opt.zero_point, wd, n, k, gs, deq);
+  detail::awq_pseudo_quantize(opt, wd, n, k, gs, deq);
   detail::awq_weight_error(wd, deq, nullptr, n, k, e);
   res.rtn_error = detail::awq_output_mse(xd, nt, k, e, n);
 
@@ -302,7 +329,7 @@ inline Status awq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
         finite = finite && std::isfinite(ws[j]);
       }
     if (!finite) continue;  // W diag(s) overflowed fp32: the candidate is not representable, skip it
-    detail::awq_pseudo_quantize(opt.bits, opt.zero_point, ws, n, k, gs, deq);
+    detail::awq_pseudo_quantize(opt, ws, n, k, gs, deq);
     detail::awq_weight_error(wd, deq, s.data(), n, k, e);
     const double err = detail::awq_output_mse(xd, nt, k, e, n);
     res.alpha_errors[static_cast<std::size_t>(i)] = err;
@@ -365,7 +392,7 @@ inline Status awq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
               org * static_cast<float>(1.0 - static_cast<double>(i) / static_cast<double>(opt.clip_n_grid));
           for (std::int64_t j = 0; j < gs; ++j)
             clamped[static_cast<std::size_t>(j)] = std::min(std::max(wg[j], -m), m);
-          (void)detail::awq_quantize_group(opt.bits, opt.zero_point, clamped.data(), gs, nullptr, qg.data());
+          (void)detail::awq_quantize_group(opt, clamped.data(), gs, nullptr, qg.data());
           for (std::int64_t j = 0; j < gs; ++j)
             dg[static_cast<std::size_t>(j)] = static_cast<double>(qg[static_cast<std::size_t>(j)]) - wg[j];
           double err = 0.0;
@@ -414,9 +441,8 @@ inline Status awq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
       const float m = res.clip_max[static_cast<std::size_t>(r * groups + g)];
       for (std::int64_t j = 0; j < gs; ++j)
         clamped[static_cast<std::size_t>(j)] = std::min(std::max(wg[j], -m), m);
-      const quant::QuantParams p =
-          detail::awq_quantize_group(opt.bits, opt.zero_point, clamped.data(), gs,
-                                     q.codes.data() + r * k + g * gs, q.dequantized.data() + r * k + g * gs);
+      const quant::QuantParams p = detail::awq_quantize_group(
+          opt, clamped.data(), gs, q.codes.data() + r * k + g * gs, q.dequantized.data() + r * k + g * gs);
       q.scales[static_cast<std::size_t>(g * n + r)] = p.scale;
       q.zeros[static_cast<std::size_t>(g * n + r)] = static_cast<std::uint8_t>(p.zero_point);
     }
