@@ -69,10 +69,11 @@ struct AwqOptions {
   double clip_max_shrink = 0.5;  ///< auto_clip_layer max_shrink = 0.5: clip factors 1, 0.95, ..., 0.55
   /// auto_clip_layer n_sample_token = 512: every max(1, tokens / 512)-th token (AutoAWQ's step rule).
   std::int64_t clip_sample_tokens = 512;
-  /// The reference's pseudo-quantizer parameters in every case (docs/obs.md, "AWQ"): zero point: s = max(max
-  /// - min, 1e-5) / (2^b - 1), z = clamp(-round(min / s), 0, 2^b - 1), so a group with no negative value
-  /// clips everything above max - min; symmetric: s = max(amax, 1e-5) / (2^(b-1) - 1). Default (false):
-  /// llmk's grid (the range widened to hold 0; an all-zero group s = 1).
+  /// The reference's pseudo-quantizer parameters in every case (docs/obs.md, "AWQ"): zero point:
+  /// s = max(max - min, 1e-5) / (2^b - 1), z = clamp(-round(min / s), 0, 2^b - 1), so a group with no
+  /// negative value clips everything above max - min; symmetric: s = max(amax, 1e-5) / (2^(b-1) - 1); and the
+  /// clip search's start at 1e9 (no clipping unless a candidate's error is below it). Default (false): llmk's
+  /// grid (the range widened to hold 0; an all-zero group s = 1) and a start at +inf.
   bool reference_grid = false;
 };
 
@@ -383,7 +384,9 @@ inline Status awq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
         const float* wg = ws.data() + r * k + g * gs;
         const std::size_t rg = static_cast<std::size_t>(r * groups + g);
         const float org = res.clip_max[rg];
-        double best = std::numeric_limits<double>::infinity();
+        // The reference starts from 1e9 and keeps no clipping unless a candidate is below it
+        // (reference_grid).
+        double best = opt.reference_grid ? 1e9 : std::numeric_limits<double>::infinity();
         for (int i = 0; i < n_clip; ++i) {
           // fp32 as the reference's tensor op: org * float(1 - i / n_grid). With both ends of the group
           // clamped the asymmetric zero point is -lo / s = (2^b - 1) / 2, a tie that the last bit of the fp32
