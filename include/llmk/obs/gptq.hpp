@@ -40,7 +40,7 @@ struct GptqOptions {
       DeadColumnGrid::kZeroed;  ///< per-channel grids: kOriginal as the reference
   bool act_order = false;       ///< process columns by descending diag H
   bool static_groups = false;   ///< group grids from the original weights (natural groups k / G)
-  GroupGrid group_grid = GroupGrid::kBlockStart;  ///< dynamic groups beginning inside a block (obs.hpp)
+  GroupGrid group_grid = GroupGrid::kBlockStart;  ///< dynamic groups beginning in a block (group_grids.hpp)
   std::int64_t block_size = 128;  ///< lazy-batch block (>= 1); >= cols: the unblocked column loop
   bool mse_clip = false;          ///< MSE clip search for each grid (llmk::quant::mse_clip_search)
   int mse_grid = 100;

@@ -11,8 +11,9 @@
 //                way), grids from the original weights (per-channel, static groups) by a warp-per-(group,
 //                row) kernel.
 //   inverse      damping + Cholesky + inverse + upper Cholesky of H^-1 through the backend on device memory,
-//                with damped_inverse's retry policy (llmk/obs/obs.hpp); the O(d^2) glue (copy + damp, weak
-//                pivot, finiteness, lower-triangle zeroing) is small kernels plus d floats to the host.
+//                with damped_inverse's retry policy (llmk/obs/damped_inverse.hpp); the O(d^2) glue (copy +
+//                damp, weak pivot, finiteness, lower-triangle zeroing) is small kernels plus d floats to the
+//                host.
 //   column loop  per block [i1, i2): ONE launch of column_loop_kernel. Every CTA stages U[i1:i2, i1:i2]
 //                (<= 128 x 128 fp32 = 64 KiB, the >48 KiB opt-in of llmk::launch) in shared memory once; a
 //                warp owns a row: lane l holds the row's block columns l, l + 32, l + 64, l + 96 in registers
@@ -160,11 +161,12 @@ inline Status check_backend_stream(const LinalgBackend& la, cudaStream_t stream)
   return {};
 }
 
-// damped_inverse (llmk/obs/obs.hpp) on device memory, InverseForm::kUpperCholesky (default) or kFull (OBS /
-// OBQ, llmk/obs/obs_gpu.cuh: stops after the inverse): the same attempts, damping values, checks and report.
-// h (device, [d, ldh]) is the dead-column-fixed Hessian in processing order, h_diag its diagonal on the host;
-// u (device, [d, ldu]) receives U (or H^-1, both triangles). The factorizations go through `la`.
-// (The retry loop mirrors obs.hpp's line for line; one template over host / device glue could serve both.)
+// damped_inverse (llmk/obs/damped_inverse.hpp) on device memory, InverseForm::kUpperCholesky (default) or
+// kFull (OBS / OBQ, llmk/obs/obs_gpu.cuh: stops after the inverse): the same attempts, damping values, checks
+// and report. h (device, [d, ldh]) is the dead-column-fixed Hessian in processing order, h_diag its diagonal
+// on the host; u (device, [d, ldu]) receives U (or H^-1, both triangles). The factorizations go through `la`.
+// (The retry loop mirrors damped_inverse.hpp's line for line; one template over host / device glue could
+// serve both.)
 inline Status damped_upper_cholesky_device(const float* h, const std::vector<float>& h_diag, std::int64_t d,
                                            std::int64_t ldh, const DampingOptions& opt, LinalgBackend& la,
                                            float* u, std::int64_t ldu, const DeviceInverseScratch& scratch,

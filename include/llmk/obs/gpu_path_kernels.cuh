@@ -101,7 +101,7 @@ struct GridChoice {
 };
 
 // The grid of one group, computed by a whole warp: visit(f) calls f(v) for this lane's share of the group's
-// values. The same arithmetic as detail::group_params (llmk/obs/obs.hpp): the finite min/max
+// values. The same arithmetic as detail::group_params (llmk/obs/group_grids.hpp): the finite min/max
 // (MinMaxCalibrator; none finite: [0, 0]) or llmk::quant::mse_clip_search (candidates p = 1 - i / grid, fp64
 // error sums, strict < keeps the first best). The MSE sums are per lane then a butterfly: the same terms as
 // the host's sequential sum in another order (a near-tie may pick the neighbouring candidate on the GPU).

@@ -1,9 +1,9 @@
 // llmk/obs/sparsegpt.hpp: SparseGPT on the host (Frantar & Alistarh 2023): GPTQ's column loop with pruning
 // targets. Every row shares one inverse-Hessian sequence, the upper Cholesky factor U of the damped H^-1
-// (H^-1 = U^T U, llmk/obs/obs.hpp); fixing column j of a row at q (0 when pruned, its grid point under joint
-// quantization, else the weight itself) costs e = (w_j - q) / U_jj and updates the columns after it by
-// w_t -= e U_jt. The mask is chosen by the OBS saliency w_t^2 / [H_F^-1]_tt = w_t^2 / U_tt^2, evaluated on
-// the CURRENT (already compensated) weights, a block (or an n:m group) at a time. Lazy batches as in GPTQ:
+// (H^-1 = U^T U, llmk/obs/damped_inverse.hpp); fixing column j of a row at q (0 when pruned, its grid point
+// under joint quantization, else the weight itself) costs e = (w_j - q) / U_jj and updates the columns after
+// it by w_t -= e U_jt. The mask is chosen by the OBS saliency w_t^2 / [H_F^-1]_tt = w_t^2 / U_tt^2, evaluated
+// on the CURRENT (already compensated) weights, a block (or an n:m group) at a time. Lazy batches as in GPTQ:
 // one trailing GEMM per block, W[:, i2:] -= Err U[i1:i2, i2:], through the linear-algebra backend.
 //
 // Exact semantics (the GPU kernel reproduces them bit for bit; fp32 throughout, in this order):
