@@ -2,9 +2,9 @@
 //
 //   cp_async_ca<N>(smem_dst, gmem_src)                 cp.async.ca.shared.global, N = 4, 8 or 16 bytes
 //   cp_async_cg16(smem_dst, gmem_src)                  cp.async.cg.shared.global, 16 bytes (bypasses L1)
-//   cp_async_zfill<N>(smem_dst, gmem_src, src_bytes)   .ca with src-size: copies src_bytes in [0, N] bytes
-//   and
-//                                                      zero-fills the rest of the N destination bytes
+//   cp_async_zfill<N>(smem_dst, gmem_src, src_bytes)   .ca with src-size: copies src_bytes in [0, N]
+//                                                      bytes and zero-fills the rest of the N destination
+//                                                      bytes
 //   cp_async_cg16_zfill(smem_dst, gmem_src, src_bytes) the same with .cg, N = 16
 //   cp_async_commit()                                  cp.async.commit_group (an empty group is fine)
 //   cp_async_wait<N>()                                 cp.async.wait_group N: all but the newest N committed
@@ -16,6 +16,13 @@
 // nothing is read from src (its value must still be aligned). Completed copies are visible to the issuing
 // thread only: other threads need a barrier after the wait. The issue and wait asm carry a "memory" clobber
 // so the compiler neither sinks earlier shared stores past an issue nor hoists shared loads above a wait.
+//
+// Usage (one 16-byte chunk of a tile row, zero-filled past the matrix edge; one group per stage):
+//
+//   llmk::arch::cp_async_cg16_zfill(&tile[row * kPitch + col], src, in_bounds ? 16 : 0);
+//   llmk::arch::cp_async_commit();
+//   llmk::arch::cp_async_wait<0>();   // this thread's copies have landed
+//   __syncthreads();                  // ... and every thread's are visible
 #pragma once
 
 #include "llmk/config.cuh"
@@ -64,6 +71,7 @@ LLMK_DEVICE std::uint64_t cp_async_gmem_u64(const void* p) {
 
 }  // namespace detail
 
+/// cp.async.ca of N = 4, 8 or 16 bytes (example: the file comment).
 template <int N>
 LLMK_DEVICE void cp_async_ca(void* smem_dst, const void* gmem_src LLMK_LOC_TAIL) {
   static_assert(N == 4 || N == 8 || N == 16, "cp.async.ca copies 4, 8 or 16 bytes");
@@ -79,6 +87,7 @@ LLMK_DEVICE void cp_async_ca(void* smem_dst, const void* gmem_src LLMK_LOC_TAIL)
 #endif
 }
 
+/// cp.async.cg of 16 bytes, bypassing L1:  llmk::arch::cp_async_cg16(&tile[i], src + i);
 LLMK_DEVICE void cp_async_cg16(void* smem_dst, const void* gmem_src LLMK_LOC_TAIL) {
 #if LLMK_DEVICE_PASS
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(detail::cp_async_smem_u32(smem_dst)),
@@ -92,6 +101,7 @@ LLMK_DEVICE void cp_async_cg16(void* smem_dst, const void* gmem_src LLMK_LOC_TAI
 #endif
 }
 
+/// cp.async.ca of src_bytes in [0, N] bytes, zero-filling the rest of the N (as cp_async_cg16_zfill).
 template <int N>
 LLMK_DEVICE void cp_async_zfill(void* smem_dst, const void* gmem_src, int src_bytes LLMK_LOC_TAIL) {
   static_assert(N == 4 || N == 8 || N == 16, "cp.async.ca copies 4, 8 or 16 bytes");
@@ -108,6 +118,7 @@ LLMK_DEVICE void cp_async_zfill(void* smem_dst, const void* gmem_src, int src_by
 #endif
 }
 
+/// cp.async.cg with src-size: src_bytes in [0, 16] copied, the rest zero-filled (example: the file comment).
 LLMK_DEVICE void cp_async_cg16_zfill(void* smem_dst, const void* gmem_src, int src_bytes LLMK_LOC_TAIL) {
 #if LLMK_DEVICE_PASS
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(detail::cp_async_smem_u32(smem_dst)),
@@ -122,6 +133,7 @@ LLMK_DEVICE void cp_async_cg16_zfill(void* smem_dst, const void* gmem_src, int s
 #endif
 }
 
+/// Closes this thread's group of cp.async copies (example: the file comment).
 LLMK_DEVICE void cp_async_commit(LLMK_LOC_ONLY) {
 #if LLMK_DEVICE_PASS
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -133,6 +145,8 @@ LLMK_DEVICE void cp_async_commit(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// Waits until at most the newest N committed groups of this thread are pending (a multistage ring):
+///   llmk::arch::cp_async_wait<kStages - 2>();
 template <int N>
 LLMK_DEVICE void cp_async_wait(LLMK_LOC_ONLY) {
   static_assert(N >= 0 && N <= 7, "cp.async.wait_group takes an immediate count; llmk allows 0..7");
@@ -146,6 +160,7 @@ LLMK_DEVICE void cp_async_wait(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// Commits and waits for every cp.async of this thread:  llmk::arch::cp_async_wait_all();
 LLMK_DEVICE void cp_async_wait_all(LLMK_LOC_ONLY) {
 #if LLMK_DEVICE_PASS
   asm volatile("cp.async.wait_all;\n" ::: "memory");

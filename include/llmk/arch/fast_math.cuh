@@ -12,6 +12,11 @@
 // function is computed in double and rounded once to float, and subnormal results are flushed.
 //   ex2: NaN -> NaN, -inf -> +0, +inf -> +inf, +-0 (and subnormals) -> 1.
 //   rcp: NaN -> NaN, +-0 (and subnormals) -> +-inf, +-inf -> +-0.
+//
+// Usage (an online-softmax probability and the final normalization):
+//
+//   float p = llmk::arch::ex2_approx(s * scale_log2 - m);
+//   float inv_l = llmk::arch::rcp_approx(l);
 #pragma once
 
 #include "llmk/config.cuh"
@@ -30,6 +35,7 @@ inline float flush_subnormal(float x) {
 #endif
 }  // namespace detail
 
+/// ex2.approx.ftz.f32: about 2^x (example: the file comment).
 LLMK_HOST_DEVICE float ex2_approx(float x) {
 #if LLMK_DEVICE_PASS
   float y;
@@ -41,6 +47,7 @@ LLMK_HOST_DEVICE float ex2_approx(float x) {
 #endif
 }
 
+/// rcp.approx.ftz.f32: about 1/x (example: the file comment).
 LLMK_HOST_DEVICE float rcp_approx(float x) {
 #if LLMK_DEVICE_PASS
   float y;

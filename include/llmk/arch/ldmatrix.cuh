@@ -20,6 +20,13 @@
 // lane and its source line. The device asm carries no "memory" clobber (like CUTLASS): shared-memory writes
 // that feed an ldmatrix must be separated from it by a barrier (__syncthreads / __syncwarp), which the
 // cross-lane visibility needs anyway.
+//
+// Usage (the A registers of MMA_16x8x16 from a row-major 16 x 16 tile, the B registers from a row-major
+// 16(k) x 8(n) tile; pitches in elements, rows 16-byte aligned):
+//
+//   std::uint32_t a[4], b[2];
+//   llmk::arch::LDSM_x4::copy(&a_tile[(lane % 16) * kPitch + (lane / 16) * 8], a[0], a[1], a[2], a[3]);
+//   llmk::arch::LDSM_x2_T::copy(&b_tile[(lane % 16) * kPitch], b[0], b[1]);
 #pragma once
 
 #include "llmk/config.cuh"
@@ -133,6 +140,7 @@ struct LdsmEmulation {
 #define LLMK_ARCH_LDSM_BODY(NUM, TRANS, ...) (void)0
 #endif
 
+/// ldmatrix .x1: one 8x8 matrix, d0 its fragment (example: the file comment).
 struct LDSM_x1 {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t* d = &d0;
@@ -143,6 +151,7 @@ struct LDSM_x1 {
   }
 };
 
+/// ldmatrix .x2: two 8x8 matrices, d0 / d1 their fragments (example: the file comment).
 struct LDSM_x2 {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0,
                                std::uint32_t& d1 LLMK_LOC_TAIL) {
@@ -157,6 +166,7 @@ struct LDSM_x2 {
   }
 };
 
+/// ldmatrix .x4: four 8x8 matrices, e.g. an mma A operand (example: the file comment).
 struct LDSM_x4 {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1,
                                std::uint32_t& d2, std::uint32_t& d3 LLMK_LOC_TAIL) {
@@ -173,6 +183,7 @@ struct LDSM_x4 {
   }
 };
 
+/// ldmatrix .x1.trans: LDSM_x1 with each lane getting the fragment of the transpose.
 struct LDSM_x1_T {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0 LLMK_LOC_TAIL) {
     [[maybe_unused]] std::uint32_t* d = &d0;
@@ -183,6 +194,7 @@ struct LDSM_x1_T {
   }
 };
 
+/// ldmatrix .x2.trans, e.g. an mma B operand from a row-major k x n tile (example: the file comment).
 struct LDSM_x2_T {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0,
                                std::uint32_t& d1 LLMK_LOC_TAIL) {
@@ -197,6 +209,7 @@ struct LDSM_x2_T {
   }
 };
 
+/// ldmatrix .x4.trans: LDSM_x4 with each lane getting the fragment of the transpose.
 struct LDSM_x4_T {
   LLMK_DEVICE static void copy(const void* smem_row_addr, std::uint32_t& d0, std::uint32_t& d1,
                                std::uint32_t& d2, std::uint32_t& d3 LLMK_LOC_TAIL) {

@@ -20,6 +20,8 @@
 
 namespace llmk::arch {
 
+/// max.NaN.f32: the larger of a and b, NaN when either is NaN (a running row maximum):
+///   m = llmk::arch::max_nan(m, s);
 LLMK_HOST_DEVICE float max_nan(float a, float b) {
 #if LLMK_DEVICE_PASS
   float d;

@@ -23,6 +23,12 @@
 // device pass for an older architecture, instantiating an fp8 atom's fma() is a compile error (the fp8
 // fma() is a template for that reason); guard fp8 code with `if constexpr (llmk::arch::kHasFp8Mma)` inside a
 // template, or with `#if LLMK_ARCH == 0 || LLMK_ARCH >= 890`.
+//
+// Usage (one k-step of a warp's 16 x 8 fp32 tile; a and b loaded with LDSM_x4 / LDSM_x2_T, ldmatrix.cuh):
+//
+//   float acc[4] = {};
+//   std::uint32_t a[4], b[2];
+//   llmk::arch::MMA_16x8x16_F32F16F16F32::fma(acc, a, b, acc);   // D = A * B + C, in place
 #pragma once
 
 #include "llmk/config.cuh"
@@ -218,13 +224,16 @@ struct MmaEmulation {
   }
 
 // ---- m16n8k16, f16 / bf16 inputs, f32 accumulate (sm_80) --------------------------------------------------
+/// D = A * B + C, 16 x 8 x 16, f16 or bf16 inputs, f32 accumulators (example: the file comment).
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x16_F32F16F16F32, 16, f16, f16, float, false,
                      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", LLMK_ARCH_MMA_ASM_F32);
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x16_F32BF16BF16F32, 16, bf16, bf16, float, false,
                      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", LLMK_ARCH_MMA_ASM_F32);
 
-// ---- m16n8k32, 8-bit integers, s32 accumulate (sm_80)
-// -------------------------------------------------------
+// ---- m16n8k32, 8-bit integers, s32 accumulate (sm_80) -----------------------------------------------------
+/// D = A * B + C, 16 x 8 x 32, s8/u8 inputs, s32 accumulators (wrapping, or clamped by _SATFINITE):
+///   std::int32_t acc[4] = {};
+///   llmk::arch::MMA_16x8x32_S32S8S8S32::fma(acc, a, b, acc);
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x32_S32S8S8S32, 32, s8, s8, std::int32_t, false,
                      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", LLMK_ARCH_MMA_ASM_S32);
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x32_S32U8U8S32, 32, u8, u8, std::int32_t, false,
@@ -243,7 +252,8 @@ LLMK_ARCH_DEFINE_MMA(MMA_16x8x32_S32U8S8S32_SATFINITE, 32, u8, s8, std::int32_t,
                      "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u8.s8.s32", LLMK_ARCH_MMA_ASM_S32);
 
 // ---- m16n8k64, 4-bit integers, s32 accumulate (sm_80; on sm_90 it is legal PTX, its speed is unmeasured)
-// ---
+/// D = A * B + C, 16 x 8 x 64, s4/u4 inputs (llmk/core/int4.cuh's nibble order), s32 accumulators; used
+/// as the 8-bit atoms are:  llmk::arch::MMA_16x8x64_S32S4S4S32::fma(acc, a, b, acc);
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32S4S4S32, 64, s4, s4, std::int32_t, false,
                      "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", LLMK_ARCH_MMA_ASM_S32);
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32U4U4S32, 64, u4, u4, std::int32_t, false,
@@ -261,9 +271,8 @@ LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32S4U4S32_SATFINITE, 64, s4, u4, std::int32_t,
 LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32U4S4S32_SATFINITE, 64, u4, s4, std::int32_t, true,
                      "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.u4.s4.s32", LLMK_ARCH_MMA_ASM_S32);
 
-// ---- m16n8k32, fp8 inputs, f32 accumulate (sm_89+)
-// ---------------------------------------------------------- fma() is a template so that an sm_80 device pass
-// only fails when a kernel actually instantiates it.
+// ---- m16n8k32, fp8 inputs, f32 accumulate (sm_89+) --------------------------------------------------------
+// fma() is a template so that an sm_80 device pass only fails when a kernel actually instantiates it.
 #if LLMK_DEVICE_PASS
 #if LLMK_ARCH >= 890
 #define LLMK_ARCH_MMA_BODY_SM89(NAME, K, EA, EB, PTX) LLMK_ARCH_MMA_ASM_F32(PTX)
@@ -298,6 +307,8 @@ LLMK_ARCH_DEFINE_MMA(MMA_16x8x64_S32U4S4S32_SATFINITE, 64, u4, s4, std::int32_t,
     }                                                                                                    \
   }
 
+/// D = A * B + C, 16 x 8 x 32, e4m3/e5m2 inputs, f32 accumulators (sm_89+; guard with kHasFp8Mma):
+///   if constexpr (llmk::arch::kHasFp8Mma) llmk::arch::MMA_16x8x32_F32E4M3E4M3F32::fma(acc, a, b, acc);
 LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E4M3E4M3F32, e4m3, e4m3,
                          "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32");
 LLMK_ARCH_DEFINE_MMA_FP8(MMA_16x8x32_F32E5M2E5M2F32, e5m2, e5m2,

@@ -15,6 +15,8 @@
 
 namespace llmk::arch {
 
+/// The m16n8k16 fp32-accumulating atom (Atom) and the operand packing (pack) for T (example: the file
+/// comment).
 template <class T>
 struct MmaF32For;  // llmk::half and llmk::bfloat16 only
 

@@ -26,6 +26,7 @@
 
 namespace llmk::arch {
 
+/// bar.sync id, threads: arrive at barrier `id` and wait for `threads` arrivals (example: the file comment).
 LLMK_DEVICE void named_barrier_sync(int id, int threads LLMK_LOC_TAIL) {
 #if LLMK_DEVICE_PASS
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -37,6 +38,7 @@ LLMK_DEVICE void named_barrier_sync(int id, int threads LLMK_LOC_TAIL) {
 #endif
 }
 
+/// bar.arrive id, threads: arrive at barrier `id` and go on (example: the file comment).
 LLMK_DEVICE void named_barrier_arrive(int id, int threads LLMK_LOC_TAIL) {
 #if LLMK_DEVICE_PASS
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

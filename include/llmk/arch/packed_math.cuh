@@ -4,8 +4,8 @@
 //   std::uint32_t sub_f16x2(a, b)    sub.rn.f16x2 d, a, b               a - b per lane
 //   std::uint32_t mul_f16x2(a, b)    mul.rn.f16x2 d, a, b               a * b per lane
 //   std::uint32_t sub_bf16x2(a, b)   fma.rn.bf16x2 d, b', 1.0, a        a - b per lane (b' = -b;
-//   sub.rn.bf16x2
-//                                                                       needs sm_90, the fma rounds the same)
+//                                                                       sub.rn.bf16x2 needs sm_90, the fma
+//                                                                       rounds the same)
 //   std::uint32_t mul_bf16x2(a, b)   fma.rn.bf16x2 d, a, b, -0.0        a * b per lane (the same rounding)
 //
 // NaN results are the canonical 0x7FFF (as the PTX ISA specifies for these instructions); subnormals are kept
@@ -13,6 +13,10 @@
 // format: a product of two 16-bit floats is exact in double, and so is a difference whenever the exponents of
 // its operands are within 45 of each other; beyond that the smaller operand is far below half an ulp of the
 // larger, which is the correctly rounded result both ways. So the emulation is bit-exact.
+//
+// Usage (dequantize two codes at once: (code - zero) * scale, every operand an f16x2 register):
+//
+//   std::uint32_t w2 = llmk::arch::mul_f16x2(llmk::arch::sub_f16x2(codes2, zero2), scale2);
 #pragma once
 
 #include <cmath>
@@ -82,6 +86,7 @@ struct MulOp {
 
 }  // namespace detail
 
+/// sub.rn.f16x2: a - b per f16 lane (example: the file comment).
 LLMK_HOST_DEVICE std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {
 #if LLMK_DEVICE_PASS
   std::uint32_t d;
@@ -92,6 +97,7 @@ LLMK_HOST_DEVICE std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {
 #endif
 }
 
+/// mul.rn.f16x2: a * b per f16 lane (example: the file comment).
 LLMK_HOST_DEVICE std::uint32_t mul_f16x2(std::uint32_t a, std::uint32_t b) {
 #if LLMK_DEVICE_PASS
   std::uint32_t d;
@@ -102,6 +108,7 @@ LLMK_HOST_DEVICE std::uint32_t mul_f16x2(std::uint32_t a, std::uint32_t b) {
 #endif
 }
 
+/// a - b per bf16 lane (an fma):  llmk::arch::mul_bf16x2(llmk::arch::sub_bf16x2(codes2, zero2), scale2)
 LLMK_HOST_DEVICE std::uint32_t sub_bf16x2(std::uint32_t a, std::uint32_t b) {
 #if LLMK_DEVICE_PASS
   std::uint32_t d;
@@ -112,6 +119,7 @@ LLMK_HOST_DEVICE std::uint32_t sub_bf16x2(std::uint32_t a, std::uint32_t b) {
 #endif
 }
 
+/// a * b per bf16 lane (an fma with -0.0; example: sub_bf16x2).
 LLMK_HOST_DEVICE std::uint32_t mul_bf16x2(std::uint32_t a, std::uint32_t b) {
 #if LLMK_DEVICE_PASS
   std::uint32_t d;

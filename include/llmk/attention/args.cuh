@@ -36,7 +36,12 @@ inline float default_scale(int head_dim) {
 }
 
 /// Arguments of prefill(): a batch of variable-length sequences, every query attending to its own sequence's
-/// keys (bottom-right aligned when q_len != kv_len). T is half or bfloat16.
+/// keys (bottom-right aligned when q_len != kv_len). T is half or bfloat16. The rules each field must meet:
+/// prefill_with_config (prefill.cuh, whose example sets equal lengths); a varlen batch:
+///   llmk::attention::PrefillArgs<llmk::half> a;   // q, o [total_q, 32, 128]; k, v [total_kv, 8, 128]
+///   a.q = q; a.q_stride_token = 32 * 128; a.q_stride_head = 128;   // and so on for k, v and o
+///   a.cu_seqlens_q = d_cu_q; a.cu_seqlens_q_host = cu_q.data();   // [B + 1]; the same for _k
+///   a.batch = B; a.num_heads = 32; a.num_kv_heads = 8; a.head_dim = 128;   // options as there
 template <class T>
 struct PrefillArgs {
   const T* q = nullptr;
@@ -71,6 +76,7 @@ enum class Fp8Descale : int { kPerTensor = 0, kPerKvHead = 1 };
 /// num_kv_heads floats (kPerKvHead), 4-byte aligned. Read on the device, so their values are not validated:
 /// a NaN, infinite or zero descale gives NaN, infinite or zero rows, or finite ones under a soft-cap
 /// (docs/attention.md, "Special values", states which).
+///   a.descale = {d_q_scale, d_k_scale, d_v_scale, llmk::attention::Fp8Descale::kPerKvHead};
 struct Fp8Descales {
   const float* q = nullptr;
   const float* k = nullptr;
@@ -80,7 +86,8 @@ struct Fp8Descales {
 
 /// Arguments of prefill_fp8(): PrefillArgs with e4m3 Q, K and V (their codes times the descale factors are
 /// the values attended to) and a T = half / bfloat16 output. Strides are in elements (bytes) and multiples of
-/// 16 for Q/K/V, multiples of 8 for O. See PrefillArgs for the shapes, offsets and options.
+/// 16 for Q/K/V, multiples of 8 for O. See PrefillArgs for the shapes, offsets and options, and
+/// prefill_fp8_with_config (prefill_fp8.cuh) for an example.
 template <class T>
 struct PrefillFp8Args {
   const float8_e4m3* q = nullptr;

@@ -44,7 +44,9 @@ constexpr std::size_t decode_smem_bytes() {
 
 }  // namespace detail
 
-/// The split kernel. Grid: (num_splits, num_kv_heads * ceil(group / 16), batch).
+/// The split kernel. Grid: (num_splits, num_kv_heads * ceil(group / 16), batch). Launched (with its
+/// arguments checked) by decode_with_config / decode_paged_with_config (decode.cuh): call those (example and
+/// errors there), not the kernel.
 // 8-bit caches get launch bounds with a minimum of 3 blocks per SM: without one, ptxas gives the d128 code
 // path 217 registers (2 blocks of 4 warps per SM); with 3 it fits 168 without spilling, as many blocks as
 // the d128 code ring's 61 KiB of shared memory allows on H100. The other caches keep ptxas's own choice
@@ -347,7 +349,8 @@ inline constexpr int kMergeHeadsPerBlock = (128 / (D / 8)) > 1 ? 128 / (D / 8) :
 /// change no bit (a NaN or Inf partial of weight 0 is kept: it gives NaN, as the one-split kernel's 0 * NaN
 /// does); a sequence with one non-empty split gets that split's partial back exactly (weight 2^0 = 1, first
 /// term assigned, not added to 0, so even a -0 survives): the same bits as the one-split kernel writes
-/// directly.
+/// directly. Launched by decode_with_config / decode_paged_with_config after decode_kernel when the plan has
+/// more than one split (example there).
 template <class T, int D>
 __global__ void __launch_bounds__(D / 8 * kMergeHeadsPerBlock<D>)
     decode_merge_kernel(DecodeArgs<T> args, detail::DecodeWorkspace ws) {

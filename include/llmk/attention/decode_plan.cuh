@@ -16,6 +16,8 @@ namespace llmk::attention {
 
 /// Tiling of the split-KV decode kernel: head dim, Warps warps of 16 keys each per tile (Bc = 16 * Warps),
 /// Stages-deep K/V ring. Any head dim that is a multiple of 16 up to 256 compiles.
+///   using Cfg = llmk::attention::DecodeConfig<128, 8, 3>;   // 128-key tiles, a 3-stage ring
+///   LLMK_RETURN_IF_ERROR((llmk::attention::plan_decode_with_config<llmk::half, Cfg>(a, &plan)));
 template <int HeadDim, int Warps, int Stages>
 struct DecodeConfig {
   static constexpr int kHeadDim = HeadDim, kWarps = Warps, kStages = Stages;
@@ -37,6 +39,7 @@ struct DecodeConfig {
 };
 
 /// Defaults: 4 warps (64-key tiles) up to head dim 128, 2 warps (32-key tiles) above; double buffered.
+/// Example: plan_decode_with_config (decode.cuh), with DefaultDecodeConfig<80>.
 template <int HeadDim>
 using DefaultDecodeConfig = DecodeConfig<HeadDim, (HeadDim <= 128 ? 4 : 2), 2>;
 
@@ -84,7 +87,8 @@ struct DecodeSplits {
 };
 
 /// How decode() will run: the split count, the chunk of the batch-invariant mode (0: none) and the workspace
-/// it needs (0 bytes with one split).
+/// it needs (0 bytes with one split). Made by plan_decode* (example: decode_with_config, decode.cuh):
+///   llmk::DeviceBuffer<unsigned char> ws(plan.workspace_bytes);
 struct DecodePlan {
   int num_splits = 1;
   int keys_per_split = 0;  // > 0: split s of every sequence holds its visible keys [s * k, (s + 1) * k)

@@ -17,7 +17,8 @@
 
 namespace llmk::attention {
 
-/// Mask of one sequence: bottom-right aligned causal/sliding-window limits (see the file comment).
+/// Mask of one sequence: bottom-right aligned causal/sliding-window limits (see the file comment). Built by
+/// make_mask (example there).
 struct Mask {
   int q_len = 0, kv_len = 0;
   int window_left = -1;   // -1: unbounded
@@ -46,10 +47,14 @@ struct Mask {
 
 /// The Bc-key tiles a block of queries [first_query, last_query] visits: [begin, end) holds every key any of
 /// them sees; from unmasked_begin up to (not including) unmasked_end every query sees every key of a tile
-/// (the kernels' hot loop: no mask test), when unmasked_begin < unmasked_end.
+/// (the kernels' hot loop: no mask test), when unmasked_begin < unmasked_end. kv_end: one past the last key
+/// any of them sees. Computed by visible_tiles (example there).
 struct TileSpan {
   int begin, end, unmasked_begin, unmasked_end, kv_end;
 };
+/// The TileSpan of queries [first_query, last_query] over tiles of bc keys:
+///   const llmk::attention::TileSpan t = llmk::attention::visible_tiles(mask, q0, q0 + 63, 64);
+///   for (int j = t.begin; j < t.end; ++j) { /* mask test outside [unmasked_begin, unmasked_end) */ }
 LLMK_HOST_DEVICE TileSpan visible_tiles(const Mask& mask, int first_query, int last_query, int bc) {
   const int kv_first = mask.first_key(first_query), kv_end = mask.end_key(last_query);
   TileSpan t;
@@ -61,7 +66,10 @@ LLMK_HOST_DEVICE TileSpan visible_tiles(const Mask& mask, int first_query, int l
   return t;
 }
 
-/// Builds the mask of one sequence from the user-facing options.
+/// Builds the mask of one sequence from the user-facing options (window -1: unbounded).
+///   llmk::attention::Mask m = llmk::attention::make_mask(4, 10, /*causal=*/true, -1, -1);
+///   m.visible(0, 6);   // true: query 0 is key position 6
+///   m.visible(0, 7);   // false
 LLMK_HOST_DEVICE Mask make_mask(int q_len, int kv_len, bool causal, int window_left, int window_right) {
   Mask m;
   m.q_len = q_len;

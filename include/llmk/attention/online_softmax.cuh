@@ -23,29 +23,35 @@
 
 namespace llmk::attention {
 
+/// log2(e) and ln(2), as llmk::kLog2e / llmk::kLn2 (core/math.cuh):  float x2 = score * scale * kLog2e;
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
 /// max(a, b) that returns NaN when either is NaN (-0 < +0): the max.NaN.f32 atom, one instruction.
+///   m_new = llmk::attention::max_propagate_nan(m, tile_max);
 LLMK_HOST_DEVICE float max_propagate_nan(float a, float b) {
   return arch::max_nan(a, b);
 }
 
 /// 2^(x - m) for a running max m that may be -inf (nothing seen yet): then the shift is 0, so a masked
 /// x = -inf gives exactly 0 instead of NaN from (-inf) - (-inf).
+///   float p = llmk::attention::exp2_shifted(s, m);   // 0 for s = m = -inf
 LLMK_HOST_DEVICE float exp2_shifted(float x, float m) {
   return arch::ex2_approx(x - (m == -INFINITY ? 0.0f : m));
 }
 
-/// Natural log-sum-exp from a base-2 state (m in log2 units, l the sum of 2^(x - m)).
+/// Natural log-sum-exp from a base-2 state (m in log2 units, l the sum of 2^(x - m)); -inf when l is 0.
+///   lse[row] = llmk::attention::lse_from_state(m, l);
 LLMK_HOST_DEVICE float lse_from_state(float m, float l) {
   if (l == 0.0f) return -INFINITY;
   return (m + ::log2f(l)) * kLn2;
 }
-/// Natural log-sum-exp -> the same quantity in log2 units (for users of base-2 kernels), and back.
+/// Natural log-sum-exp -> the same quantity in log2 units (for users of base-2 kernels):
+///   float lse2 = llmk::attention::lse_to_base2(lse);
 LLMK_HOST_DEVICE float lse_to_base2(float lse) {
   return lse * kLog2e;
 }
+/// Inverse of lse_to_base2:  float lse = llmk::attention::lse_from_base2(lse2);
 LLMK_HOST_DEVICE float lse_from_base2(float lse2) {
   return lse2 * kLn2;
 }
@@ -85,6 +91,9 @@ struct SoftmaxState {
 
 /// Merges state b into a. The caller combines outputs as o = o_a * scale_a + o_b * scale_b (unnormalized
 /// outputs; for normalized outputs use merge_normalized).
+///   float sa, sb;
+///   llmk::attention::merge(a, b, sa, sb);   // a now covers both key sets
+///   for (int d = 0; d < D; ++d) o_a[d] = o_a[d] * sa + o_b[d] * sb;
 LLMK_HOST_DEVICE void merge(SoftmaxState& a, const SoftmaxState& b, float& scale_a, float& scale_b) {
   const float m = max_propagate_nan(a.m, b.m);
   scale_a = exp2_shifted(a.m, m);
@@ -96,6 +105,9 @@ LLMK_HOST_DEVICE void merge(SoftmaxState& a, const SoftmaxState& b, float& scale
 /// Weights of two NORMALIZED partial outputs with base-2 log-sum-exps lse2_a, lse2_b (what split kernels
 /// store): out = w_a * out_a + w_b * out_b, and the merged base-2 lse. -inf parts get weight 0; if both are
 /// -inf the weights are 0 and the lse stays -inf.
+///   float wa, wb;
+///   float lse2 = llmk::attention::merge_normalized(lse2_a, lse2_b, wa, wb);
+///   for (int d = 0; d < D; ++d) out[d] = wa * out_a[d] + wb * out_b[d];
 LLMK_HOST_DEVICE float merge_normalized(float lse2_a, float lse2_b, float& w_a, float& w_b) {
   const float m = max_propagate_nan(lse2_a, lse2_b);
   const float ea = exp2_shifted(lse2_a, m), eb = exp2_shifted(lse2_b, m);
@@ -114,6 +126,10 @@ LLMK_HOST_DEVICE float merge_normalized(float lse2_a, float lse2_b, float& w_a, 
 /// `c` (the score in log2 units is s * c, c > 0; masked entries -inf); the output accumulator is
 /// o[kMmaM][kD8][4]. m is kept in log2 units. Taking c here rather than scaling the scores first folds the
 /// scale into the exponent: p = 2^(s c - m) is one FFMA and one MUFU per score.
+///   llmk::attention::FragmentSoftmax<kMmaM> sm;
+///   sm.init();
+///   for (each key tile) { /* s = Q K^T */ sm.update(s, o, scale * kLog2e); /* o += P V, P in s */ }
+///   sm.reduce_sums(); sm.normalize(o);
 template <int kMmaM>
 struct FragmentSoftmax {
   float m[kMmaM][2];

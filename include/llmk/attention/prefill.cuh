@@ -27,13 +27,13 @@ namespace llmk::attention {
 ///   ...
 ///   a.batch = 1; a.q_len = a.kv_len = n; a.num_heads = H; a.num_kv_heads = H_kv; a.head_dim = 80;
 ///   a.options.softmax_scale = llmk::attention::default_scale(80); a.options.causal = true;
-///   llmk::Status s =
-///       llmk::attention::prefill_with_config<llmk::half, llmk::attention::DefaultPrefillConfig<80>>(a,
-///       stream);
+///   namespace attn = llmk::attention;
+///   llmk::Status s = attn::prefill_with_config<llmk::half, attn::DefaultPrefillConfig<80>>(a, stream);
 ///
 /// Errors (Status::invalid_argument naming the argument): head_dim != Cfg::kHeadDim, null or misaligned
 /// tensors, strides not multiples of 8 elements, num_heads not a multiple of num_kv_heads, bad lengths or
-/// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0).
+/// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0). A failed launch:
+/// Status::cuda_error.
 ///
 /// CUDA graphs: the launch reads the host offsets (cu_seqlens_*_host, or q_len / kv_len): the grid (the
 /// longest query), the Hopper kernel's tensor maps (the total query and key counts) and its block order are

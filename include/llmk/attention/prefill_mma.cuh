@@ -40,6 +40,8 @@ namespace llmk::attention {
 /// while one computes. Stages = 1: one K and one V buffer, V's copy overlapping S = Q K^T and the next K's
 /// copy overlapping O += P V (FlashAttention-2's schedule, half the shared memory of a 2-stage ring). Any
 /// head dim that is a multiple of 16 up to 256 compiles.
+///   using Cfg = llmk::attention::PrefillConfig<128, 64, 64, 4, 2>;   // 64 x 64 tiles, a 2-stage ring
+///   llmk::Status s = llmk::attention::prefill_mma_with_config<llmk::half, Cfg>(a, stream);
 template <int HeadDim, int Br, int Bc, int Warps, int Stages>
 struct PrefillConfig {
   static constexpr int kHeadDim = HeadDim, kBr = Br, kBc = Bc, kWarps = Warps, kStages = Stages;
@@ -71,7 +73,8 @@ struct PrefillConfig {
 /// blocks per SM on sm_80); above, 64 x 64 with single buffers (d256: exactly 99 KiB). 96 keys rather than 64
 /// spread each tile's fixed work (the O rescale, the row max and sum, the copies' addresses) over 1.5x the
 /// HMMAs: 4.8 -> 4.5 instructions per HMMA at d64, 4.0 -> 3.6 at d128. 128 rows at d128 (FlashAttention-2's
-/// tile) and 128 keys at d64 need more than 255 registers with nvcc 13 and spill.
+/// tile) and 128 keys at d64 need more than 255 registers with nvcc 13 and spill. Example:
+/// prefill_with_config (prefill.cuh), with DefaultPrefillConfig<80>.
 template <int HeadDim>
 using DefaultPrefillConfig =
     std::conditional_t<(HeadDim <= 64), PrefillConfig<HeadDim, 128, 96, 4, 2>,
@@ -81,7 +84,7 @@ using DefaultPrefillConfig =
 /// Defaults of prefill_paged(): up to head dim 64, 128 x 64 tiles, up to 128, 64 x 64, above, 64 x 32, all in
 /// a 2-stage ring. Single buffers would look pages up separately for K and V (the ring's load_kv_rows_async
 /// shares one lookup per row) and spill at d256; a quantized cache stages its codes in the ring's second
-/// slots.
+/// slots. Example: prefill_paged_with_config (prefill.cuh), with DefaultPagedPrefillConfig<80, llmk::half>.
 template <int HeadDim, class Code>
 using DefaultPagedPrefillConfig =
     PrefillConfig<HeadDim, (HeadDim <= 64 ? 128 : 64), (HeadDim <= 128 ? 64 : 32), 4, 2>;
@@ -106,6 +109,8 @@ LLMK_DEVICE SequenceSpan sequence_span(const PrefillArgs<T>& a, int b) {
 
 /// The prefill kernel. Grid: (query-row tiles of the longest sequence, num_kv_heads, batch). Minimum 1 block
 /// per SM in the launch bounds: without it ptxas capped some paged variants at 128-168 registers and spilled.
+/// Launched (with its arguments checked) by prefill_mma_with_config / prefill_paged_mma_with_config: call
+/// those (example and errors there), not the kernel.
 template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     prefill_kernel(PrefillArgs<T> args, detail::ScoreTransform transform, Kv kv) {
@@ -522,13 +527,13 @@ Status launch_prefill(const PrefillArgs<T>& args, int max_q_len, const Kv& kv, c
 ///   ...
 ///   a.batch = 1; a.q_len = a.kv_len = n; a.num_heads = H; a.num_kv_heads = H_kv; a.head_dim = 80;
 ///   a.options.softmax_scale = llmk::attention::default_scale(80); a.options.causal = true;
-///   llmk::Status s = llmk::attention::prefill_mma_with_config<llmk::half,
-///                                                         llmk::attention::DefaultPrefillConfig<80>>(a,
-///                                                         stream);
+///   namespace attn = llmk::attention;
+///   llmk::Status s = attn::prefill_mma_with_config<llmk::half, attn::DefaultPrefillConfig<80>>(a, stream);
 ///
 /// Errors (Status::invalid_argument naming the argument): head_dim != Cfg::kHeadDim, null or misaligned
 /// tensors, strides not multiples of 8 elements, num_heads not a multiple of num_kv_heads, bad lengths or
-/// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0).
+/// offsets, bad options. Empty sequences are allowed (nothing is written for q_len = 0). A failed launch:
+/// Status::cuda_error.
 template <class T, class Cfg>
 Status prefill_mma_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
   int max_q_len = 0;

@@ -79,6 +79,8 @@ namespace llmk::attention {
 
 /// What the Hopper prefill kernel reads. Kv: detail::RaggedKv<T> (dense K/V, loaded by TMA through k_map /
 /// v_map) or detail::PagedKvRows<T, T> (a paged cache, gathered by the producer warpgroup with cp.async).
+/// Filled by the launchers (prefill_sm90_with_config, prefill_paged_sm90_with_config, the fp8 prefills):
+/// call those (example there).
 template <class T, class Kv>
 struct Sm90PrefillParams {
   arch::sm90::TensorMap q_map;  // [total_q, num_heads, D]: box {span, group, tokens}
@@ -121,7 +123,8 @@ struct Sm90AttentionMma<float8_e4m3, Bc, D> {  // V transposed (K-major), P e4m3
 /// The kernel (see the file comment). Grid: (row tiles of the longest sequence, num_kv_heads, batch); Cfg::
 /// kThreads threads, sm90_prefill_smem_bytes<Cfg, Kv>() of dynamic shared memory. Cfg::kFp8: Q/K/V are e4m3
 /// codes (dense: RaggedKv<float8_e4m3>; paged: PagedKvRows<T, float8_e4m3> read without dequantizing), T the
-/// output.
+/// output. Launched (with its arguments checked) by prefill_sm90_with_config, prefill_paged_sm90_with_config
+/// and the fp8 prefills: call those (example and errors there), not the kernel.
 template <class T, class Cfg, class Kv>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ Sm90PrefillParams<T, Kv> p) {
@@ -703,10 +706,9 @@ Status launch_prefill_sm90_paged(const Args& args, int max_q_len, int max_kv_len
 /// sm_90 device or no sm_90a code in the build, or a GQA group (num_heads / num_kv_heads) above 128 without
 /// a divisor in [64, 128].
 ///
-///   llmk::Status s = llmk::attention::prefill_sm90_with_config<llmk::half,
-///                                                              llmk::attention::Sm90PrefillConfig<128, 64,
-///                                                              3>>(
-///       a, stream);   // a as for prefill_with_config
+///   namespace attn = llmk::attention;   // a as for prefill_with_config
+///   using Cfg = attn::Sm90PrefillConfig<128, 64, 3>;
+///   llmk::Status s = attn::prefill_sm90_with_config<llmk::half, Cfg>(a, stream);
 template <class T, class Cfg>
 Status prefill_sm90_with_config(const PrefillArgs<T>& args, cudaStream_t stream) {
   int max_q_len = 0;

@@ -59,7 +59,8 @@ struct Sm90PrefillTiles {
 }  // namespace detail
 
 /// Tiling of the Hopper prefill kernel over fp16/bf16 operands: head dim (a multiple of 16 up to 256), Bc
-/// keys per KV tile (a multiple of 16 up to 256), Stages K+V slots in the TMA ring.
+/// keys per KV tile (a multiple of 16 up to 256), Stages K+V slots in the TMA ring. Example:
+/// prefill_sm90_with_config (prefill_sm90.cuh), with Sm90PrefillConfig<128, 64, 3>.
 template <int HeadDim, int Bc, int Stages>
 struct Sm90PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 2> {
   using Tiles = detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 2>;
@@ -78,7 +79,8 @@ struct Sm90PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 2> {
 /// Tiling of the fp8 (e4m3 Q/K/V) Hopper prefill kernel: head dim a multiple of 32 (the k-steps of an 8-bit
 /// wgmma; 64 when Bc = 32), Bc 32, 64, 128 or 256, Stages slots of K and of transposed V. V tiles land in two
 /// staging slots (TMA or cp.async) and the producer warpgroup transposes them into the ring; the epilogue
-/// stages the 16-bit output there.
+/// stages the 16-bit output there. Example: prefill_fp8_with_config (prefill_fp8.cuh), with
+/// Sm90Fp8PrefillConfig<128, 128, 2>.
 template <int HeadDim, int Bc, int Stages>
 struct Sm90Fp8PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 1> {
   using Tiles = detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 1>;
@@ -106,13 +108,14 @@ struct Sm90Fp8PrefillConfig : detail::Sm90PrefillTiles<HeadDim, Bc, Stages, 1> {
 };
 
 /// Defaults per head dim: 128 x 128 tiles in a 4-slot ring up to head dim 64, 128 x 128 in 2 slots up to
-/// 128, 128 x 64 in 2 slots above (d256: 194 KiB of shared memory).
+/// 128, 128 x 64 in 2 slots above (d256: 194 KiB of shared memory). prefill() and prefill_with_config use
+/// them on sm_90:  using Cfg = llmk::attention::DefaultSm90PrefillConfig<128>;
 template <int HeadDim>
 using DefaultSm90PrefillConfig =
     Sm90PrefillConfig<HeadDim, (HeadDim <= 128 ? 128 : 64), (HeadDim <= 64 ? 4 : 2)>;
 
 /// fp8 defaults: 128 x 128 tiles in 2 slots up to head dim 128 (112 KiB at d128), 128 x 64 above (d256:
-/// 160 KiB).
+/// 160 KiB). What prefill_fp8() uses:  using Cfg = llmk::attention::DefaultSm90Fp8PrefillConfig<128>;
 template <int HeadDim>
 using DefaultSm90Fp8PrefillConfig = Sm90Fp8PrefillConfig<HeadDim, (HeadDim <= 128 ? 128 : 64), 2>;
 

@@ -97,6 +97,8 @@ LLMK_HOST_DEVICE constexpr uint32_t pack_int4x8(const int8_t* values) {
   return word;
 }
 /// Like pack_int4x8 but clamps each value to [-8, 7] first (e.g. after rounding a quantized value).
+///   int q[8] = {-9, 0, 1, 2, 3, 4, 5, 20};
+///   uint32_t word = llmk::pack_int4x8_saturate(q);   // elements {-8, 0, 1, 2, 3, 4, 5, 7}
 LLMK_HOST_DEVICE constexpr uint32_t pack_int4x8_saturate(const int* values) {
   uint32_t word = 0;
   for (int j = 0; j < 8; ++j) {
@@ -109,6 +111,8 @@ LLMK_HOST_DEVICE constexpr int int4x8_get(uint32_t word, int j) {
   return detail::sign_extend_nibble((word >> (4 * j)) & 0xFu);
 }
 /// Unpacks 8 signed values (inverse of pack_int4x8 for in-range values).
+///   int8_t w[8];
+///   llmk::unpack_int4x8(word, w);
 LLMK_HOST_DEVICE constexpr void unpack_int4x8(uint32_t word, int8_t* values) {
   for (int j = 0; j < 8; ++j) values[j] = int8_t(int4x8_get(word, j));
 }
@@ -121,17 +125,19 @@ LLMK_HOST_DEVICE constexpr uint32_t pack_uint4x8(const uint8_t* values) {
   for (int j = 0; j < 8; ++j) word |= (uint32_t(values[j]) & 0xFu) << (4 * j);
   return word;
 }
-/// Like pack_uint4x8 but clamps each value to [0, 15] first.
+/// Like pack_uint4x8 but clamps each value to [0, 15] first:  uint32_t w = llmk::pack_uint4x8_saturate(q);
 LLMK_HOST_DEVICE constexpr uint32_t pack_uint4x8_saturate(const int* values) {
   uint32_t word = 0;
   for (int j = 0; j < 8; ++j) word |= uint32_t(detail::clamp_int(values[j], 0, 15)) << (4 * j);
   return word;
 }
-/// Element j (0..7) of a packed u4 word.
+/// Element j (0..7) of a packed u4 word:  int v = llmk::uint4x8_get(word, 3);
 LLMK_HOST_DEVICE constexpr int uint4x8_get(uint32_t word, int j) {
   return int((word >> (4 * j)) & 0xFu);
 }
 /// Unpacks 8 unsigned values (inverse of pack_uint4x8 for in-range values).
+///   uint8_t w[8];
+///   llmk::unpack_uint4x8(word, w);
 LLMK_HOST_DEVICE constexpr void unpack_uint4x8(uint32_t word, uint8_t* values) {
   for (int j = 0; j < 8; ++j) values[j] = uint8_t(uint4x8_get(word, j));
 }

@@ -190,6 +190,11 @@ Status launch_checked(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 clu
 /// In the simulator the launch is synchronous and its Status carries any failure the simulator detected
 /// (deadlock, warp mask errors, bad cp.async/ldmatrix addresses) with block, thread and source location. On
 /// the GPU the Status reports launch errors only; asynchronous faults surface at the next synchronisation.
+///
+/// Errors (Status::invalid_argument naming the argument): kernel null; block threads outside [1, 1024] or
+/// block.z above 64 ('block'); a grid dimension 0, grid.x >= 2^31 or grid.y / grid.z above 65535 ('grid');
+/// smem_bytes above kMaxDynamicSharedBytes. A failed cudaFuncSetAttribute or launch: Status::cuda_error; a
+/// failure the simulator detected: Status::Code::kSimulatorError.
 template <class... Params, class... Args>
 Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
               Args&&... args) {
@@ -205,6 +210,9 @@ Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem
 /// may wait on and signal each other (llmk/arch/sm90/cluster.cuh); the simulator runs them together.
 ///
 ///   llmk::Status s = llmk::launch_cluster(kernel, dim3(2 * n), dim3(384), dim3(2, 1, 1), smem, stream, p);
+///
+/// Errors: those of llmk::launch, and (invalid_argument naming 'cluster') a cluster dimension 0 or not
+/// dividing the grid's, or more than 8 blocks a cluster.
 template <class... Params, class... Args>
 Status launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, std::size_t smem_bytes,
                       cudaStream_t stream, Args&&... args) {
@@ -244,6 +252,7 @@ inline int cached_device_attribute(DeviceAttributeSlot slot, cudaDeviceAttr attr
 /// Compute capability of the current device as 100 * major + 10 * minor (900 on Hopper; 0 when none). The
 /// simulator reports 900 (it emulates every atom); LLMK_SIM_ARCH=800 / 890 makes it report an older device
 /// (tests of the dispatch and of refusals).
+///   if (llmk::device_arch() >= 900) { /* the sm_90 path */ }
 inline int device_arch() {
 #if defined(LLMK_CUDA)
   int device = 0;
@@ -265,6 +274,7 @@ inline int device_arch() {
 /// (split-KV decode, the persistent Hopper GEMM) read it. The simulator plans as if it were an H100 SXM
 /// (132); LLMK_SIM_SM_COUNT=n makes it report n (tests of the heuristics, and of persistent kernels walking
 /// several tiles per block, set it).
+///   const dim3 grid(static_cast<unsigned>(llmk::device_sm_count()));   // one persistent block per SM
 inline int device_sm_count() {
 #if defined(LLMK_CUDA)
   int device = 0;

@@ -50,7 +50,7 @@ LLMK_HOST_DEVICE constexpr std::int64_t mul_sat(std::int64_t a, std::int64_t b) 
   if (a == 0 || b == 0) return 0;
   return a > INT64_MAX / b ? INT64_MAX : a * b;
 }
-/// a + b for a, b >= 0, saturated at INT64_MAX.
+/// a + b for a, b >= 0, saturated at INT64_MAX:  int64_t end = llmk::add_sat(offset, llmk::mul_sat(n, ld));
 LLMK_HOST_DEVICE constexpr std::int64_t add_sat(std::int64_t a, std::int64_t b) {
   return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
@@ -72,7 +72,7 @@ LLMK_HOST_DEVICE float exp2(float x) {
   return ::exp2f(x);
 }
 
-/// High 32 bits of the 64-bit product of two 32-bit values.
+/// High 32 bits of the 64-bit product of two 32-bit values:  llmk::mul_high(0x80000000u, 6u) == 3u.
 LLMK_HOST_DEVICE uint32_t mul_high(uint32_t a, uint32_t b) {
 #if LLMK_DEVICE_PASS
   return __umulhi(a, b);

@@ -19,9 +19,10 @@
 
 namespace llmk {
 
+/// The byte fresh allocations are filled with (NaN in every float type, -1 as an integer).
 inline constexpr unsigned char kPoisonByte = 0xFF;
 
-/// Number of usable CUDA devices (always 0 in the simulator).
+/// Number of usable CUDA devices (always 0 in the simulator):  if (llmk::cuda_device_count() == 0) return;
 inline int cuda_device_count() {
 #if defined(LLMK_CUDA)
   int n = 0;
@@ -78,9 +79,17 @@ inline Status poison_on(void* ptr, std::size_t bytes, cudaStream_t stream) {
 }  // namespace detail
 
 /// Allocates `bytes` of device memory (256-byte aligned), poisoned; the poison is in place when it returns,
-/// so a kernel on any stream (non-blocking ones included) reads it, never the other way round.
+/// so a kernel on any stream (non-blocking ones included) reads it, never the other way round. bytes 0:
+/// *ptr = nullptr, ok. Release it with device_free (or let DeviceBuffer own it).
+///   void* p = nullptr;
+///   LLMK_RETURN_IF_ERROR(llmk::device_malloc(&p, n * sizeof(float)));
+///   llmk::device_free(p);
+///
+/// Errors: ptr null (invalid_argument naming 'ptr'); the allocation failing: Status::out_of_memory (*ptr
+/// null); the poisoning memset failing: Status::cuda_error (the memory is freed, *ptr null).
 inline Status device_malloc(void** ptr, std::size_t bytes);
 
+/// Frees memory from device_malloc; null is a no-op:  llmk::device_free(p);
 inline void device_free(void* ptr) {
   if (ptr == nullptr) return;
 #if defined(LLMK_CUDA)
@@ -90,9 +99,14 @@ inline void device_free(void* ptr) {
 #endif
 }
 
+/// The direction of a device_copy.
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
-/// Synchronous copy between host and device memory: the copy is complete when it returns.
+/// Synchronous copy between host and device memory: the copy is complete when it returns. bytes 0: nothing.
+///   LLMK_RETURN_IF_ERROR(llmk::device_copy(d_x, x.data(), x.size() * sizeof(float),
+///                                          llmk::CopyKind::kHostToDevice));
+///
+/// Errors: dst or src null when bytes > 0 (invalid_argument naming it); a failed copy: Status::cuda_error.
 inline Status device_copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) {
   if (bytes == 0) return {};
   if (dst == nullptr) return Status::invalid_argument("dst", "must not be null");
@@ -109,7 +123,10 @@ inline Status device_copy(void* dst, const void* src, std::size_t bytes, CopyKin
   return {};
 }
 
-/// Fills device memory with a byte value; complete when it returns.
+/// Fills device memory with a byte value; complete when it returns. bytes 0: nothing.
+///   LLMK_RETURN_IF_ERROR(llmk::device_memset(d_counts, 0, n * sizeof(int)));
+///
+/// Errors: dst null when bytes > 0 (invalid_argument naming 'dst'); a failed memset: Status::cuda_error.
 inline Status device_memset(void* dst, int value, std::size_t bytes) {
   if (bytes == 0) return {};
   if (dst == nullptr) return Status::invalid_argument("dst", "must not be null");
@@ -133,6 +150,9 @@ inline Status device_malloc(void** ptr, std::size_t bytes) {
 
 /// Waits for all device work and reports asynchronous errors (a no-op in the simulator, whose launches are
 /// synchronous).
+///   LLMK_RETURN_IF_ERROR(llmk::device_synchronize());
+///
+/// Errors: a failed cudaDeviceSynchronize, or an earlier asynchronous fault: Status::cuda_error.
 inline Status device_synchronize() {
 #if defined(LLMK_CUDA)
   cudaError_t e = cudaDeviceSynchronize();

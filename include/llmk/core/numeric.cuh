@@ -298,6 +298,7 @@ struct int4_t {
   int8_t value;
 };
 /// An unsigned 4-bit integer element in [0, 15] (packed pairs: llmk::uint4x2).
+///   llmk::uint4_t w{12};
 struct uint4_t {
   uint8_t value;
 };
@@ -305,13 +306,15 @@ struct uint4_t {
 static_assert(sizeof(half) == 2 && sizeof(bfloat16) == 2);
 static_assert(sizeof(float8_e4m3) == 1 && sizeof(float8_e5m2) == 1);
 
-/// Two floats as two halves in one 32-bit word (a half2 register): `first` in bits 0-15.
-///   uint32_t word = llmk::pack_half_x2(1.f, 2.f);   // 0x40003C00
+/// The two floats of a packed pair, as unpack_half_x2 and unpack_bfloat16_x2 return them.
+///   llmk::FloatPair p = llmk::unpack_half_x2(word);   // p.first: bits 0-15
 struct FloatPair {
   float first;
   float second;
 };
 
+/// Two floats as two halves in one 32-bit word (a half2 register): `first` in bits 0-15.
+///   uint32_t word = llmk::pack_half_x2(1.f, 2.f);   // 0x40003C00
 LLMK_HOST_DEVICE uint32_t pack_half_x2(float first, float second) {
   return uint32_t(detail::float_to_half_bits(first)) | (uint32_t(detail::float_to_half_bits(second)) << 16);
 }
@@ -326,7 +329,7 @@ LLMK_HOST_DEVICE uint32_t pack_bfloat16_x2(float first, float second) {
   return uint32_t(detail::float_to_bfloat16_bits(first)) |
          (uint32_t(detail::float_to_bfloat16_bits(second)) << 16);
 }
-/// Inverse of pack_bfloat16_x2.
+/// Inverse of pack_bfloat16_x2:  auto [a, b] = llmk::unpack_bfloat16_x2(word);
 LLMK_HOST_DEVICE FloatPair unpack_bfloat16_x2(uint32_t packed) {
   return {detail::bfloat16_bits_to_float(uint16_t(packed & 0xFFFFu)),
           detail::bfloat16_bits_to_float(uint16_t(packed >> 16))};

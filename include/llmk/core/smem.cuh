@@ -12,7 +12,8 @@
 
 namespace llmk {
 
-/// Start of the block's dynamic shared memory (128-byte aligned).
+/// Start of the block's dynamic shared memory (128-byte aligned); shared_storage<T>() gives a typed view.
+///   unsigned char* smem = llmk::dynamic_smem();
 LLMK_DEVICE unsigned char* dynamic_smem() {
 #if defined(LLMK_SIM)
   return sim::dynamic_shared_base();

@@ -24,8 +24,8 @@ std::string str_cat(const Parts&... parts) {
 /// The outcome of a host call: ok, or a code plus a message that names what was wrong.
 ///   llmk::Status check_lda(int64_t lda, int64_t k) {
 ///     if (lda < k)
-///       return llmk::Status::invalid_argument("lda", llmk::str_cat("must be >= K (K=", k, ", lda=", lda,
-///       ")"));
+///       return llmk::Status::invalid_argument("lda",
+///                                             llmk::str_cat("must be >= K (K=", k, ", lda=", lda, ")"));
 ///     return {};                                      // ok
 ///   }
 ///   // message(): "invalid argument 'lda': must be >= K (K=200, lda=100)"
@@ -81,7 +81,7 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-/// Name of a status code, e.g. "kInvalidArgument".
+/// Name of a status code, e.g. "kInvalidArgument":  std::string code = llmk::to_string(status.code());
 inline const char* to_string(Status::Code code) {
   switch (code) {
     case Status::Code::kOk:
@@ -113,7 +113,7 @@ class Error : public std::runtime_error {
   Status status_;
 };
 
-/// Throws llmk::Error when `status` is not ok:  llmk::throw_if_error(llmk::gemm(...));
+/// Throws llmk::Error when `status` is not ok:  llmk::throw_if_error(llmk::gemm::gemm_f16(args, stream));
 inline void throw_if_error(const Status& status) {
   if (!status.ok()) throw Error(status);
 }

@@ -201,6 +201,8 @@ LLMK_HOST_DEVICE TensorView<T, int(Rank)> make_row_major(T* data, const std::arr
 /// Host check that a typed pointer is aligned to its element type (a misaligned pointer is a fault on the
 /// GPU). A null pointer passes: null checks are separate.
 ///   LLMK_RETURN_IF_ERROR(llmk::check_element_alignment<float>("scales", scales));
+///
+/// Errors: p not a multiple of alignof(T) (invalid_argument naming `name`).
 template <class T>
 Status check_element_alignment(std::string_view name, const void* p) {
   if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0)
@@ -211,6 +213,8 @@ Status check_element_alignment(std::string_view name, const void* p) {
 
 /// Whether the byte ranges [p, p + bytes) and [q, q + bytes_q) overlap (host arithmetic on addresses: the
 /// launchers' aliasing checks).
+///   if (llmk::ranges_overlap(out, out_bytes, in, in_bytes))
+///     return llmk::Status::invalid_argument("out", "must not overlap in");
 inline bool ranges_overlap(const void* p, std::int64_t bytes, const void* q, std::int64_t bytes_q) {
   const auto a = reinterpret_cast<std::uintptr_t>(p), b = reinterpret_cast<std::uintptr_t>(q);
   return a < b + static_cast<std::uintptr_t>(bytes_q) && b < a + static_cast<std::uintptr_t>(bytes);

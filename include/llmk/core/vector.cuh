@@ -39,6 +39,7 @@ struct alignas(kBytes) AlignedVector {
   T elements[kSize];
 };
 
+/// AlignedVector of 16, 8 and 4 bytes: what load16/load8/load4 return (example: AlignedVector).
 template <class T>
 using Vector16 = AlignedVector<T, 16>;
 template <class T>
@@ -139,12 +140,12 @@ template <class T>
 LLMK_HOST_DEVICE void store16(T* destination, const Vector16<T>& value LLMK_LOC_TAIL) {
   detail::store_vector<16>(destination, value LLMK_VECTOR_LOC_ARG);
 }
-/// Stores 8 bytes to an 8-byte-aligned address.
+/// Stores 8 bytes to an 8-byte-aligned address:  llmk::store8(dst, x);
 template <class T>
 LLMK_HOST_DEVICE void store8(T* destination, const Vector8<T>& value LLMK_LOC_TAIL) {
   detail::store_vector<8>(destination, value LLMK_VECTOR_LOC_ARG);
 }
-/// Stores 4 bytes to a 4-byte-aligned address.
+/// Stores 4 bytes to a 4-byte-aligned address:  llmk::store4(dst, x);
 template <class T>
 LLMK_HOST_DEVICE void store4(T* destination, const Vector4<T>& value LLMK_LOC_TAIL) {
   detail::store_vector<4>(destination, value LLMK_VECTOR_LOC_ARG);

@@ -14,8 +14,7 @@
 //                                   in bits b j .. b j + b - 1 (4-bit: k = 8 i + j at bit 4 j; 8-bit:
 //                                   k = 4 i + j at bit 8 j).
 //   qzeros   int32 [groups, N / P]   packed the same way, along N: word (g, c) holds the stored zero of
-//   column
-//                                   n = P c + j in bits b j .. b j + b - 1.
+//                                   column n = P c + j in bits b j .. b j + b - 1.
 //   scales   fp16  [groups, N]       (GPTQ's layout, the weight-only GEMM's too).
 //   g_idx    int32 [K]               group of input column k; absent means k / G. With act-order ("desc_act")
 //                                   it is a shuffle of k / G: every group still has exactly G columns.
@@ -24,11 +23,10 @@
 //   (GPTQModel format="gptq_v2") stores z. See "v1 zero points" below for the one value where they differ.
 //
 // AWQ (AutoAWQ and llm-awq, version "GEMM"; 4-bit only):
-//   qweight  int32 [K, N / 8]        packed along N, interleaved: nibble i (bits 4 i .. 4 i + 3) of word (k,
-//   c)
-//                                   holds q[8 c + order[i], k], order = {0, 2, 4, 6, 1, 3, 5, 7}; i.e. column
-//                                   8 c + j is nibble 4 (j % 2) + j / 2 (the order AWQ's kernel dequantizes
-//                                   in: its shifts give the even columns, then the odd ones).
+//   qweight  int32 [K, N / 8]        packed along N, interleaved: nibble i (bits 4 i .. 4 i + 3) of word
+//                                   (k, c) holds q[8 c + order[i], k], order = {0, 2, 4, 6, 1, 3, 5, 7}; i.e.
+//                                   column 8 c + j is nibble 4 (j % 2) + j / 2 (the order AWQ's kernel
+//                                   dequantizes in: its shifts give the even columns, then the odd ones).
 //   qzeros   int32 [groups, N / 8]   the same packing; z stored as is (no offset).
 //   scales   fp16  [groups, N];  no g_idx (AWQ has no act-order): g = k / G.
 //   w[n, k] = scales[g, n] * (q[n, k] - z[g, n]).
@@ -44,10 +42,9 @@
 // ---- Rules, and why ----
 //   bits 4 or 8                   the GEMM's code widths; 2- and 3-bit are Status::unsupported (3-bit words
 //                                 also straddle fields across words). AWQ: 4 only (its only format).
-//   GPTQ: K % P == 0              qweight packs P rows of K a word. GPTQ with qzeros: N % P == 0 (qzeros
-//   packs
-//                                 P columns a word, [groups, N * b / 32]). AWQ: N % 8 == 0 (both tensors pack
-//                                 8 columns a word).
+//   GPTQ: K % P == 0              qweight packs P rows of K a word. GPTQ with qzeros: N % P == 0
+//                                 (qzeros packs P columns a word, [groups, N * b / 32]). AWQ: N % 8 == 0
+//                                 (both tensors pack 8 columns a word).
 //   K % 16, G % 16, G | K         the GEMM's: K is covered by m16n8k16 steps and groups by whole k16 steps.
 //                                 group_size -1 (GPTQ's "per-channel") means G = K.
 //   g_idx: entries in [0, groups), each group exactly G columns: the act-order permutation's precondition.
@@ -120,8 +117,12 @@ namespace llmk::gemm {
 ///
 ///   std::vector<std::uint8_t> plain(N * (K / 2)), zeros((K / G) * N);
 ///   std::vector<llmk::half> scales((K / G) * N);
-///   llmk::Status s = llmk::gemm::unpack_checkpoint_host(src, plain.data(), K / 2, scales.data(),
-///   zeros.data());
+///   llmk::Status s =
+///       llmk::gemm::unpack_checkpoint_host(src, plain.data(), K / 2, scales.data(), zeros.data());
+///
+/// Errors: the checkpoint's rules of the file comment (Status::invalid_argument naming 'qweight', 'n', ...;
+/// 2- and 3-bit, or AWQ other than 4-bit: Status::unsupported); codes or scales_out null, ld_bytes below a
+/// row's bytes, or zeros_out null when src.qzeros is given (invalid_argument naming it).
 template <class T>
 Status unpack_checkpoint_host(const CheckpointTensors& src, std::uint8_t* codes, std::int64_t ld_bytes,
                               T* scales_out, std::uint8_t* zeros_out) {
@@ -160,6 +161,10 @@ Status unpack_checkpoint_host(const CheckpointTensors& src, std::uint8_t* codes,
 ///   llmk::gemm::CheckpointImportInfo info;
 ///   llmk::Status s = llmk::gemm::import_checkpoint_host(src, dst, &info);
 ///   // upload w, sc, zeros (if info.zeros) and perm (if info.act_order); then checkpoint_gemm_args
+///
+/// Errors: every rule of the file comment ("Rules, and why": Status::invalid_argument naming the checkpoint
+/// tensor or 'dst.<field>'; 2- and 3-bit, or AWQ other than 4-bit: Status::unsupported). Nothing is written
+/// on an error.
 template <class T>
 Status import_checkpoint_host(const CheckpointTensors& src, const CheckpointImportOutput<T>& dst,
                               CheckpointImportInfo* info = nullptr) {
@@ -232,6 +237,11 @@ inline std::size_t import_checkpoint_workspace_bytes(const CheckpointTensors& sr
 ///   llmk::gemm::CheckpointImportOutput<llmk::half> dst{w.data(), sc.data(), zeros.data(), perm.data()};
 ///   llmk::gemm::CheckpointImportInfo info;
 ///   llmk::Status s = llmk::gemm::import_checkpoint(src, dst, ws.data(), ws_bytes, stream, &info);
+///
+/// Errors: those of import_checkpoint_host (the contents found by the check kernel included); workspace
+/// null or not 4-byte aligned, or workspace_bytes below import_checkpoint_workspace_bytes(src)
+/// (invalid_argument naming it); on a GPU build, a host pointer among src's tensors or dst's (naming it); a
+/// failed launch or read-back: Status::cuda_error.
 template <class T>
 Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOutput<T>& dst, void* workspace,
                          std::size_t workspace_bytes, cudaStream_t stream,
@@ -319,8 +329,8 @@ Status import_checkpoint(const CheckpointTensors& src, const CheckpointImportOut
 ///
 ///   llmk::gemm::WeightOnlyArgs<llmk::half> x = llmk::gemm::checkpoint_gemm_args(src, d_dst, info);
 ///   x.a = d_act;  x.lda = K;  x.d = d_out;  x.ldd = N;  x.m = M;
-///   llmk::Status s = llmk::gemm::weight_only_gemm(x, d_ws, llmk::gemm::weight_only_workspace_bytes(x),
-///   stream);
+///   llmk::Status s =
+///       llmk::gemm::weight_only_gemm(x, d_ws, llmk::gemm::weight_only_workspace_bytes(x), stream);
 template <class T>
 WeightOnlyArgs<T> checkpoint_gemm_args(const CheckpointTensors& src, const CheckpointImportOutput<T>& dst,
                                        const CheckpointImportInfo& info) {

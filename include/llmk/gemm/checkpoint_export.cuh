@@ -17,13 +17,14 @@
 
 namespace llmk::gemm {
 
-/// The GPTQ zero-point convention to write: kV1 = checkpoint_format "gptq" (stores z - 1), kV2 = "gptq_v2".
+/// The GPTQ zero-point convention to write: kV1 = checkpoint_format "gptq" (stores z - 1), kV2 = "gptq_v2"
+/// (example: export_gptq_host).
 enum class GptqExportFormat { kV1, kV2 };
 
 /// GPTQ checkpoint tensors of one layer, owned (host memory), as export_gptq_host writes them. Save them
 /// under the layer's prefix as qweight, qzeros, scales and g_idx (int32, int32, fp16, int32), with
-/// quantize_config
-/// {"bits", "group_size", "desc_act": act-order, "sym", "checkpoint_format": "gptq" / "gptq_v2"}.
+/// quantize_config {"bits", "group_size", "desc_act": act-order, "sym", "checkpoint_format": "gptq" /
+/// "gptq_v2"}.
 ///   llmk::gemm::GptqCheckpoint ckpt;   // after export_gptq_host
 ///   llmk::gemm::CheckpointTensors view = ckpt.tensors();   // import it back
 struct GptqCheckpoint {

@@ -57,7 +57,9 @@ struct CheckpointImportOutput {
   std::int32_t* perm = nullptr;
 };
 
-/// What an import wrote, i.e. what to pass to the GEMM (checkpoint_gemm_args does it).
+/// What an import wrote, i.e. what to pass to the GEMM (checkpoint_gemm_args does it; example:
+/// import_checkpoint_host).
+///   if (info.act_order) { /* upload perm; the GEMM needs a workspace */ }
 struct CheckpointImportInfo {
   bool zeros = false;      ///< dst.zeros written (the checkpoint has qzeros): args.zeros = dst.zeros
   bool act_order = false;  ///< dst.perm written (g_idx is not k / G): args.perm = dst.perm and a workspace

@@ -74,7 +74,8 @@ Status gemm_f16_sm90_run(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
 /// (sm90_detail::choose_tile_n: 128 x 256 tiles for large outputs, 128 x 64 where wider tiles would leave SMs
 /// idle); an Sm90GemmConfig forces one. With a workspace (GemmF16Args) it splits K where the tiles are too
 /// few for the SMs (sm90_split_plan: M = 1..64 at N = 4096 -> 2 splits); the positional form never splits.
-/// Returns Status::unsupported where no sm_90a kernel can run.
+/// Errors: the Status::invalid_argument requirements of tile_gemm (checked first); Status::unsupported where
+/// no sm_90a kernel can run; a failed launch: Status::cuda_error.
 ///
 ///   llmk::Status s = llmk::gemm::gemm_f16_sm90(a, K, b, K, nullptr, N, d_f32, N, M, N, K, 1.0f, 0.0f,
 ///                                              stream);                     // float* d_f32: fp32 out
@@ -88,7 +89,9 @@ Status gemm_f16_sm90(const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
   return sm90_detail::gemm_f16_sm90_run<Cfg, false>(p, stream);
 }
 
-/// gemm_f16_sm90 with its arguments in a GemmF16Args, split-K over p.workspace included (see there).
+/// gemm_f16_sm90 with its arguments in a GemmF16Args, split-K over p.workspace included (see there). Errors:
+/// those of the positional form, and the split_k and workspace checks of tile_gemm(GemmF16Args) against
+/// gemm_f16_workspace_bytes<Cfg>(p).
 ///
 ///   llmk::gemm::GemmF16Args<llmk::half, llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};
 ///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::gemm_f16_workspace_bytes(g), 1));
@@ -127,6 +130,10 @@ std::size_t gemm_f16_workspace_bytes(const GemmF16Args<T, Out>& p) {
 /// few tiles for the SMs. Requirements: those of tile_gemm (llmk/gemm/tile_gemm.cuh), checked before either
 /// kernel is chosen, so an argument error names the same rule everywhere.
 ///
+/// Errors (Status::invalid_argument naming the argument): those of tile_gemm(GemmF16Args): the requirements
+/// of tile_gemm, split_k outside [0, kSplitKMaxSplits], and where the call splits a workspace null, not
+/// 16-byte aligned or below gemm_f16_workspace_bytes(p). A failed launch: Status::cuda_error.
+///
 ///   llmk::gemm::GemmF16Args<llmk::half, llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};
 ///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(llmk::gemm::gemm_f16_workspace_bytes(g), 1));
 ///   g.workspace = ws.data(), g.workspace_bytes = ws.size();   // optional: without it no split
@@ -138,7 +145,8 @@ Status gemm_f16(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
   return tile_gemm(p, stream);
 }
 
-/// gemm_f16 with positional arguments (no workspace, so neither kernel splits K).
+/// gemm_f16 with positional arguments (no workspace, so neither kernel splits K). Errors: the requirements of
+/// tile_gemm (Status::invalid_argument naming the argument); a failed launch: Status::cuda_error.
 ///
 ///   llmk::Status s = llmk::gemm::gemm_f16(d_a.data(), K, d_b.data(), K, nullptr, N, d_d.data(), N, M, N, K,
 ///                                         1.0f, 0.0f, stream);

@@ -116,6 +116,8 @@ constexpr arch::sm90::TmaElem tma_elem() {
 /// wgmma accumulator over all of K. Hopper's fp8 tensor cores accumulate with fewer bits than fp32 (about
 /// 14 significant bits were reported for the H800; an H100 run of llmk's tests missed a 2^-22 tolerance
 /// by 1e-4 relative at K = 96..400), so fast accumulation's error grows with K.
+///   using Cfg = llmk::gemm::Sm90GemmConfig<llmk::half, 256>;   // 128 x 256 tiles, 4 slots
+///   llmk::Status s = llmk::gemm::gemm_f16_sm90<Cfg>(g, stream);
 template <class In, int BN = 128, int Stages = 4, bool kSaturate = false, bool FastAccum = false>
 struct Sm90GemmConfig {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN: a multiple of 16 up to 256");
@@ -440,7 +442,8 @@ LLMK_DEVICE void gemm_sm90_body(const Params& p) {
 }  // namespace sm90_detail
 
 /// The kernel (see the file comment). Launch with Cfg::kThreads threads and sm90_gemm_smem_bytes<Cfg,
-/// Epilogue>() bytes.
+/// Epilogue>() bytes. Launched (with its arguments checked and its tensor maps made) by gemm_f16_sm90,
+/// w8a8_gemm_sm90, fp8_gemm_sm90 and fp8_gemm_blockwise: call those (example and errors there).
 template <class Cfg, class Epilogue>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ Sm90GemmParams<Epilogue> p) {
@@ -448,7 +451,8 @@ __global__ void __launch_bounds__(384, 1)
 }
 
 /// The split-K kernel: the same with K split over units (Sm90GemmSplitParams; a separate instantiation, so
-/// that the unsplit kernel's code is untouched by the reduction).
+/// that the unsplit kernel's code is untouched by the reduction). Launched by the same entries where their
+/// split plan splits K.
 template <class Cfg, class Epilogue>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_split_kernel(const __grid_constant__ Sm90GemmSplitParams<Epilogue, typename Cfg::Acc> p) {
@@ -644,8 +648,8 @@ Status launch_gemm_sm90(const In* a, std::int64_t lda, const In* b, std::int64_t
 
 }  // namespace sm90_detail
 
-/// W8A8 GEMM on Hopper (IGMMA), the arguments and results of w8a8_gemm (docs/gemm.md). Returns
-/// Status::unsupported where no sm_90a kernel can run.
+/// W8A8 GEMM on Hopper (IGMMA), the arguments and results of w8a8_gemm (docs/gemm.md). Errors: the
+/// Status::invalid_argument checks of w8a8_gemm; Status::unsupported where no sm_90a kernel can run.
 ///
 ///   llmk::Status s = llmk::gemm::w8a8_gemm_sm90<llmk::half>(g, stream);   // g as for w8a8_gemm
 template <class Out, class Cfg = Sm90GemmConfig<std::int8_t>>
@@ -697,6 +701,11 @@ Status fp8_gemm_sm90(const QuantGemmArgs<float8_e4m3>& p, cudaStream_t stream) {
 /// in registers (the wgmmas of one k-tile are waited for before the next k-tile's start: the two consumer
 /// warpgroups cover each other's scaling). Out: float, llmk::half, llmk::bfloat16. Needs an sm_90 device
 /// and sm_90a code (Status::unsupported otherwise: the mma.sync kernels have no block-wise mode).
+///
+/// Errors (Status::invalid_argument naming the argument): the operand checks of w8a8_gemm (a, w, d, m, n,
+/// k, lda, ldw, ldd; no split-K); scales.a_scales or scales.w_scales null or not 16-byte aligned;
+/// scales.ld_a_scales below M, or ceil(K / 128) * ld_a_scales not below 2^31; scales.bias not 4-byte
+/// aligned. Status::unsupported as above; a failed tensor-map encode or launch: Status::cuda_error.
 ///
 ///   llmk::gemm::Fp8BlockGemmArgs g;
 ///   g.a = x_q; g.lda = K; g.w = w_q; g.ldw = K; g.m = M; g.n = N; g.k = K;

@@ -30,13 +30,17 @@ namespace llmk::gemm {
 /// scales (Fp8BlockScaledEpilogue). A factored epilogue (FactoredEpilogue) also splits value into row(r) and
 /// col(c), the factors it loads, and value(row(r), col(c), acc): the TMA-store epilogue then loads a
 /// thread's 2 rows and 16 columns of a box once instead of per output (5 loads per output before).
+///   static_assert(llmk::gemm::FactoredEpilogue<llmk::gemm::QuantEpilogue<llmk::half, std::int32_t>>);
 template <class E>
 concept FactoredEpilogue = requires(const E& e, typename E::Row r, typename E::Col c) {
   { e.row(0) } -> std::same_as<typename E::Row>;
   { e.col(0) } -> std::same_as<typename E::Col>;
 };
 
-/// s_a s_w (acc - z_a colsum_w) + bias (int8), s_a s_w acc + bias (fp8), or the raw int32 accumulator.
+/// s_a s_w (acc - z_a colsum_w) + bias (int8), s_a s_w acc + bias (fp8), or the raw int32 accumulator. The
+/// launchers (w8a8_gemm_sm90, fp8_gemm_sm90) build it from QuantGemmArgs::scales:
+///   const llmk::gemm::QuantEpilogue<llmk::half, std::int32_t> epi{g.scales};
+///   llmk::half y = epi.value(row, col, acc);
 template <class Out_, class Acc>
 struct QuantEpilogue {
   using Out = Out_;
@@ -75,7 +79,8 @@ struct QuantEpilogue {
 // LinearEpilogue (alpha * acc + beta * C, the 16-bit GEMMs) is tile_gemm.cuh's, shared with the mma.sync
 // kernel.
 
-/// acc + bias, where acc already holds sum_kb s_a[kb, i] s_w[j / 128, kb] partial_kb (block-wise fp8).
+/// acc + bias, where acc already holds sum_kb s_a[kb, i] s_w[j / 128, kb] partial_kb (block-wise fp8). Built
+/// by fp8_gemm_blockwise:  llmk::gemm::Fp8BlockScaledEpilogue<llmk::bfloat16> epi{g.scales.bias};
 template <class Out_>
 struct Fp8BlockScaledEpilogue {
   using Out = Out_;
@@ -85,7 +90,8 @@ struct Fp8BlockScaledEpilogue {
 };
 
 /// What the kernel reads: the operand maps, the output (through a TMA store where `d_map` is valid, else
-/// by plain stores), the block-scale maps of a block-scaled epilogue, and the epilogue.
+/// by plain stores), the block-scale maps of a block-scaled epilogue, and the epilogue. Filled by the Hopper
+/// GEMM launchers (hopper_gemm.cuh: gemm_f16_sm90, w8a8_gemm_sm90, ...; call those, example there).
 template <class Epilogue>
 struct Sm90GemmParams {
   arch::sm90::TensorMap a, b;
@@ -105,7 +111,7 @@ struct Sm90GemmParams {
 /// The split-K kernel's parameters (gemm_sm90_split_kernel): the unit u of tiles x splits is tile u /
 /// splits, k-tiles [s kps, min((s + 1) kps, k-tiles)) of split s = u % splits (kps =
 /// split.k_tiles_per_split); each unit writes its Acc partials, and the last of a tile's units to arrive sums
-/// them in split order and applies the epilogue (split_k.cuh).
+/// them in split order and applies the epilogue (split_k.cuh). Filled by the same launchers where they split.
 template <class Epilogue, class Acc>
 struct Sm90GemmSplitParams : Sm90GemmParams<Epilogue> {
   int splits = 1;
@@ -113,13 +119,13 @@ struct Sm90GemmSplitParams : Sm90GemmParams<Epilogue> {
   detail::SplitKArgs<Acc> split;
 };
 
-/// Shared memory of the kernel: the operand ring, two output staging boxes per consumer warpgroup (64 rows x
-/// 128 bytes each, 128B swizzle: what stmatrix writes without bank conflicts and the TMA store reads; the
-/// epilogue rotates through them box by box, so a 128 x 256 tile with four ring slots still fits), and the
-/// block scales of each ring slot.
 // s_a boxes: a tile's 128 row scales and up to 3 floats before them (the box starts on a 16-byte boundary).
 inline constexpr int kAScaleBox = 132;
 
+/// Shared memory of the kernel: the operand ring, two output staging boxes per consumer warpgroup (64 rows x
+/// 128 bytes each, 128B swizzle: what stmatrix writes without bank conflicts and the TMA store reads; the
+/// epilogue rotates through them box by box, so a 128 x 256 tile with four ring slots still fits), and the
+/// block scales of each ring slot. Its size: sm90_gemm_smem_bytes.
 template <class Cfg, class Epilogue>
 struct Sm90GemmStorage {
   static constexpr int kOutBytes = static_cast<int>(sizeof(typename Epilogue::Out));
@@ -139,6 +145,7 @@ struct Sm90GemmStorage {
 };
 
 /// Dynamic shared memory of gemm_sm90_kernel<Cfg, Epilogue> (the arena is aligned to 1024 in the kernel).
+///   const int smem = llmk::gemm::sm90_gemm_smem_bytes<Cfg, llmk::gemm::LinearEpilogue<float>>();
 template <class Cfg, class Epilogue>
 constexpr int sm90_gemm_smem_bytes() {
   return static_cast<int>(sizeof(Sm90GemmStorage<Cfg, Epilogue>)) + 1024;

@@ -29,6 +29,7 @@ namespace llmk::gemm {
 
 /// Tile shape of the K-major GEMMs: BM x BN output tile, BK ELEMENTS of K per pipeline stage, WarpsM x WarpsN
 /// warps, Stages-deep ring. kElementBytes is the operand size (1 for int8/fp8, 2 for fp16/bf16).
+///   using Tile = llmk::gemm::KMajorTile<64, 128, 64, 2, 2, 3>;   // e.g. w8a8_gemm_with_tile<Out, Tile>
 template <int BM_, int BN_, int BK_, int WarpsM_, int WarpsN_, int Stages_>
 struct KMajorTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WarpsM = WarpsM_, WarpsN = WarpsN_, Stages = Stages_;
@@ -118,7 +119,8 @@ struct KMajorSliceCopy {
 
 }  // namespace detail
 
-/// One K-major operand pair of a GEMM: A [m, k] and B [n, k] with leading dimensions in elements.
+/// One K-major operand pair of a GEMM: A [m, k] and B [n, k] with leading dimensions in elements (example:
+/// kmajor_mainloop).
 struct KMajorOperands {
   const void* a;
   const void* b;
@@ -142,7 +144,11 @@ LLMK_HOST_DEVICE constexpr KSlicing k_slicing(int k_bytes, int slice) {
 /// acc += A[block_m.., :] * B[block_n.., :]^T for this warp's sub-tile, through the ring in `smem` (Tile::
 /// Bytes<E>::kSmemBytes bytes). Mma is the atom (its fragments are 32 bytes of K); Acc its accumulator type.
 /// Ends with every copy landed and a barrier, so the caller may reuse `smem` afterwards. Accumulators of rows
-/// past op.m or columns past op.n are not zero (KMajorSliceCopy loads clamped rows there).
+/// past op.m or columns past op.n are not zero (KMajorSliceCopy loads clamped rows there). A fp16 block:
+///   float acc[Tile::kMmaM][Tile::kMmaN][4] = {};
+///   const llmk::gemm::KMajorOperands op{a, b, lda, ldb, m, n, k};
+///   llmk::gemm::kmajor_mainloop<Tile, 2, llmk::arch::MMA_16x8x16_F32F16F16F32>(op, block_m, block_n,
+///                                                                              llmk::dynamic_smem(), acc);
 template <class Tile, int kElementBytes, class Mma, class Acc>
 LLMK_DEVICE void kmajor_mainloop(const KMajorOperands& op, int block_m, int block_n, unsigned char* smem,
                                  Acc (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
@@ -269,18 +275,22 @@ LLMK_DEVICE void kmajor_split_k_finish(const SplitKArgs<Acc>& split,
 
 /// Block-relative row of this thread's accumulators [mi][.][e] with e / 2 == h (h = 1: the row 8 below), and
 /// column of [.][ni][e] with e % 2 == odd (the mma.sync m16n8 D layout over the block's warps).
+///   const int row = block_m + llmk::gemm::acc_row<Tile>(mi, e / 2);   // of acc[mi][ni][e]
+///   const int col = block_n + llmk::gemm::acc_col<Tile>(ni, e % 2);
 template <class Tile>
 LLMK_DEVICE int acc_row(int mi, int h) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   return (warp / Tile::WarpsN) * Tile::WM + mi * 16 + lane / 4 + h * 8;
 }
+/// The column of acc_row's pair (see there).
 template <class Tile>
 LLMK_DEVICE int acc_col(int ni, int odd) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   return (warp % Tile::WarpsN) * Tile::WN + ni * 8 + 2 * (lane % 4) + odd;
 }
 
-/// Shared memory the staged epilogue needs for an Out tile (rows padded by 16 bytes).
+/// Shared memory the staged epilogue needs for an Out tile (rows padded by 16 bytes): a kernel's dynamic
+/// shared memory is max(ring bytes, kStagedEpilogueBytes<Tile, Out>).
 template <class Tile, class Out>
 inline constexpr int kStagedEpilogueBytes = Tile::BM*(Tile::BN* static_cast<int>(sizeof(Out)) + 16);
 
@@ -288,6 +298,8 @@ inline constexpr int kStagedEpilogueBytes = Tile::BM*(Tile::BN* static_cast<int>
 /// thread converts its in-range accumulators with value(row, col, mi, ni, e) -> Out into a padded [BM][BN]
 /// tile in `smem` (kStagedEpilogueBytes, free after kmajor_mainloop), then the block copies whole 16-byte
 /// chunks of rows to d (element stores for a row's tail past N, or when d / ldd are not 16-byte aligned).
+///   llmk::gemm::store_tile_staged<Tile>(llmk::dynamic_smem(), d, ldd, block_m, block_n, m, n,
+///       [&](int row, int col, int mi, int ni, int e) { return epi.value(row, col, acc[mi][ni][e]); });
 template <class Tile, class Out, class F>
 LLMK_DEVICE void store_tile_staged(unsigned char* smem, Out* d, std::int64_t ldd, int block_m, int block_n,
                                    int m, int n, F&& value) {

@@ -17,7 +17,9 @@
 
 namespace llmk::gemm {
 
-/// Dequantization applied to the accumulator (ignored for int32 output).
+/// Dequantization applied to the accumulator (ignored for int32 output): out = a_scale * w_scale * (acc -
+/// a_zero * w_column_sum) + bias. Per-token activation and per-channel weight scales, no zero points or bias:
+///   g.scales = {x_scales, /*a_per_token=*/true, nullptr, w_scales, /*w_per_channel=*/true};
 struct DequantScales {
   const float* a_scales = nullptr;  // [M] (a_per_token) or [1]
   bool a_per_token = true;
@@ -35,6 +37,7 @@ struct DequantScales {
 ///                      * sum_{k in block kb} A[i, k] W[j, k]   + bias[j]
 /// The activation scales are token-contiguous per K block (the transposed layout DeepGEMM reads); the weight
 /// scales are the checkpoint's row-major [ceil(N / 128), k_blocks] array. Both 16-byte aligned (TMA).
+///   g.scales = {x_scales_t, /*ld_a_scales=*/M, w_scale_inv, /*bias=*/nullptr};   // fp8_gemm_blockwise
 struct Fp8BlockScales {
   const float* a_scales = nullptr;  // [k_blocks, ld_a_scales]
   std::int64_t ld_a_scales = 0;     // >= M
@@ -43,7 +46,8 @@ struct Fp8BlockScales {
 };
 
 /// Arguments of w8a8_gemm and fp8_gemm (Scales = DequantScales) and of fp8_gemm_blockwise (Fp8BlockGemmArgs).
-/// Leading dimensions in elements.
+/// Leading dimensions in elements. The rules each field must meet and an example: w8a8_gemm (w8a8.cuh).
+///   llmk::gemm::QuantGemmArgs<std::int8_t> g{x_q, K, w_q, K, M, N, K, scales, y, N};
 template <class In, class Scales = DequantScales>
 struct QuantGemmArgs {
   const In* a = nullptr;  // [M, K]
@@ -89,7 +93,7 @@ QuantGemmKernelArgs<In> kernel_args(const QuantGemmArgs<In>& p) {
 
 }  // namespace detail
 
-/// Arguments of fp8_gemm_blockwise (llmk/gemm/hopper_gemm.cuh).
+/// Arguments of fp8_gemm_blockwise (llmk/gemm/hopper_gemm.cuh; example there).
 using Fp8BlockGemmArgs = QuantGemmArgs<float8_e4m3, Fp8BlockScales>;
 
 namespace detail {

@@ -30,22 +30,25 @@
 namespace llmk::gemm {
 
 /// Tile shape of the mma.sync 16-bit GEMM: block tile BM x BN x BK (BK in elements), warps arranged WarpsM x
-/// WarpsN, a Stages-deep cp.async ring. The K-major tile of kmajor_mainloop.cuh.
+/// WarpsN, a Stages-deep cp.async ring. The K-major tile of kmajor_mainloop.cuh. Example: tile_gemm.
 template <int BM, int BN, int BK, int WarpsM, int WarpsN, int Stages>
 using TileGemmConfig = KMajorTile<BM, BN, BK, WarpsM, WarpsN, Stages>;
 
 /// The large tile (M > 64 with enough tiles for the SMs): 128 x 128 x 32, 2 x 2 warps of 64 x 64, 4 stages
 /// (80 KiB: two blocks per SM on sm_80 / sm_90, one on sm_86 / sm_89). A warp's k16 step reads 8 ldmatrix.x4
 /// for 32 mma (the 64 x 64 tile's 2 x 2 warps of 32 x 32 read 4 for 8), and each block loads 16 bytes of
-/// operands per 64 FLOPs against 32 (half the L2 traffic).
+/// operands per 64 FLOPs against 32 (half the L2 traffic). Forced with
+/// tile_gemm<llmk::gemm::TileGemmLarge>(...).
 using TileGemmLarge = TileGemmConfig<128, 128, 32, 2, 2, 4>;
 /// The small tile (M <= 64, or too few large tiles to fill the SMs): 64 x 64 x 64, 2 x 2 warps of 32 x 32,
 /// 3 stages (54 KiB). 64-element slices: 64 x 64 x 32 in 4 stages compiled to 4.0-7.1 instructions per mma
-/// (ptxas rebuilt its addresses every slice at 64-72 registers), this tile to 3.1 (5.0 on sm_89).
+/// (ptxas rebuilt its addresses every slice at 64-72 registers), this tile to 3.1 (5.0 on sm_89). Forced with
+/// tile_gemm<llmk::gemm::TileGemmSmall>(...).
 using TileGemmSmall = TileGemmConfig<64, 64, 64, 2, 2, 3>;
 
 /// alpha * acc + beta * C in fp32, rounded once to Out (C and D of type Out: float, llmk::half, bfloat16).
-/// The epilogue of the 16-bit GEMMs, mma.sync and Hopper alike.
+/// The epilogue of the 16-bit GEMMs, mma.sync and Hopper alike; the launchers build it from their alpha,
+/// beta, c and ldc:  llmk::gemm::LinearEpilogue<float> epi{alpha, beta, c, ldc};
 template <class Out_ = float>
 struct LinearEpilogue {
   using Out = Out_;
@@ -60,7 +63,8 @@ struct LinearEpilogue {
   }
 };
 
-/// What the mma.sync 16-bit GEMM kernel reads. Leading dimensions are in elements.
+/// What the mma.sync 16-bit GEMM kernel reads. Leading dimensions are in elements. Built by tile_gemm from
+/// its arguments (call tile_gemm; example there).
 template <class T, class Out>
 struct TileGemmParams {
   const T* a;
@@ -74,7 +78,9 @@ struct TileGemmParams {
 /// The arguments of the 16-bit GEMMs in one struct (gemm_f16, gemm_f16_sm90), with the split-K workspace the
 /// Hopper kernel may use at small M (caller-owned, CUB style: gemm_f16_workspace_bytes(args) first). split_k:
 /// 0 splits K by the SM count where a workspace is given (and not at all without one), 1 never, s >= 2 into
-/// at most s splits (a workspace required). Leading dimensions are in elements.
+/// at most s splits (a workspace required). Leading dimensions are in elements. Aggregate order: a, lda, b,
+/// ldb, c, ldc, d, ldd, m, n, k, alpha, beta, split_k, workspace, workspace_bytes (example: gemm_f16).
+///   llmk::gemm::GemmF16Args<llmk::half, llmk::half> g{a, K, b, K, nullptr, N, d, N, M, N, K};
 template <class T, class Out = float>
 struct GemmF16Args {
   const T* a = nullptr;
@@ -134,7 +140,8 @@ LLMK_DEVICE void tile_gemm_accumulate(const TileGemmParams<T, Out>& p, int k_til
 /// The kernel: one block per BM x BN tile of D (blockIdx.x over N tiles, blockIdx.y over M tiles). A minimum
 /// of one block per SM in the launch bounds: without it ptxas held the small tile to 72 registers on sm_89
 /// and rematerialized addresses in the main loop (5.00 instructions per HMMA; 3.09 with 100 registers, as on
-/// sm_80 / sm_90, where shared memory limits the blocks per SM before registers do).
+/// sm_80 / sm_90, where shared memory limits the blocks per SM before registers do). Launched (with its
+/// arguments checked) by tile_gemm: call that (example and errors there), not the kernel.
 template <class T, class Out, class Tile>
 __global__ void __launch_bounds__(Tile::kThreads, 1) tile_gemm_kernel(TileGemmParams<T, Out> p) {
   const int block_m = static_cast<int>(blockIdx.y) * Tile::BM,
@@ -150,7 +157,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1) tile_gemm_kernel(TileGemmPa
 /// The split-K kernel (a separate instantiation, so the unsplit kernel's code stays as it is): split
 /// blockIdx.z of the tile writes its fp32 partials to the workspace, and the tile's last split to arrive sums
 /// every split in order and stores the epilogue of the sum (C read and D written element by element, so D may
-/// alias C).
+/// alias C). Launched by tile_gemm(GemmF16Args) where its split plan splits (example there).
 template <class T, class Out, class Tile>
 __global__ void __launch_bounds__(Tile::kThreads)
     tile_gemm_split_kernel(TileGemmParams<T, Out> p, detail::SplitKArgs<float> split) {
@@ -277,7 +284,7 @@ Status launch_tile_gemm_args(const GemmF16Args<T, Out>& a, cudaStream_t stream) 
 /// Requirements (each violation returns Status::invalid_argument naming the argument):
 ///   a, b, d non-null (c non-null when beta != 0); M, N, K >= 1; M, N <= 2^30, K < 2^30; K % 8 == 0; lda, ldb
 ///   >= K and multiples of 8; ldc, ldd >= N; a and b 16-byte aligned, c and d aligned to their element; M <=
-///   65535 * BM.
+///   65535 * BM. A failed launch: Status::cuda_error.
 ///
 ///   llmk::DeviceBuffer<llmk::bfloat16> d_a(a), d_b(b);          // A [M, K], B [N, K]
 ///   llmk::DeviceBuffer<llmk::bfloat16> d_d(M * N);
@@ -334,6 +341,11 @@ Status validate_f16_gemm_args(const GemmF16Args<T, Out>& p) {
 ///   llmk::DeviceBuffer<unsigned char> ws(std::max<std::size_t>(bytes, 1));
 ///   g.workspace = ws.data(), g.workspace_bytes = ws.size();
 ///   llmk::Status s = llmk::gemm::tile_gemm(g, stream);
+///
+/// Errors (Status::invalid_argument naming the argument): the requirements of the positional tile_gemm;
+/// split_k outside [0, kSplitKMaxSplits]; where the plan splits, workspace null (split_k >= 2 always needs
+/// one) or not 16-byte aligned, or workspace_bytes below tile_gemm_workspace_bytes(p). A failed launch:
+/// Status::cuda_error.
 template <class Tile = void, class T, class Out>
 Status tile_gemm(const GemmF16Args<T, Out>& p, cudaStream_t stream) {
   LLMK_RETURN_IF_ERROR(detail::validate_f16_gemm_args(p));
@@ -364,7 +376,7 @@ std::size_t tile_gemm_workspace_bytes(const GemmF16Args<T, Out>& p) {
   }
 }
 
-/// tile_gemm with fp16 A and B and fp32 C and D (the first kernel's signature).
+/// tile_gemm with fp16 A and B and fp32 C and D (the first kernel's signature). Errors: those of tile_gemm.
 ///
 ///   std::vector<llmk::half> a(M * K), b(N * K);  // fill
 ///   llmk::DeviceBuffer<llmk::half> d_a(a), d_b(b);

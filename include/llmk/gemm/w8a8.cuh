@@ -42,6 +42,7 @@ namespace llmk::gemm {
 /// llmk::quant::split_outlier_columns writes them; k_outliers may be 0). k_outliers is a host value: with
 /// outlier columns found on the device (find_outlier_columns), their count crosses to the host before the
 /// launch, so a step whose outliers change cannot be captured in a CUDA graph as one (capture it per count).
+/// Example: mixed_int8_gemm.
 struct MixedInt8Args {
   QuantGemmArgs<std::int8_t> regular;
   const half* a_outliers = nullptr;
@@ -52,7 +53,7 @@ struct MixedInt8Args {
 };
 
 /// Tiles of the 8-bit GEMMs (BK in elements = bytes): large (prefill), medium, and the small-M tile for
-/// decode, where the grid must spread N over many blocks.
+/// decode, where the grid must spread N over many blocks. Example: w8a8_gemm_with_tile.
 using QGemmLarge = KMajorTile<128, 128, 64, 2, 4, 3>;
 using QGemmMedium = KMajorTile<64, 128, 64, 2, 2, 3>;
 using QGemmSmall = KMajorTile<16, 64, 128, 1, 2, 4>;
@@ -111,7 +112,8 @@ struct AccFactors {
 /// W8A8 kernel: one block per BM x BN output tile (blockIdx.x over N tiles, blockIdx.y over M tiles) and,
 /// with kSplitK, split of K (blockIdx.z). The split-K reduction is a separate instantiation: its code after
 /// the mainloop changes how ptxas schedules the loop (sm_80, medium tile: 138 -> 171-177 instructions per
-/// loop iteration), so the unsplit kernels stay as they were.
+/// loop iteration), so the unsplit kernels stay as they were. Launched (with its arguments checked) by
+/// w8a8_gemm / w8a8_gemm_with_tile: call those (example and errors there), not the kernel.
 template <class Out, class Tile, bool kSaturate, bool kSplitK = false>
 __global__ void __launch_bounds__(Tile::kThreads)
     w8a8_kernel(detail::QuantGemmKernelArgs<std::int8_t> p, detail::SplitKArgs<std::int32_t> split) {
@@ -149,7 +151,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
 }
 
 /// FP8 kernel (e4m3 x e4m3, fp32 accumulate), blocks as w8a8_kernel. Compiled to a trap for architectures
-/// without fp8 mma; the launcher refuses such devices before launching.
+/// without fp8 mma; the launcher refuses such devices before launching. Launched by fp8_gemm /
+/// fp8_gemm_with_tile (example and errors there).
 template <class Out, class Tile, bool kSplitK = false>
 __global__ void __launch_bounds__(Tile::kThreads)
     fp8_kernel(detail::QuantGemmKernelArgs<float8_e4m3> p, detail::SplitKArgs<float> split) {
@@ -181,6 +184,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
 }
 
 /// Mixed LLM.int8() kernel: int8 mainloop, dequantize into fp32 registers, fp16 mainloop over the outliers.
+/// Launched by mixed_int8_gemm / mixed_int8_gemm_with_tile (example and errors there).
 template <class Out, class Tile>
 __global__ void __launch_bounds__(Tile::kThreads) mixed_int8_kernel(MixedInt8Args p) {
   const QuantGemmArgs<std::int8_t>& r = p.regular;
@@ -290,7 +294,8 @@ Status launch_qgemm(Kernel kernel, const QuantGemmArgs<In>& p, const QGemmSplitP
 }  // namespace detail
 
 /// sums[j] = sum_k W[j, k] for each output column j of the GEMM (one warp per weight row, 16-byte loads).
-/// (A template only so that the header can be included by several translation units.)
+/// (A template only so that the header can be included by several translation units.) Launched by
+/// weight_column_sums (example and errors there).
 template <class W = std::int8_t>
 __global__ void weight_column_sums_kernel(const W* w, std::int64_t ldw, int n, int k, std::int32_t* sums) {
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -313,6 +318,10 @@ __global__ void weight_column_sums_kernel(const W* w, std::int64_t ldw, int n, i
 ///
 ///   llmk::DeviceBuffer<std::int32_t> sums(N);
 ///   llmk::Status s = llmk::gemm::weight_column_sums(w_q, K, N, K, sums.data(), stream);
+///
+/// Errors (Status::invalid_argument naming the argument): w or sums null; N < 1; K not a positive multiple
+/// of 16; ldw < K or not a multiple of 16; w not 16-byte aligned; sums not 4-byte aligned. A failed launch:
+/// Status::cuda_error.
 inline Status weight_column_sums(const std::int8_t* w, std::int64_t ldw, int n, int k, std::int32_t* sums,
                                  cudaStream_t stream) {
   if (w == nullptr) return Status::invalid_argument("w", "must not be null");
@@ -426,7 +435,8 @@ std::size_t quant_gemm_workspace_bytes(const QuantGemmArgs<In>& p) {
 /// multiple of 16, lda/ldw < K or not multiples of 16, ldd < N, missing scales for a dequantized output,
 /// d, scales, zero points, column sums or bias not aligned to their element, zero points without column
 /// sums, M beyond the grid, split_k outside [0, kSplitKMaxSplits], a workspace that split-K needs missing,
-/// misaligned (16 bytes) or smaller than quant_gemm_workspace_bytes(p).
+/// misaligned (16 bytes) or smaller than quant_gemm_workspace_bytes(p). Where M > 64 runs the Hopper kernel,
+/// w8a8_gemm_sm90's checks (the same). A failed launch: Status::cuda_error.
 ///
 /// Split-K (decode-sized M: few output tiles): with g.workspace set (quant_gemm_workspace_bytes(g) bytes),
 /// blocks split K until one wave of resident blocks fills the SMs; without one, each tile's block runs all

@@ -17,7 +17,10 @@ enum class WeightOnlyKernel {
   kHopper,   // the Hopper kernel at any M: an error where it cannot run (device, build or shape)
 };
 
-/// Arguments of weight_only_gemm (T = llmk::half or llmk::bfloat16). Leading dimensions are in elements.
+/// Arguments of weight_only_gemm (T = llmk::half or llmk::bfloat16). Leading dimensions are in elements. The
+/// rules each field must meet and a full example: weight_only_gemm (weight_only.cuh).
+///   llmk::gemm::WeightOnlyArgs<llmk::half> x;
+///   x.a = d_a; x.lda = K; x.w = d_packed; x.w_bytes = packed_bytes; x.d = d_out; x.ldd = N;   // and scales
 template <class T>
 struct WeightOnlyArgs {
   const T* a = nullptr;                 // [M, K] row-major, 16-byte aligned

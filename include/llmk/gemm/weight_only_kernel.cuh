@@ -27,7 +27,9 @@
 namespace llmk::gemm {
 
 /// Tile shape: BM x BN output tile, BK slice of K per stage, WarpsM x WarpsN warps over the tile, WarpsK
-/// warps splitting each slice's k16 steps into contiguous runs, Stages-deep cp.async ring.
+/// warps splitting each slice's k16 steps into contiguous runs, Stages-deep cp.async ring. weight_only_gemm
+/// picks the tile by M (the named ones below); no entry takes a configuration of one's own, but a kernel
+/// can read its shape:  constexpr int kThreads = llmk::gemm::WeightOnlyMediumM::kThreads;
 template <int BM_, int BN_, int BK_, int WarpsM_, int WarpsN_, int WarpsK_, int Stages_>
 struct WeightOnlyConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WarpsM = WarpsM_, WarpsN = WarpsN_, WarpsK = WarpsK_,
@@ -246,7 +248,8 @@ struct WoLoader {
 /// over splits). kStagedQuant (G % 64 == 0): scales and zero points arrive through the cp.async ring with
 /// each slice (no global load in the main loop) and a warp's run of k16 steps changes group at most once, at
 /// its middle (runs of 8 steps; runs of 4 lie in one group); otherwise each lane loads them from global
-/// memory when its group changes, at any step.
+/// memory when its group changes, at any step. Launched (with its arguments checked) by weight_only_gemm:
+/// call that (example and errors there), not the kernel.
 // Minimum blocks per SM 2 for the 128-thread tiles (no register cap below 255); 1 for the 256-thread large
 // tile, whose 64 x 32 warp tiles need more than the 128 registers two blocks would leave (sm_80 spilled at
 // 128).

@@ -42,7 +42,7 @@ namespace llmk::gemm {
 // ---- layout ----
 
 /// K elements one packed tile covers: 64 for 4-bit codes, 32 for 8-bit (a tile is 16 columns x this, 512
-/// bytes).
+/// bytes):  static_assert(llmk::gemm::weight_only_tile_k(4) == 64);
 LLMK_HOST_DEVICE constexpr int weight_only_tile_k(int bits) {
   return 256 / bits;
 }
@@ -57,13 +57,14 @@ LLMK_HOST_DEVICE constexpr std::size_t weight_only_packed_bytes(int n, int k, in
   return n16 * kt * 512;
 }
 
-/// Where code (n, k) lives in the packed layout: byte offset and bit shift (0 or 4 for 4-bit, 0 for 8-bit).
-/// The layout is documented at the top of this file.
-///   auto [byte, shift] = llmk::gemm::weight_only_code_position(n, k, K, 4);
+/// A code's place in the packed layout: byte offset and bit shift (what weight_only_code_position returns).
 struct CodePosition {
   std::int64_t byte;
   int shift;
 };
+/// Where code (n, k) lives in the packed layout: byte offset and bit shift (0 or 4 for 4-bit, 0 for 8-bit).
+/// The layout is documented at the top of this file.
+///   auto [byte, shift] = llmk::gemm::weight_only_code_position(n, k, K, 4);
 LLMK_HOST_DEVICE CodePosition weight_only_code_position(int n, int k, int k_total, int bits) {
   const int tile_k = weight_only_tile_k(bits), k_tiles = (k_total + tile_k - 1) / tile_k;
   const std::int64_t tile = static_cast<std::int64_t>(n / 16) * k_tiles + k / tile_k;
@@ -90,7 +91,8 @@ LLMK_HOST_DEVICE std::uint32_t wo_plain_code(const std::uint8_t* w, std::int64_t
 
 }  // namespace detail
 
-/// Arguments of the offline repack from the plain row-major format to the kernel layout.
+/// Arguments of the offline repack from the plain row-major format to the kernel layout. Aggregate order: w,
+/// ld_bytes, perm, packed, n, k, bits, signed_codes (example: weight_only_repack_host).
 struct WeightRepackArgs {
   const void* w;          // plain [N, K]: 4-bit two codes a byte (llmk::quant::pack_int4 order), 8-bit bytes
   std::int64_t ld_bytes;  // bytes between rows of w: >= ceil(K / 2) (4-bit) or >= K (8-bit)
@@ -174,6 +176,10 @@ __global__ void __launch_bounds__(kRepackThreads) weight_only_repack_kernel(Weig
 ///   std::vector<std::uint8_t> packed(llmk::gemm::weight_only_packed_bytes(N, K, 4));
 ///   llmk::gemm::WeightRepackArgs r{w_plain.data(), (K + 1) / 2, nullptr, packed.data(), N, K, 4, false};
 ///   llmk::Status s = llmk::gemm::weight_only_repack_host(r);
+///
+/// Errors (Status::invalid_argument naming the field): w or packed null; bits not 4 or 8; n outside [1,
+/// 2^30]; k not a positive multiple of 16 or above 2^30; ld_bytes below a row's bytes (ceil(K / 2) or K);
+/// perm not 4-byte aligned, or an entry outside [0, K).
 inline Status weight_only_repack_host(const WeightRepackArgs& r) {
   if (Status s = detail::validate_repack(r); !s.ok()) return s;
   const std::uint8_t* w = static_cast<const std::uint8_t*>(r.w);
@@ -200,6 +206,9 @@ inline Status weight_only_repack_host(const WeightRepackArgs& r) {
 /// Same bytes as weight_only_repack_host; perm entries must be in [0, K) (not checked on the device).
 ///   llmk::gemm::WeightRepackArgs r{d_w, (K + 1) / 2, d_perm /* or nullptr */, d_packed, N, K, 4, false};
 ///   llmk::Status s = llmk::gemm::weight_only_repack(r, stream);
+///
+/// Errors: those of weight_only_repack_host except the perm entries (invalid_argument naming the field);
+/// packed not 4-byte aligned ('packed'). A failed launch: Status::cuda_error.
 inline Status weight_only_repack(const WeightRepackArgs& r, cudaStream_t stream) {
   if (Status s = detail::validate_repack(r); !s.ok()) return s;
   if (reinterpret_cast<std::uintptr_t>(r.packed) % 4 != 0)
@@ -214,6 +223,9 @@ inline Status weight_only_repack(const WeightRepackArgs& r, cudaStream_t stream)
 /// a byte, element 2i in the low nibble; 8-bit: bytes), row stride ld_bytes. Columns come out in packed order
 /// (after an act-order repack, plain column k holds original column perm[k]).
 ///   llmk::gemm::weight_only_unpack_host(packed.data(), N, K, 4, plain.data(), (K + 1) / 2);
+///
+/// Errors (Status::invalid_argument naming the argument): packed or w null; bits not 4 or 8; n outside
+/// [1, 2^30]; k not a positive multiple of 16 or above 2^30; ld_bytes below a row's bytes.
 inline Status weight_only_unpack_host(const void* packed, int n, int k, int bits, void* w,
                                       std::int64_t ld_bytes) {
   if (packed == nullptr) return Status::invalid_argument("packed", "must not be null");
@@ -301,6 +313,10 @@ __global__ void __launch_bounds__(256) act_order_iota_kernel(std::int32_t* out, 
 /// k' is in group k' / G.
 ///   std::vector<std::int32_t> perm(K);
 ///   llmk::Status s = llmk::gemm::act_order_permutation_host(g_idx.data(), K, 128, perm.data());
+///
+/// Errors (Status::invalid_argument naming the argument): g_idx or perm null or not 4-byte aligned; k < 1;
+/// group_size < 1 or not dividing K; a g_idx entry outside [0, K / group_size), or a group not holding
+/// exactly group_size columns ('g_idx').
 inline Status act_order_permutation_host(const std::int32_t* g_idx, int k, int group_size,
                                          std::int32_t* perm) {
   if (Status s = detail::validate_act_order(g_idx, k, group_size, perm); !s.ok()) return s;
@@ -334,8 +350,13 @@ inline Status act_order_permutation_host(const std::int32_t* g_idx, int k, int g
 ///   std::size_t bytes = 0;
 ///   llmk::gemm::act_order_permutation(nullptr, &bytes, d_g_idx, K, 128, d_perm, stream);
 ///   llmk::DeviceBuffer<unsigned char> temp(bytes);
-///   llmk::Status s = llmk::gemm::act_order_permutation(temp.data(), &bytes, d_g_idx, K, 128, d_perm,
-///   stream);
+///   llmk::Status s =
+///       llmk::gemm::act_order_permutation(temp.data(), &bytes, d_g_idx, K, 128, d_perm, stream);
+///
+/// Errors (Status::invalid_argument naming the argument): temp_bytes null; k < 1; on the second call, g_idx
+/// or perm null or not 4-byte aligned, group_size < 1 or not dividing K, *temp_bytes below the size query's
+/// answer, temp not 16-byte aligned. A failing sort or launch: Status::cuda_error (the simulator's kernels:
+/// Status::Code::kSimulatorError).
 inline Status act_order_permutation(void* temp, std::size_t* temp_bytes, const std::int32_t* g_idx, int k,
                                     int group_size, std::int32_t* perm, cudaStream_t stream) {
   if (temp_bytes == nullptr) return Status::invalid_argument("temp_bytes", "must not be null");
@@ -375,6 +396,9 @@ inline Status act_order_permutation(void* temp, std::size_t* temp_bytes, const s
 /// `stream` and frees it. An offline step (once per layer at load time); inside a captured stream or a
 /// latency-critical path, use the form above.
 ///   llmk::Status s = llmk::gemm::act_order_permutation(d_g_idx, K, 128, d_perm, stream);
+///
+/// Errors: those of the form above; the allocation's (Status::out_of_memory) and the synchronization's
+/// (Status::cuda_error).
 inline Status act_order_permutation(const std::int32_t* g_idx, int k, int group_size, std::int32_t* perm,
                                     cudaStream_t stream) {
   if (Status s = detail::validate_act_order(g_idx, k, group_size, perm); !s.ok()) return s;

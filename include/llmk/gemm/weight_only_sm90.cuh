@@ -61,7 +61,9 @@ namespace llmk::gemm {
 /// it replaced at M = 17..128 measured 0.19-0.81x cuBLAS fp16 in 12 of 15 shapes on an H100 (docs/gemm.md).
 constexpr int kWeightOnlySm90MinM = 16;
 
-/// The Hopper weight-only tile: 128 output columns x BT tokens, 64 of K per ring slot, Stages slots.
+/// The Hopper weight-only tile: 128 output columns x BT tokens, 64 of K per ring slot, Stages slots. Chosen
+/// by weight_only_gemm (args.kernel = WeightOnlyKernel::kHopper forces the family); the probe tag of
+/// sm90a_runnable:  bool hopper = llmk::sm90a_runnable<llmk::gemm::WeightOnlySm90Config<>>();
 template <int BT = 128, int Stages = 6>
 struct WeightOnlySm90Config {
   static_assert(BT % 16 == 0 && BT >= 16 && BT <= 256, "BT (the wgmma N): a multiple of 16 up to 256");
@@ -107,7 +109,7 @@ constexpr int wo_sm90_smem_bytes() {
 
 }  // namespace sm90_detail
 
-/// What the Hopper weight-only kernel reads.
+/// What the Hopper weight-only kernel reads. Filled by weight_only_gemm (call that; example there).
 template <class T>
 struct WeightOnlySm90Params {
   arch::sm90::TensorMap a;       // [M, K] of T, boxes of BT x 64, 128B swizzle
@@ -130,7 +132,8 @@ struct WeightOnlySm90Params {
 };
 
 /// The kernel (see the file comment). Launch with Cfg::kThreads threads and wo_sm90_smem_bytes<Cfg, kBits>()
-/// bytes of dynamic shared memory, a grid of at most one block per SM.
+/// bytes of dynamic shared memory, a grid of at most one block per SM. Launched (with its arguments checked
+/// and its tensor maps made) by weight_only_gemm: call that (example and errors there), not the kernel.
 template <class T, int kBits, class Cfg>
 __global__ void __launch_bounds__(384, 1)
     weight_only_sm90_kernel(const __grid_constant__ WeightOnlySm90Params<T> p) {

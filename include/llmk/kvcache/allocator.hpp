@@ -86,7 +86,9 @@ namespace llmk::kvcache {
 /// A page copy the engine must perform (on the device, in stream order) before writing the KV of the tokens
 /// that an append_tokens call appended: copy the first `num_tokens` slots (all layers, K and V) of block
 /// `src_block` to block `dst_block` (copying the whole page, as copy_pages in kvcache/cache_ops.cuh does, is
-/// equally right). Produced by copy-on-write of a shared partial last block.
+/// equally right). Produced by copy-on-write of a shared partial last block (example: append_tokens):
+///   for (const llmk::kvcache::CopyOp& c : copies) src.push_back(c.src_block), dst.push_back(c.dst_block);
+///   // upload src / dst, then llmk::kvcache::copy_pages(..., d_src, d_dst, copies.size(), stream)
 struct CopyOp {
   BlockId src_block = kNoBlock;
   BlockId dst_block = kNoBlock;
@@ -111,9 +113,8 @@ concept CsrPageTableLike = std::default_initializable<T> && std::movable<T> && r
 /// What export_block_table() fills: a struct with the fields of llmk::kvcache::BlockTable
 /// (kvcache/cache_ops.cuh), the padded block table (vLLM's form) of a batch of B sequences:
 ///   max_blocks                       the row width
-///   table [B * max_blocks]           table[i * max_blocks + j] = j-th block of sequence i, a pad value past
-///   its
-///                                    last block
+///   table [B * max_blocks]           table[i * max_blocks + j] = j-th block of sequence i, a pad value
+///                                    past its last block
 ///   seq_lens [B]                     tokens of sequence i
 template <class T>
 concept BlockTableLike = std::default_initializable<T> && std::movable<T> && requires(T& t) {

@@ -52,8 +52,8 @@ constexpr std::uint64_t mix64(std::uint64_t x) {
 }
 
 /// Hash of a full block given its parent's hash (kRootHash for the first block) and its token ids:
-///   h = mix64(parent ^ 0xa0761d6478bd642f); for each token t: h = mix64(h ^ uint32(t)); return mix64(h ^
-///   count)
+///   h = mix64(parent ^ 0xa0761d6478bd642f); for each token t: h = mix64(h ^ uint32(t));
+///   return mix64(h ^ count)
 /// Not cryptographic; KvCacheManager compares token ids exactly, so collisions never share wrong KV.
 ///   std::uint64_t h1 = llmk::kvcache::block_hash(llmk::kvcache::kRootHash, first_block_tokens);
 ///   std::uint64_t h2 = llmk::kvcache::block_hash(h1, second_block_tokens);

@@ -32,7 +32,9 @@ namespace llmk::kvcache {
 /// [num_tokens] (device, int64): token t goes to page slot_mapping[t] / page_size, offset % page_size.
 /// Quantized caches (Code = int8_t, float8_e4m3, float8_e5m2) quantize on write with llmk::quant's symmetric
 /// scheme: kPerTokenHead computes each row's scale from its absmax and WRITES it to k_scales / v_scales
-/// [num_pages * page_size * kv_heads]; kPerHead / kPerTensor READ the given (calibrated) scales.
+/// [num_pages * page_size * kv_heads]; kPerHead / kPerTensor READ the given (calibrated) scales. Example:
+/// append_kv; an int8 cache adds
+///   a.scale_mode = llmk::kvcache::KvScale::kPerTokenHead; a.k_scales = k_sc; a.v_scales = v_sc;
 template <class T, class Code = T>
 struct AppendArgs {
   const T* k = nullptr;
@@ -89,7 +91,7 @@ LLMK_DEVICE float quantize_row8(const float (&x)[8], KvScale mode, const float* 
 }  // namespace detail
 
 /// One warp per (token, head) row, grid-stride. Rows are whole warps, so the per-row reductions are
-/// warp-uniform.
+/// warp-uniform. Launched (with its arguments checked) by append_kv: call that (example and errors there).
 template <class T, class Code>
 __global__ void __launch_bounds__(256) append_kv_kernel(AppendArgs<T, Code> a) {
   constexpr bool kQuantized = !std::is_same_v<T, Code>;
@@ -147,6 +149,7 @@ __global__ void __launch_bounds__(256) append_kv_kernel(AppendArgs<T, Code> a) {
 }
 
 /// Copies page src[i] to page dst[i] (all slots, all heads, K and V): one block per pair, one warp per row.
+/// Launched by copy_pages (example and errors there).
 template <class T>
 __global__ void __launch_bounds__(256)
     copy_pages_kernel(T* k_pages, T* v_pages, PageStrides strides, int page_size, int num_pages, int kv_heads,
@@ -213,6 +216,15 @@ inline Status check_pool(const void* k_pages, const void* v_pages, const PageStr
 ///   a.k_pages = k_pool; a.v_pages = v_pool; a.strides = llmk::kvcache::make_nhd_strides(16, H_kv, D);
 ///   a.page_size = 16; a.num_pages = pool_pages;
 ///   llmk::Status s = llmk::kvcache::append_kv(a, stream);
+///
+/// Errors (Status::invalid_argument naming the argument): k_pages or v_pages null or not 16-byte aligned;
+/// page_size, num_pages or kv_heads < 1; head_dim not a positive multiple of 8 up to 2^30; a page stride
+/// not a positive multiple of 8, or strides failing check_page_strides; an unquantized cache with a
+/// scale_mode other than kNone; a quantized one with a mode its codes do not take (int8: kPerTokenHead or
+/// kPerHead; fp8: kPerTensor or kPerHead), k_scales / v_scales null or not 4-byte aligned, head_dim not a
+/// multiple of 16 up to 256 or strides not multiples of 16; num_tokens < 0; with tokens, k or v null or not
+/// 16-byte aligned, slot_mapping null or misaligned, a k/v stride not a positive multiple of 8. A failed
+/// launch: Status::cuda_error.
 template <class T, class Code>
 Status append_kv(const AppendArgs<T, Code>& a, cudaStream_t stream) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
@@ -270,6 +282,11 @@ Status append_kv(const AppendArgs<T, Code>& a, cudaStream_t stream) {
 ///
 ///   llmk::Status s = llmk::kvcache::copy_pages(k_pool, v_pool, strides, 16, pool_pages, H_kv, D,
 ///                                              d_src, d_dst, n_copies, stream);
+///
+/// Errors (Status::invalid_argument naming the argument): the pool checks of append_kv (pointers, sizes,
+/// strides); rows or strides not whole 16-byte vectors; only one of k_scales / v_scales, or one misaligned;
+/// page_size * kv_heads >= 2^31; num_pairs < 0; with pairs, src or dst null or misaligned. A failed launch:
+/// Status::cuda_error.
 template <class T>
 Status copy_pages(T* k_pages, T* v_pages, PageStrides strides, int page_size, int num_pages, int kv_heads,
                   int head_dim, const int* src, const int* dst, int num_pairs, cudaStream_t stream,
@@ -298,13 +315,14 @@ Status copy_pages(T* k_pages, T* v_pages, PageStrides strides, int page_size, in
                 v_pages, strides, page_size, num_pages, kv_heads, head_dim, src, dst, k_scales, v_scales);
 }
 
-/// A block table in the padded form: [batch, max_blocks] page ids (-1 past a sequence's pages) + lengths.
+/// A block table in the padded form: [batch, max_blocks] page ids (-1 past a sequence's pages) + lengths
+/// (example: csr_to_block_table; check_block_table_host takes bt.table.data(), bt.max_blocks, ...).
 struct BlockTable {
   int max_blocks = 0;
   std::vector<int> table;     // batch * max_blocks
   std::vector<int> seq_lens;  // batch
 };
-/// A page table in CSR form.
+/// A page table in CSR form (example: block_table_to_csr; check_page_table_host takes its arrays).
 struct CsrPageTable {
   std::vector<int> indptr;         // batch + 1
   std::vector<int> indices;        // indptr[batch]

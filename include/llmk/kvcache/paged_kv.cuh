@@ -36,7 +36,7 @@
 
 namespace llmk::kvcache {
 
-/// Page strides of one layout (elements).
+/// Page strides of one layout (elements):  pages.strides = llmk::kvcache::make_nhd_strides(16, 8, 128);
 struct PageStrides {
   std::int64_t page = 0, slot = 0, head = 0;
 };
@@ -63,7 +63,11 @@ enum class KvScale { kNone, kPerTensor, kPerHead, kPerTokenHead };
 /// A paged KV cache and the page tables of a batch (device pointers, plus host copies for validation).
 /// T is the attention dtype (llmk::half, llmk::bfloat16); Code the stored dtype: T itself, or int8_t,
 /// float8_e4m3, float8_e5m2 for a quantized cache, dequantized as float(code) * scale and rounded to T when a
-/// tile is loaded.
+/// tile is loaded. A CSR-form fp16 cache (the rules: validate_paged_kv):
+///   llmk::kvcache::PagedKv<llmk::half> p;
+///   p.k_pages = k_pool; p.v_pages = v_pool; p.strides = llmk::kvcache::make_nhd_strides(16, H_kv, D);
+///   p.page_size = 16; p.num_pages = pool_pages; p.page_indptr = d_indptr; p.page_indices = d_indices;
+///   p.last_page_len = d_last; p.page_indptr_host = indptr.data(); p.last_page_len_host = last.data();
 template <class T, class Code = T>
 struct PagedKv {
   using Element = T;

@@ -144,7 +144,8 @@ constexpr double gqa_saving(std::int64_t heads, std::int64_t kv_heads) {
 // The planner
 // ---------------------------------------------------------------------------------------------------------------
 
-/// What plan_memory() plans for: the model's shape, the KV format, the page size and the memory budget.
+/// What plan_memory() plans for: the model's shape, the KV format, the page size and the memory budget
+/// (example: plan_memory; designated initializers in member order).
 struct PlanRequest {
   // Model.
   std::int64_t vocab = 0;
@@ -166,6 +167,7 @@ struct PlanRequest {
 };
 
 /// plan_memory()'s breakdown. memory_bytes = weight_bytes + reserved_bytes + kv_cache_bytes + unused_bytes.
+///   std::cout << plan.to_string();   // after plan_memory(r, &plan); plan.num_blocks sizes the pool
 struct MemoryPlan {
   std::int64_t weight_params = -1;  // the GPT formula's count; -1 when weight_bytes was given
   std::int64_t weight_bytes = 0;
@@ -198,8 +200,8 @@ struct MemoryPlan {
 /// checks and stores it in *plan. invalid_argument naming the field for a bad request or an int64 overflow;
 /// out_of_memory when weights + reserve leave no room for a single block. *plan is written only on success.
 ///   llmk::kvcache::PlanRequest r{.vocab = 32000, .d_model = 4096, .layers = 32, .heads = 32, .kv_heads = 8,
-///                                .memory_bytes = 80ll << 30, .reserved_bytes = 6ll << 30, .max_seq_len =
-///                                4096};
+///                                .memory_bytes = 80ll << 30, .reserved_bytes = 6ll << 30,
+///                                .max_seq_len = 4096};
 ///   llmk::kvcache::MemoryPlan plan;
 ///   LLMK_RETURN_IF_ERROR(llmk::kvcache::plan_memory(r, &plan));
 ///   llmk::kvcache::KvCacheManager kv(static_cast<std::int32_t>(plan.num_blocks), r.page_size);

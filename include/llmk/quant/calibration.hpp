@@ -38,7 +38,9 @@
 
 namespace llmk::quant {
 
-/// A clipping range [min, max] (min <= 0 <= max is not required). amax() = max(|min|, |max|).
+/// A clipping range [min, max] (min <= 0 <= max is not required). amax() = max(|min|, |max|). The
+/// calibrators' range() returns one; to_quant_params turns it into QuantParams:
+///   llmk::quant::ClipRange r{-2.5f, 4.0f};   // r.amax() == 4
 struct ClipRange {
   float min = 0.0f;
   float max = 0.0f;
@@ -269,7 +271,7 @@ class AbsHistogram {
 // ---- KL-divergence (entropy) threshold
 // --------------------------------------------------------------------------
 
-/// Result of kl_search(): the number of bins kept, its divergence and the threshold.
+/// Result of kl_search(): the number of bins kept, its divergence and the threshold (example: kl_search).
 struct KLSearchResult {
   int bins_kept = 0;        ///< the chosen i
   double divergence = 0.0;  ///< KL(P || Q) at i
@@ -433,6 +435,7 @@ class KLCalibrator : public AbsHistogram {
 // ---------------------------------------------------------------------------
 
 /// Result of mse_clip_search(): the chosen parameters, the shrink factor p and the error at p.
+///   const llmk::quant::QuantParams p = llmk::quant::mse_clip_search<Q>(span).params;
 struct MseClipResult {
   QuantParams params{1.0f, 0};
   float shrink = 1.0f;  ///< p: the candidate range was [p * min, p * max]
@@ -454,8 +457,11 @@ struct MseClipResult {
 ///
 /// params_of(lo, hi) may replace to_quant_params<Q>(ClipRange{lo, hi}) as the candidates' rule (a grid rule
 /// of the caller's, e.g. llmk::obs::grid_params; Q still quantizes):
-///   auto r = llmk::quant::mse_clip_search<Q>(span, 100, 0.8, 2.4, [](float lo, float hi) { return
-///   my_params(lo, hi); });
+///   auto r = llmk::quant::mse_clip_search<Q>(span, 100, 0.8, 2.4,
+///                                             [](float lo, float hi) { return my_params(lo, hi); });
+///
+/// Throws llmk::Error (invalid_argument naming it) for grid < 1, maxshrink outside (0, 1] or norm not finite
+/// and > 0.
 template <class Q, class T, class ParamsOf>
 MseClipResult mse_clip_search(std::span<const T> x, int grid, double maxshrink, double norm,
                               ParamsOf params_of) {
@@ -488,7 +494,8 @@ MseClipResult mse_clip_search(std::span<const T> x, int grid, double maxshrink, 
   return best;
 }
 
-/// mse_clip_search with Q's own rule for the candidates (to_quant_params<Q>), the defaults GPTQ's.
+/// mse_clip_search with Q's own rule for the candidates (to_quant_params<Q>), the defaults GPTQ's (example
+/// and errors: the form above).
 template <class Q, class T>
 MseClipResult mse_clip_search(std::span<const T> x, int grid = 100, double maxshrink = 0.8,
                               double norm = 2.4) {
@@ -513,6 +520,9 @@ MseClipResult mse_clip_search(const T* x, std::size_t count, int grid = 100, dou
 /// scales/zero-point layout of PerChannel / GroupWise).
 ///   std::vector<QuantParams> p(rows * (cols / 128));
 ///   llmk::quant::mse_clip_search_rows<Q>(w.data(), rows, cols, cols, 128, p.data());
+/// Throws llmk::Error (invalid_argument naming it) for rows or cols < 0, ld < cols, a null x ('data') with a
+/// non-empty view, group_size < 1 or not dividing cols, a null params with a non-empty view, and as
+/// mse_clip_search.
 template <class Q, class T>
 void mse_clip_search_rows(const T* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                           std::int64_t group_size, QuantParams* params, int grid = 100,

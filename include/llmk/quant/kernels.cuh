@@ -275,13 +275,11 @@ inline constexpr std::size_t kQuantizeDynamicWorkspaceBytes = 16;
 ///
 ///   using Q = llmk::quant::Quantizer<int8_t, llmk::quant::Symmetric, llmk::quant::PerToken>;
 ///   std::size_t ws_bytes = 0;
-///   llmk::quant::quantize_dynamic<Q, llmk::half>(nullptr, hidden, nullptr, hidden, tokens, hidden, nullptr,
-///   nullptr,
-///                                               0, nullptr, &ws_bytes, stream);          // size query
+///   llmk::quant::quantize_dynamic<Q, llmk::half>(nullptr, hidden, nullptr, hidden, tokens, hidden,
+///                                               nullptr, nullptr, 0, nullptr, &ws_bytes, stream);   // query
 ///   llmk::DeviceBuffer<unsigned char> ws(ws_bytes);
-///   llmk::Status s = llmk::quant::quantize_dynamic<Q>(x, hidden, q, hidden, tokens, hidden, scales, nullptr,
-///   0,
-///                                                     ws.data(), &ws_bytes, stream);
+///   llmk::Status s = llmk::quant::quantize_dynamic<Q>(x, hidden, q, hidden, tokens, hidden, scales,
+///                                                     nullptr, 0, ws.data(), &ws_bytes, stream);
 template <class Q, FloatTensorType In>
 Status quantize_dynamic(const In* x, std::int64_t ldx, void* q, std::int64_t ldq_bytes, int rows, int cols,
                         float* scales_out, std::int32_t* zero_points_out, int group_size, void* workspace,
@@ -373,7 +371,8 @@ Status quantize_dynamic(const In* x, std::int64_t ldx, void* q, std::int64_t ldq
 /// amax_out[r] = max |x[r][c]| over the finite elements of row r (0 when there are none): per-channel amax of
 /// a weight [out, in], per-token amax of an activation. One launch, one warp per row.
 ///
-/// Rules: rows, cols >= 0; ldx >= cols; x, amax_out non-null unless empty; x aligned to its element size.
+/// Rules (each violation returns Status::invalid_argument naming the argument): rows, cols >= 0; ldx >= cols;
+/// x, amax_out non-null unless empty; x aligned to its element size. A failed launch: Status::cuda_error.
 ///
 ///   llmk::DeviceBuffer<float> amax(out_channels);
 ///   llmk::Status s = llmk::quant::row_amax(w, in_features, out_channels, in_features, amax.data(), stream);
@@ -398,7 +397,7 @@ Status row_amax(const In* x, std::int64_t ldx, int rows, int cols, float* amax_o
 /// amax_out[0], then a grid-wide reduction that folds each block in with one atomicMax. No workspace:
 /// amax_out is the accumulator (4-byte aligned device memory).
 ///
-/// Rules: as row_amax, plus amax_out 4-byte aligned.
+/// Rules (Status::invalid_argument naming the argument): as row_amax, plus amax_out 4-byte aligned.
 ///
 ///   llmk::DeviceBuffer<float> amax(1);
 ///   llmk::Status s = llmk::quant::tensor_amax(x, cols, rows, cols, amax.data(), stream);
@@ -465,11 +464,12 @@ Status int4_pack_common(bool pack, const void* src, std::int64_t ld_src, void* d
 /// last high nibble is 0. S = llmk::int4_t takes int8_t codes and SATURATES them to [-8, 7]; S =
 /// llmk::uint4_t takes uint8_t codes saturated to [0, 15] (never masked: 9 stays 7 for int4, not -7).
 ///
-/// Rules: rows, cols >= 0; ld_codes >= cols; ld_packed_bytes >= ceil(cols / 2); codes, packed non-null unless
-/// empty. 16-byte vectors (32 codes -> 16 bytes) when both tensors are 16-byte aligned. One launch.
+/// Rules (each violation returns Status::invalid_argument naming the argument): rows, cols >= 0; ld_codes >=
+/// cols; ld_packed_bytes >= ceil(cols / 2); codes, packed non-null unless empty. 16-byte vectors (32 codes ->
+/// 16 bytes) when both tensors are 16-byte aligned. One launch.
 ///
-///   llmk::Status s = llmk::quant::pack_int4<llmk::int4_t>(codes, cols, packed, (cols + 1) / 2, rows, cols,
-///   stream);
+///   llmk::Status s =
+///       llmk::quant::pack_int4<llmk::int4_t>(codes, cols, packed, (cols + 1) / 2, rows, cols, stream);
 template <detail::Int4Storage S>
 Status pack_int4(const detail::Int4Code<S>* codes, std::int64_t ld_codes, void* packed,
                  std::int64_t ld_packed_bytes, int rows, int cols, cudaStream_t stream) {

@@ -38,7 +38,7 @@
 
 namespace llmk::quant {
 
-/// LLM.int8()'s default outlier threshold.
+/// LLM.int8()'s default outlier threshold:  find_outlier_columns(x, K, M, K, kDefaultOutlierThreshold, ...).
 inline constexpr float kDefaultOutlierThreshold = 6.0f;
 
 namespace detail {
@@ -302,9 +302,8 @@ Status find_outlier_columns(void* temp, std::size_t* temp_bytes, const In* x, st
 }
 
 /// Splits x [rows, cols] (activations X [M, K] or weights W [N, K]; row stride ldx) along its columns:
-///   regular[r, j] = 0 if j is in outlier_cols[0 .. n_out), else x[r, j]   (bit copy; [rows, cols],
-///   ld_regular) outlier[r, o] = x[r, outlier_cols[o]] for o < n_out, 0 for n_out <= o < ld_outlier   ([rows,
-///   ld_outlier])
+///   regular[r, j] = 0 if j is in outlier_cols[0 .. n_out), else x[r, j]   (bit copy; [rows, cols])
+///   outlier[r, o] = x[r, outlier_cols[o]] for o < n_out, 0 up to ld_outlier   ([rows, ld_outlier])
 /// outlier_cols (device) normally comes from find_outlier_columns (sorted, unique, in [0, cols)); entries
 /// outside [0, cols) are ignored by the zeroing and gather 0. Columns cols .. ld_regular - 1 of regular are
 /// not touched. regular may be x itself (same ld) for an in-place split. T = float, llmk::half,

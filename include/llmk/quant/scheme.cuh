@@ -6,10 +6,9 @@
 //   storage      int8_t, uint8_t, llmk::int4_t, llmk::uint4_t (packed two per byte), float8_e4m3, float8_e5m2
 //   scheme       Symmetric (no zero point, 2^b - 1 levels: activations, KV caches, W8A8), SymmetricFullRange
 //                (no zero point, all 2^b levels: the GPTQ reference's sym=True, weights) or Asymmetric
-//   granularity  PerTensor, PerChannel (one scale per row of a weight [out, in]), PerToken (one scale per row
-//   of
-//                an activation [tokens, hidden]), GroupWise<G> (G consecutive elements of a row; G = 0:
-//                runtime)
+//   granularity  PerTensor, PerChannel (one scale per row of a weight [out, in]), PerToken (one scale per
+//                row of an activation [tokens, hidden]), GroupWise<G> (G consecutive elements of a row;
+//                G = 0: runtime)
 //
 //   using Q = llmk::quant::Quantizer<llmk::int4_t, llmk::quant::Asymmetric, llmk::quant::GroupWise<128>>;
 //   llmk::quant::QuantParams p = Q::params_from_range(row_min, row_max);
@@ -53,10 +52,10 @@
 
 namespace llmk::quant {
 
-// ---- schemes
-// ---------------------------------------------------------------------------------------------------
+// ---- schemes ----------------------------------------------------------------------------------------------
 
-/// q = clamp(round(x / s)), s = amax / qmax; no zero point.
+/// q = clamp(round(x / s)), s = amax / qmax; no zero point. The schemes are Quantizer's second argument:
+///   using Q = llmk::quant::Quantizer<int8_t, llmk::quant::Symmetric, llmk::quant::PerToken>;
 struct Symmetric {
   static constexpr const char* kName = "symmetric";
 };
@@ -72,11 +71,11 @@ struct Asymmetric {
   static constexpr const char* kName = "asymmetric";
 };
 
-// ---- granularities
-// ----------------------------------------------------------------------------------------------- Tensors are
-// row-major [rows, cols] with a row stride; "along the reduction dimension" = along a row.
+// ---- granularities ----------------------------------------------------------------------------------------
+// Tensors are row-major [rows, cols] with a row stride; "along the reduction dimension" = along a row.
 
-/// One scale (and zero point) for the whole tensor.
+/// One scale (and zero point) for the whole tensor. The granularities are Quantizer's third argument:
+///   using Q = llmk::quant::Quantizer<llmk::float8_e4m3, llmk::quant::Symmetric, llmk::quant::PerTensor>;
 struct PerTensor {
   static constexpr const char* kName = "per-tensor";
 };
@@ -97,14 +96,18 @@ struct GroupWise {
   static constexpr const char* kName = "group-wise";
 };
 
+/// Whether a granularity is a GroupWise<G>:  static_assert(is_group_wise<GroupWise<128>>::value);
 template <class T>
 struct is_group_wise : std::false_type {};
 template <int G>
 struct is_group_wise<GroupWise<G>> : std::true_type {};
 
+/// The granularity tags (PerTensor, PerChannel, PerToken, GroupWise<G>):
+///   static_assert(llmk::quant::Granularity<llmk::quant::PerToken>);
 template <class G>
 concept Granularity = std::is_same_v<G, PerTensor> || std::is_same_v<G, PerChannel> ||
     std::is_same_v<G, PerToken> || is_group_wise<G>::value;
+/// The scheme tags (Symmetric, SymmetricFullRange, Asymmetric):  static_assert(Scheme<Asymmetric>);
 template <class S>
 concept Scheme =
     std::is_same_v<S, Symmetric> || std::is_same_v<S, SymmetricFullRange> || std::is_same_v<S, Asymmetric>;
@@ -113,9 +116,10 @@ concept Scheme =
 template <class G>
 inline constexpr bool kPerRow = std::is_same_v<G, PerChannel> || std::is_same_v<G, PerToken>;
 
-// ---- storage
-// -------------------------------------------------------------------------------------------------------
+// ---- storage ----------------------------------------------------------------------------------------------
 
+/// Bits, code range and packing of a storage type (kSupported false for the others):
+///   static_assert(llmk::quant::StorageTraits<llmk::int4_t>::kQmax == 7);
 template <class T>
 struct StorageTraits {
   static constexpr bool kSupported = false;
@@ -159,11 +163,12 @@ struct StorageTraits<float8_e5m2> {
   static constexpr const char* kName = "fp8_e5m2";
 };
 
+/// The supported storage types (StorageTraits<T>::kSupported):  static_assert(Storage<llmk::float8_e4m3>);
 template <class T>
 concept Storage = StorageTraits<T>::kSupported;
 
 /// Bytes one row of `cols` quantized elements occupies (int4: two per byte, the last high nibble of an odd
-/// row is zero padding).
+/// row is zero padding):  std::int64_t ldq_bytes = llmk::quant::storage_row_bytes<llmk::int4_t>(cols);
 template <Storage T>
 LLMK_HOST_DEVICE constexpr std::int64_t storage_row_bytes(std::int64_t cols) {
   return StorageTraits<T>::kPacked ? (cols + 1) / 2 : cols;
@@ -182,16 +187,16 @@ LLMK_HOST_DEVICE constexpr std::int64_t param_count(std::int64_t rows, std::int6
     return rows * (cols / (G::kGroupSize > 0 ? G::kGroupSize : group_size));
 }
 
-// ---- scalar arithmetic
-// ---------------------------------------------------------------------------------------
+// ---- scalar arithmetic ------------------------------------------------------------------------------------
 
-/// Scale and zero point of one quantization group (zero_point is 0 for symmetric and fp8 schemes).
+/// Scale and zero point of one quantization group (zero_point is 0 for symmetric and fp8 schemes), as
+/// Quantizer's params_from_* return them:  llmk::quant::QuantParams p{0.05f, 0};
 struct QuantParams {
   float scale;
   std::int32_t zero_point;
 };
 
-/// Round half to even, as the hardware's cvt.rni / rintf do.
+/// Round half to even, as the hardware's cvt.rni / rintf do:  llmk::quant::round_half_even(2.5f) == 2.0f.
 LLMK_HOST_DEVICE float round_half_even(float x) {
 #if LLMK_DEVICE_PASS
   return rintf(x);
@@ -200,20 +205,27 @@ LLMK_HOST_DEVICE float round_half_even(float x) {
 #endif
 }
 
+/// False for NaN and +-Inf:  if (!llmk::quant::is_finite(x)) continue;   // skipped by the range reductions
 LLMK_HOST_DEVICE bool is_finite(float x) {
   return x - x == 0.0f;
 }  // false for NaN and +-Inf
+/// True for NaN only:  llmk::quant::is_nan(x)
 LLMK_HOST_DEVICE bool is_nan(float x) {
   return x != x;
 }
 
-/// |x| with the sign bit cleared for -0.0 too (reductions may compare amax bit patterns).
+/// |x| with the sign bit cleared for -0.0 too (reductions may compare amax bit patterns):
+///   amax = llmk::quant::fabs_f(x) > amax ? llmk::quant::fabs_f(x) : amax;
 LLMK_HOST_DEVICE float fabs_f(float x) {
   return x < 0.0f ? -x : (x == 0.0f ? 0.0f : x);
 }
 
 /// The quantization arithmetic of one storage x scheme; the granularity only decides which elements share
 /// QuantParams. Invalid combinations fail to compile with a message that says why.
+///   using Q = llmk::quant::Quantizer<int8_t, llmk::quant::Symmetric, llmk::quant::PerToken>;
+///   const llmk::quant::QuantParams p = Q::params_from_absmax(row_amax);
+///   int code = Q::quantize(x, p);              // in [-127, 127] for |x| <= row_amax
+///   float back = Q::dequantize(code, p);       // code * scale
 template <class StorageT, class SchemeT, class GranularityT>
 struct Quantizer {
   static_assert(Storage<StorageT>,
@@ -316,10 +328,10 @@ struct Quantizer {
   }
 };
 
-// ---- output conversion
-// ------------------------------------------------------------------------------------------
+// ---- output conversion ------------------------------------------------------------------------------------
 
-/// Converts a dequantized fp32 value to an output type (float, half, bfloat16), round to nearest even.
+/// Converts a dequantized fp32 value to an output type (float, half, bfloat16), round to nearest even:
+///   y[i] = llmk::quant::convert_output<llmk::half>(Q::dequantize(code, p));
 template <class Out>
 LLMK_HOST_DEVICE Out convert_output(float v) {
   if constexpr (std::is_same_v<Out, float>)
@@ -328,7 +340,7 @@ LLMK_HOST_DEVICE Out convert_output(float v) {
     return Out(v);
 }
 
-/// Reads an input element (float, half, bfloat16) as fp32.
+/// Reads an input element (float, half, bfloat16) as fp32:  float v = llmk::quant::load_as_float(x[i]);
 template <class In>
 LLMK_HOST_DEVICE float load_as_float(In v) {
   if constexpr (std::is_same_v<In, float>)

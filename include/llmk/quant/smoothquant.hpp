@@ -43,6 +43,7 @@ namespace llmk::quant {
 inline constexpr double kSmoothQuantMinScale = 1e-5;
 
 /// A row-major [rows, cols] weight with row stride ld (elements). T = (const) float, half or bfloat16.
+/// Aggregate order: data, rows, cols, ld:  llmk::quant::WeightView<float> wq{q_proj, N, K, K};
 template <class T>
 struct WeightView {
   T* data = nullptr;
@@ -82,6 +83,8 @@ inline Status check_smoothing_scales(const float* scales, std::int64_t k) {
 ///   const llmk::quant::WeightView<const float> ws[] = {{q, Nq, K, K}, {k_proj, Nk, K, K}, {v, Nv, K, K}};
 ///   std::vector<float> w_amax(K);
 ///   llmk::Status st = llmk::quant::weight_column_amax<const float>(ws, K, w_amax.data());  // T not deduced
+/// Errors (Status::invalid_argument naming the argument): k < 0; weight_amax null with k > 0; weights empty;
+/// a weight ('weights') without K columns, with rows < 0 or ld < cols, or with null data.
 template <class T>
 Status weight_column_amax(std::span<const WeightView<T>> weights, std::int64_t k, float* weight_amax) {
   if (k < 0) return Status::invalid_argument("k", str_cat("must be >= 0, got ", k));
@@ -103,6 +106,8 @@ Status weight_column_amax(std::span<const WeightView<T>> weights, std::int64_t k
 /// [-1, 1], all the difficulty moves to the activations); alpha = 1 gives s = max|X_j| (every activation
 /// column becomes [-1, 1], all the difficulty moves to the weights). Amax values must be finite and >= 0.
 ///   llmk::Status st = llmk::quant::smoothing_factors(act_amax, w_amax, K, 0.5f, s);
+/// Errors (Status::invalid_argument naming the argument): k < 0; alpha outside [0, 1]; with k > 0, act_amax,
+/// weight_amax or scales null, or an act_amax / weight_amax value not finite and >= 0.
 inline Status smoothing_factors(const float* act_amax, const float* weight_amax, std::int64_t k, float alpha,
                                 float* scales) {
   if (k < 0) return Status::invalid_argument("k", str_cat("must be >= 0, got ", k));
@@ -136,6 +141,8 @@ inline Status smoothing_factors(const float* act_amax, const float* weight_amax,
 /// W[:, j] *= s_j for a weight [rows, K] (in place; fp32 product rounded once to T). Every s_j must be finite
 /// and > 0 (invalid_argument naming 'scales' before anything changes).
 ///   llmk::Status st = llmk::quant::smooth_weight(llmk::quant::WeightView<float>{w, N, K, K}, s);
+/// Errors (Status::invalid_argument naming the argument): the scales rule above; w ('w') with rows < 0,
+/// ld < cols or null data.
 template <class T>
 Status smooth_weight(WeightView<T> w, const float* scales) {
   static_assert(!std::is_const_v<T>, "smooth_weight modifies the weight: pass a WeightView of non-const T");
@@ -154,6 +161,8 @@ Status smooth_weight(WeightView<T> w, const float* scales) {
 /// and > 0 (invalid_argument naming 'scales' before anything changes).
 ///   llmk::Status st = llmk::quant::fold_smoothing_into_norm(ln_gamma, ln_beta, K, s);
 ///   // RMSNorm (no beta): a typed null, e.g. static_cast<llmk::half*>(nullptr), or <llmk::half> given
+/// Errors (Status::invalid_argument naming the argument): the scales rule above; k < 0; gamma null with
+/// k > 0.
 template <class T>
 Status fold_smoothing_into_norm(T* gamma, T* beta, std::int64_t k, const float* scales) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
@@ -172,7 +181,8 @@ Status fold_smoothing_into_norm(T* gamma, T* beta, std::int64_t k, const float* 
 /// The whole transformation for one normalization feeding one or several linear layers: computes the weight
 /// column absmax over `weights`, s = smoothing_factors(act_amax, ., alpha), scales every weight's columns by
 /// s and folds 1/s into gamma (and beta when not null). Writes s to `scales` [K] when not null. Validates
-/// everything before changing anything.
+/// everything before changing anything. Errors: those of weight_column_amax, smoothing_factors,
+/// smooth_weight and fold_smoothing_into_norm (gamma null with k > 0: 'gamma').
 ///   const llmk::quant::WeightView<llmk::half> ws[] = {{wq, 4096, 4096, 4096}, {wk, 1024, 4096, 4096}};
 ///   llmk::Status st = llmk::quant::smoothquant_apply<llmk::half, llmk::half>(  // W, G: not deduced
 ///       act_amax.data(), 4096, 0.5f, ws, gamma, /*beta (RMSNorm)*/ nullptr, s.data());

@@ -4,8 +4,8 @@
 //                    what kernels are compared against.
 //   attention_naive  what a straightforward framework implementation computes in the storage precision T
 //                    (fp32 accumulation, intermediates rounded to T). Its distance to attention_fp64 is the
-//                    baseline of the FlashAttention tolerance rule: max|out - ref| <= 2 * max|naive - ref| +
-//                    1e-3.
+//                    baseline of the FlashAttention tolerance rule:
+//                    max|out - ref| <= 2 * max|naive - ref| + 1e-3.
 //   merge_states     combines partial results (output, LSE) over disjoint key sets, as split-KV kernels do.
 //   attention_fp8_fp64       attention_fp64 over 8-bit float codes times their descale factors.
 //   attention_fp8_p_rounded  what an fp8 kernel computes when it rounds P to e4m3 per key tile, with a
@@ -35,7 +35,7 @@
 
 namespace llmk::reference {
 
-/// One attention problem in the ragged layout of the file comment.
+/// One attention problem in the ragged layout of the file comment (example: attention_fp64).
 struct AttentionProblem {
   std::vector<int> q_lens, kv_lens;  // per sequence; same size (the batch)
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;
@@ -227,7 +227,8 @@ void attention_fp8_fp64(const AttentionProblem& p, const Code* q, const Code* k,
 }
 
 /// The error model of attention_fp8_p_rounded: how a kernel forms P (its tiles, its bias) and how far its
-/// fp32 arithmetic may be from fp64. The defaults describe llmk's Hopper fp8 prefill in the simulator.
+/// fp32 arithmetic may be from fp64. The defaults describe llmk's Hopper fp8 prefill in the simulator
+/// (example: attention_fp8_p_rounded).
 struct Fp8PRoundingModel {
   int key_tile = 128;  // keys per tile (the kernel's Bc): the running max moves once per tile
   int exp_bias = 8;    // p = 2^(x - m + exp_bias): p in (0, 2^exp_bias]
@@ -359,6 +360,9 @@ void attention_fp8_p_rounded(const AttentionProblem& p, const Code* q, const Cod
 /// A row that sees no key gets 0 (a framework would give NaN; llmk's convention is 0). out is [total_q,
 /// num_heads, head_dim] floats, each exactly representable in T. With T = float nothing is rounded beyond
 /// fp32. Large inputs can overflow T (as in the framework). Throws std::invalid_argument like attention_fp64.
+///
+///   std::vector<float> naive(pr.q_elements());   // pr, q, k, v (llmk::half) as for attention_fp64
+///   llmk::reference::attention_naive(pr, q.data(), k.data(), v.data(), naive.data());
 template <class T>
 void attention_naive(const AttentionProblem& p, const T* q, const T* k, const T* v, float* out) {
   using attention_detail::round_to;

@@ -10,7 +10,9 @@
 namespace llmk::reference {
 
 /// D = alpha * A * B^T + beta * C with A [M, K], B [N, K] (row-major), accumulated in fp64, rounded once to
-/// fp32. C is read only when beta != 0 (it may alias D).
+/// fp32. C is read only when beta != 0 (it may alias D). Host memory; no checks.
+///   std::vector<float> want(M * N);
+///   llmk::reference::gemm_tn(a.data(), K, b.data(), K, nullptr, N, want.data(), N, M, N, K, 1.0f, 0.0f);
 template <class T>
 void gemm_tn(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const float* c, std::int64_t ldc,
              float* d, std::int64_t ldd, int m, int n, int k, float alpha, float beta) {
@@ -29,6 +31,8 @@ void gemm_tn(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, const f
 
 /// Sum over k of |A[i,k] * B[j,k]| for every (i, j): the scale that floating-point error bounds are relative
 /// to.
+///   std::vector<double> mag(M * N);
+///   llmk::reference::gemm_tn_abs(a.data(), K, b.data(), K, mag.data(), M, N, K);   // |got - want| <= e mag
 template <class T>
 void gemm_tn_abs(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, double* out, int m, int n,
                  int k) {

@@ -51,10 +51,10 @@ std::vector<std::int32_t> outlier_columns(const In* x, std::int64_t ldx, std::in
   return out;
 }
 
-/// regular = x with the listed columns set to +0 (other elements bit-copied); outlier[r, o] = x[r,
-/// cols_list[o]] for o < n_out and 0 for n_out <= o < ld_outlier.
+/// regular = x with the listed columns set to +0 (other elements bit-copied);
+/// outlier[r, o] = x[r, cols_list[o]] for o < n_out and 0 for n_out <= o < ld_outlier.
 ///   llmk::reference::split_outlier_columns(x.data(), K, M, K, idx.data(), n, reg.data(), K, out.data(),
-///   ld_out);
+///                                          ld_out);
 template <class T>
 void split_outlier_columns(const T* x, std::int64_t ldx, std::int64_t rows, std::int64_t cols,
                            const std::int32_t* outlier_cols, int n_out, T* regular, std::int64_t ld_regular,

@@ -9,8 +9,8 @@
 //   using Q = llmk::quant::Quantizer<int8_t, llmk::quant::Symmetric, llmk::quant::PerToken>;
 //   std::vector<std::uint8_t> q(rows * cols);
 //   std::vector<float> scales(rows);
-//   llmk::reference::quantize_dynamic<Q>(x.data(), cols, q.data(), cols, rows, cols, scales.data(), nullptr,
-//   0);
+//   llmk::reference::quantize_dynamic<Q>(x.data(), cols, q.data(), cols, rows, cols, scales.data(),
+//                                        nullptr, 0);
 #pragma once
 
 #include <algorithm>
@@ -71,6 +71,8 @@ typename Q::Code code_at(const std::uint8_t* row, std::int64_t c) {
 
 /// The finite range of n elements read with a stride: min and max over finite values (0, 0 when there are
 /// none).
+///   float lo, hi;
+///   llmk::reference::finite_min_max(w.data() + c, rows, /*stride=*/cols, &lo, &hi);   // column c
 template <class In>
 void finite_min_max(const In* x, std::int64_t n, std::int64_t stride, float* min_out, float* max_out) {
   bool any = false;
@@ -86,7 +88,7 @@ void finite_min_max(const In* x, std::int64_t n, std::int64_t stride, float* min
   *max_out = hi;
 }
 
-/// max |x| over the finite elements (0 when there are none).
+/// max |x| over the finite elements (0 when there are none):  float a = llmk::reference::finite_amax(x, n);
 template <class In>
 float finite_amax(const In* x, std::int64_t n) {
   float amax = 0.0f;
@@ -99,6 +101,7 @@ float finite_amax(const In* x, std::int64_t n) {
 
 /// The parameters dynamic quantization computes for a group of values (symmetric and fp8: finite amax;
 /// asymmetric: finite min and max).
+///   const llmk::quant::QuantParams p = llmk::reference::params_for<Q>(row, cols);
 template <class Q, class In>
 llmk::quant::QuantParams params_for(const In* x, std::int64_t n) {
   if constexpr (Q::kAsymmetric) {
@@ -110,7 +113,9 @@ llmk::quant::QuantParams params_for(const In* x, std::int64_t n) {
   }
 }
 
-/// Static quantization with the given parameters (the reference of llmk::quant::quantize).
+/// Static quantization with the given parameters (the reference of llmk::quant::quantize, its arguments
+/// without the stream):
+///   llmk::reference::quantize<Q>(w.data(), in, q.data(), in, out, in, scales.data(), nullptr, 0);
 template <class Q, class In>
 void quantize(const In* x, std::int64_t ldx, void* q, std::int64_t ldq_bytes, int rows, int cols,
               const float* scales, const std::int32_t* zero_points, int group_size) {
@@ -138,6 +143,7 @@ void quantize(const In* x, std::int64_t ldx, void* q, std::int64_t ldq_bytes, in
 
 /// Dynamic quantization (the reference of llmk::quant::quantize_dynamic): per group, the parameters from the
 /// finite range, then quantize. Writes scales_out (and zero_points_out when Asymmetric) in Q's layout.
+/// Example: the file comment.
 template <class Q, class In>
 void quantize_dynamic(const In* x, std::int64_t ldx, void* q, std::int64_t ldq_bytes, int rows, int cols,
                       float* scales_out, std::int32_t* zero_points_out, int group_size) {
@@ -177,6 +183,7 @@ void quantize_dynamic(const In* x, std::int64_t ldx, void* q, std::int64_t ldq_b
 
 /// Dequantization (the reference of llmk::quant::dequantize): y = (code - zero_point) * scale, converted to
 /// Out.
+///   llmk::reference::dequantize<Q>(q.data(), cols, y.data(), cols, rows, cols, scales.data(), nullptr, 0);
 template <class Q, class Out>
 void dequantize(const void* q, std::int64_t ldq_bytes, Out* y, std::int64_t ldy, int rows, int cols,
                 const float* scales, const std::int32_t* zero_points, int group_size) {
@@ -192,12 +199,14 @@ void dequantize(const void* q, std::int64_t ldq_bytes, Out* y, std::int64_t ldy,
 }
 
 /// amax_out[r] = max |x[r][:]| over finite elements (the reference of llmk::quant::row_amax).
+///   llmk::reference::row_amax(w.data(), in, out, in, amax.data());
 template <class In>
 void row_amax(const In* x, std::int64_t ldx, int rows, int cols, float* amax_out) {
   for (std::int64_t r = 0; r < rows; ++r) amax_out[r] = finite_amax(x + r * ldx, cols);
 }
 
 /// max |x| over the finite elements of the tensor (the reference of llmk::quant::tensor_amax).
+///   float amax = llmk::reference::tensor_amax(x.data(), cols, rows, cols);
 template <class In>
 float tensor_amax(const In* x, std::int64_t ldx, int rows, int cols) {
   float amax = 0.0f;
@@ -207,6 +216,7 @@ float tensor_amax(const In* x, std::int64_t ldx, int rows, int cols) {
 
 /// Packs codes two per byte, saturating to [-8, 7] (S = int4_t, int8_t codes) or [0, 15] (S = uint4_t,
 /// uint8_t codes); element 2i in the low nibble of byte i, an odd row's last high nibble 0.
+///   llmk::reference::pack_int4<llmk::int4_t>(codes.data(), cols, packed.data(), (cols + 1) / 2, rows, cols);
 template <class S, class Code>
 void pack_int4(const Code* codes, std::int64_t ld_codes, std::uint8_t* packed, std::int64_t ld_packed_bytes,
                int rows, int cols) {
@@ -224,6 +234,7 @@ void pack_int4(const Code* codes, std::int64_t ld_codes, std::uint8_t* packed, s
 }
 
 /// Unpacks nibbles to codes (int4: sign-extended; uint4: [0, 15]); an odd row's padding nibble is ignored.
+///   llmk::reference::unpack_int4<llmk::int4_t>(packed.data(), ld_packed, codes.data(), cols, rows, cols);
 template <class S, class Code>
 void unpack_int4(const std::uint8_t* packed, std::int64_t ld_packed_bytes, Code* codes, std::int64_t ld_codes,
                  int rows, int cols) {

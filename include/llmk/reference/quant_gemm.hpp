@@ -14,6 +14,8 @@ namespace llmk::reference {
 /// acc[i, j] = sum_k a[i, k] * w[j, k] for int8 A [M, K], W [N, K] (row-major), as the int8 mma computes it:
 /// exact, then wrapped to int32 (two's complement) when saturate is false; with saturate, clamped to the
 /// int32 range after every 32-element step of K in order (what mma .satfinite does per m16n8k32 call).
+///   std::vector<std::int32_t> want(M * N);
+///   llmk::reference::gemm_s8s8_s32(a.data(), K, w.data(), K, M, N, K, want.data(), N, /*saturate=*/false);
 inline void gemm_s8s8_s32(const std::int8_t* a, std::int64_t lda, const std::int8_t* w, std::int64_t ldw,
                           int m, int n, int k, std::int32_t* acc, std::int64_t ldacc, bool saturate) {
   constexpr std::int64_t lo = std::numeric_limits<std::int32_t>::min(),
@@ -33,7 +35,9 @@ inline void gemm_s8s8_s32(const std::int8_t* a, std::int64_t lda, const std::int
     }
 }
 
-/// Host view of llmk::gemm::DequantScales (host pointers).
+/// Host view of llmk::gemm::DequantScales (host pointers; no column sums: the reference subtracts z_a from
+/// the operand exactly). Aggregate order as DequantScales without w_column_sums:
+///   llmk::reference::HostDequant s{sa.data(), true, nullptr, sw.data(), true, bias.data()};
 struct HostDequant {
   const float* a_scales = nullptr;
   bool a_per_token = true;
@@ -45,6 +49,8 @@ struct HostDequant {
 
 /// out[i, j] = s_a[i] * s_w[j] * sum_k (a[i, k] - z_a[i]) * w[j, k] + bias[j] in fp64 from the exact operand
 /// values (In = std::int8_t, float8_e4m3, half, ...). What the dequantized 8-bit GEMMs are compared against.
+///   std::vector<double> ref(M * N);   // s: a HostDequant
+///   llmk::reference::gemm_dequant_fp64(a.data(), K, w.data(), K, M, N, K, s, ref.data(), N);
 template <class In>
 void gemm_dequant_fp64(const In* a, std::int64_t lda, const In* w, std::int64_t ldw, int m, int n, int k,
                        const HostDequant& s, double* out, std::int64_t ldo) {
@@ -65,6 +71,8 @@ void gemm_dequant_fp64(const In* a, std::int64_t lda, const In* w, std::int64_t 
 /// Block-wise fp8 GEMM (llmk::gemm::Fp8BlockScales) in fp64 from the exact operand values:
 /// out[i, j] = sum_kb a_scales[kb * ld_a_scales + i] * w_scales[(j / 128) * k_blocks + kb]
 ///             * sum_{k in [128 kb, 128 kb + 128)} a[i, k] w[j, k]  + bias[j].
+///   llmk::reference::gemm_fp8_blockwise_fp64(a.data(), K, w.data(), K, M, N, K, sa_t.data(), M, sw.data(),
+///                                            nullptr, ref.data(), N);   // sa_t [ceil(K/128), M], no bias
 template <class In>
 void gemm_fp8_blockwise_fp64(const In* a, std::int64_t lda, const In* w, std::int64_t ldw, int m, int n,
                              int k, const float* a_scales, std::int64_t ld_a_scales, const float* w_scales,
@@ -87,6 +95,7 @@ void gemm_fp8_blockwise_fp64(const In* a, std::int64_t lda, const In* w, std::in
 }
 
 /// out[i, j] += sum_k a[i, k] * w[j, k] in fp64 (the outlier part of the mixed LLM.int8() GEMM).
+///   llmk::reference::gemm_accumulate_fp64(x_out.data(), ld, w_out.data(), ld, M, N, ld, ref.data(), N);
 template <class In>
 void gemm_accumulate_fp64(const In* a, std::int64_t lda, const In* w, std::int64_t ldw, int m, int n, int k,
                           double* out, std::int64_t ldo) {

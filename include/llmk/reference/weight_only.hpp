@@ -3,8 +3,8 @@
 // Works on the PLAIN weights (row-major [N, K] unsigned codes: 4-bit two a byte with element 2i in the low
 // nibble, 8-bit one a byte) in the ORIGINAL column order, with an optional GPTQ group index g_idx[K]
 // (null: column k is in group k / G). The dequantized weight is what the kernel feeds its mma:
-//   w[n, k] = T(s[g, n] * (u[n, k] - z[g, n])),  g = g_idx ? g_idx[k] : k / G,  z = zeros ? zeros[g, n] : 8 /
-//   128
+//   w[n, k] = T(s[g, n] * (u[n, k] - z[g, n])),  g = g_idx ? g_idx[k] : k / G,
+//   z = zeros ? zeros[g, n] : 8 (4-bit) / 128 (8-bit)
 // (the product is exact in fp64 and fp32, rounded once to T). The GEMM accumulates exactly in fp64.
 #pragma once
 
@@ -19,8 +19,7 @@ namespace llmk::reference {
 /// Dequantizes plain codes to T: w_out[n * K + k] (row-major [N, K]).
 ///   std::vector<llmk::half> w(N * K);
 ///   llmk::reference::weight_only_dequantize(plain.data(), K / 2, 4, scales.data(), zeros.data(), nullptr,
-///   128,
-///                                           N, K, w.data());
+///                                           128, N, K, w.data());
 template <class T>
 void weight_only_dequantize(const std::uint8_t* w, std::int64_t ld_bytes, int bits, const T* scales,
                             const std::uint8_t* zeros, const std::int32_t* g_idx, int group_size, int n,

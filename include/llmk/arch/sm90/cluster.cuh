@@ -19,6 +19,14 @@
 // peers signal must be initialised and fenced (fence_mbarrier_init) before a cluster_sync(), and a block
 // must not exit while a peer may still signal its barriers or copy into its shared memory. The simulator
 // runs the blocks of a cluster together and checks these rules (llmk/sim/cluster.hpp).
+//
+// Usage (each thread reads its value in the next block of the cluster through distributed shared memory):
+//
+//   int* mine = reinterpret_cast<int*>(llmk::dynamic_smem());
+//   mine[threadIdx.x] = value;
+//   cluster_sync();                                        // every block's value is written
+//   int theirs = cluster_map_shared(mine, (cluster_ctarank() + 1) % cluster_nctarank())[threadIdx.x];
+//   cluster_sync();                                        // no block exits while a peer reads it
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,7 @@
 
 namespace llmk::arch::sm90 {
 
+/// This block's rank in its cluster (example: the file comment).
 LLMK_DEVICE unsigned cluster_ctarank() {
 #if LLMK_SM90_ASM
   unsigned r;
@@ -41,6 +50,7 @@ LLMK_DEVICE unsigned cluster_ctarank() {
 #endif
 }
 
+/// The number of blocks in this block's cluster (example: the file comment).
 LLMK_DEVICE unsigned cluster_nctarank() {
 #if LLMK_SM90_ASM
   unsigned r;
@@ -54,6 +64,8 @@ LLMK_DEVICE unsigned cluster_nctarank() {
 #endif
 }
 
+/// barrier.cluster.arrive.release: this thread's arrival; pair it with cluster_wait:
+///   cluster_arrive();  /* independent work */  cluster_wait();
 LLMK_DEVICE void cluster_arrive(LLMK_LOC_ONLY) {
 #if LLMK_SM90_ASM
   asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
@@ -64,6 +76,7 @@ LLMK_DEVICE void cluster_arrive(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// barrier.cluster.wait.acquire: until every thread of the cluster arrived (see cluster_arrive).
 LLMK_DEVICE void cluster_wait(LLMK_LOC_ONLY) {
 #if LLMK_SM90_ASM
   asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
@@ -74,13 +87,16 @@ LLMK_DEVICE void cluster_wait(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// cluster_arrive() then cluster_wait(): a barrier over every thread of the cluster (example: the file
+/// comment).
 LLMK_DEVICE void cluster_sync(LLMK_LOC_ONLY) {
   cluster_arrive(LLMK_LOC_FWD);
   cluster_wait(LLMK_LOC_FWD);
 }
 
 /// The generic address of `p`'s offset (p in this block's shared memory) in the shared memory of block `rank`
-/// of the cluster (distributed shared memory: ordinary loads and stores reach the peer).
+/// of the cluster (distributed shared memory: ordinary loads and stores reach the peer). Example: the file
+/// comment.
 template <class T>
 LLMK_DEVICE T* cluster_map_shared(T* p, unsigned rank LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
@@ -96,6 +112,8 @@ LLMK_DEVICE T* cluster_map_shared(T* p, unsigned rank LLMK_LOC_TAIL) {
 #endif
 }
 
+/// One arrival on the mbarrier at `bar`'s offset in block `rank` of the cluster (e.g. freeing a slot the
+/// peer's producer multicasts into):  mbarrier_arrive_cluster(&ring.empty[stage], peer);
 LLMK_DEVICE void mbarrier_arrive_cluster(std::uint64_t* bar, unsigned rank LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   asm volatile(
@@ -114,6 +132,9 @@ LLMK_DEVICE void mbarrier_arrive_cluster(std::uint64_t* bar, unsigned rank LLMK_
 #endif
 }
 
+/// tma_load of a 2-D box into dst's offset of every block in `mask` (bit r = rank r), each block's mbarrier
+/// at bar's offset receiving the bytes (sm_90a). A cluster of 2, each block loading its half of the rows:
+///   tma_load_multicast(tile + rank * half_elems, map, bar, {k0, n0 + int(rank) * half_rows}, 0x3);
 LLMK_DEVICE void tma_load_multicast(void* smem_dst, const TensorMap& map, std::uint64_t* bar,
                                     const int (&coords)[2], std::uint16_t mask LLMK_LOC_TAIL) {
 #if LLMK_SM90A_ASM

@@ -42,6 +42,7 @@
 
 namespace llmk::arch::sm90 {
 
+/// Initializes the barrier at `bar` for `count` arrivals per phase, phase 0 (example: the file comment).
 LLMK_DEVICE void mbarrier_init(std::uint64_t* bar, unsigned count LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(detail::smem_u32(bar)), "r"(count)
@@ -54,6 +55,7 @@ LLMK_DEVICE void mbarrier_init(std::uint64_t* bar, unsigned count LLMK_LOC_TAIL)
 #endif
 }
 
+/// Makes this thread's mbarrier_init's visible to the async proxy (example: the file comment).
 LLMK_DEVICE void fence_mbarrier_init(LLMK_LOC_ONLY) {
 #if LLMK_SM90_ASM
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -64,6 +66,7 @@ LLMK_DEVICE void fence_mbarrier_init(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// Invalidates the barrier before its 8 bytes are reused for anything else:  mbarrier_inval(full);
 LLMK_DEVICE void mbarrier_inval(std::uint64_t* bar LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(detail::smem_u32(bar)) : "memory");
@@ -75,7 +78,8 @@ LLMK_DEVICE void mbarrier_inval(std::uint64_t* bar LLMK_LOC_TAIL) {
 #endif
 }
 
-/// Returns the state token (opaque on the GPU; the phase number in the simulator).
+/// One arrival; returns the state token (opaque on the GPU; the phase number in the simulator).
+///   mbarrier_arrive(&empty[stage]);   // a consumer frees a slot
 LLMK_DEVICE std::uint64_t mbarrier_arrive(std::uint64_t* bar LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   std::uint64_t state;
@@ -93,6 +97,7 @@ LLMK_DEVICE std::uint64_t mbarrier_arrive(std::uint64_t* bar LLMK_LOC_TAIL) {
 #endif
 }
 
+/// `count` arrivals at once (as mbarrier_arrive):  mbarrier_arrive_count(bar, 4);
 LLMK_DEVICE std::uint64_t mbarrier_arrive_count(std::uint64_t* bar, unsigned count LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   std::uint64_t state;
@@ -110,6 +115,7 @@ LLMK_DEVICE std::uint64_t mbarrier_arrive_count(std::uint64_t* bar, unsigned cou
 #endif
 }
 
+/// Expects `bytes` (> 0) more transaction bytes, then one arrival (example: the file comment).
 LLMK_DEVICE void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(detail::smem_u32(bar)),
@@ -124,6 +130,7 @@ LLMK_DEVICE void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes LL
 #endif
 }
 
+/// Expects `bytes` more transaction bytes, without an arrival:  mbarrier_expect_tx(full, extra_bytes);
 LLMK_DEVICE void mbarrier_expect_tx(std::uint64_t* bar, unsigned bytes LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;\n" ::"r"(detail::smem_u32(bar)), "r"(bytes)
@@ -136,6 +143,8 @@ LLMK_DEVICE void mbarrier_expect_tx(std::uint64_t* bar, unsigned bytes LLMK_LOC_
 #endif
 }
 
+/// True once the phase of parity `parity` has completed; may block for a while before saying false:
+///   while (!mbarrier_try_wait_parity(full, phase)) {}
 LLMK_DEVICE bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   std::uint32_t done;
@@ -154,6 +163,7 @@ LLMK_DEVICE bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity LL
 #endif
 }
 
+/// The test of mbarrier_try_wait_parity without blocking:  bool landed = mbarrier_test_wait_parity(full, 0);
 LLMK_DEVICE bool mbarrier_test_wait_parity(std::uint64_t* bar, unsigned parity LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   std::uint32_t done;
@@ -173,6 +183,7 @@ LLMK_DEVICE bool mbarrier_test_wait_parity(std::uint64_t* bar, unsigned parity L
 #endif
 }
 
+/// Waits until the phase of parity `parity` has completed (example: the file comment).
 LLMK_DEVICE void mbarrier_wait_parity(std::uint64_t* bar, unsigned parity LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   // The retry loop inside one asm block (labels are local to its braces): the compiler cannot move the retry

@@ -2,11 +2,12 @@
 // folder.
 //
 //   LLMK_SM90_ASM   1 in an nvcc device pass for sm_90 or newer (mbarrier.try_wait, TMA, elect.sync,
-//   stmatrix) LLMK_SM90A_ASM  1 in an nvcc device pass for sm_90a (wgmma, setmaxnreg: arch-specific, -gencode
+//                   stmatrix)
+//   LLMK_SM90A_ASM  1 in an nvcc device pass for sm_90a (wgmma, setmaxnreg: arch-specific, -gencode
 //                   arch=compute_90a,code=sm_90a)
-//   kHasHopper / kHasWgmma  the same as constexpr flags, true in the simulator (which emulates every atom),
-//   so
-//                   kernels can write `if constexpr (llmk::arch::sm90::kHasWgmma)` around Hopper-only code.
+//   kHasHopper / kHasWgmma  the same as constexpr flags, true in the simulator (which emulates every
+//                   atom), so kernels can write `if constexpr (llmk::arch::sm90::kHasWgmma)` around
+//                   Hopper-only code.
 // In a device pass for an older architecture an atom's body is __trap(): a Hopper kernel compiled into an
 // sm_80 fatbin entry must never reach it (the launchers dispatch on the device's architecture).
 #pragma once
@@ -46,13 +47,14 @@ inline constexpr bool kHasWgmma = LLMK_SM90A_ASM != 0;
 /// for 32B/64B/128B. The values are the wgmma descriptor's 2-bit encoding.
 enum class SmemSwizzle : std::uint32_t { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
 
-/// Bytes of a swizzle row: 32, 64, 128 (0 without swizzle).
+/// Bytes of a swizzle row: 32, 64, 128 (0 without swizzle):  swizzle_span(SmemSwizzle::k128B) == 128.
 LLMK_HOST_DEVICE constexpr std::uint32_t swizzle_span(SmemSwizzle s) {
   return s == SmemSwizzle::k128B ? 128u : s == SmemSwizzle::k64B ? 64u : s == SmemSwizzle::k32B ? 32u : 0u;
 }
 
 /// The shared-window address of a pointer into the block's shared memory: what TMA, wgmma descriptors and the
 /// swizzle see. The simulator's shared window is the block's arena (offset 0 at its start).
+///   std::uint32_t addr = llmk::arch::sm90::shared_address(tile);
 LLMK_DEVICE std::uint32_t shared_address(const void* p) {
 #if LLMK_DEVICE_PASS
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
@@ -67,6 +69,7 @@ LLMK_DEVICE std::uint32_t shared_address(const void* p) {
 
 /// `p` rounded up to the next multiple of Align in the shared window (allocate Align - 1 more bytes):
 /// swizzled tiles must start at their repeat (1024 bytes for the 128B swizzle).
+///   Storage& s = *reinterpret_cast<Storage*>(align_shared<1024>(llmk::dynamic_smem()));
 template <unsigned Align>
 LLMK_DEVICE unsigned char* align_shared(unsigned char* p) {
   static_assert((Align & (Align - 1)) == 0, "a power of two");

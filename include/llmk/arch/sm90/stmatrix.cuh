@@ -2,7 +2,7 @@
 // of ldmatrix (llmk/arch/ldmatrix.cuh): every lane of the warp calls it with one row address and its
 // registers.
 //
-//   STSM_x1 / STSM_x2 / STSM_x4 (and _T):  copy(smem_row_addr, r0[, r1[, r2, r3]])
+//   STSM_x1 / STSM_x2 / STSM_x4 (and _T):  copy(smem_row_addr, r), r a const std::uint32_t[1 / 2 / 4]
 //
 // Matrix j takes its 8 row addresses from lanes 8j .. 8j+7 (16-byte aligned rows of eight 16-bit elements in
 // shared memory). Register j of lane l holds matrix j's fragment:
@@ -11,6 +11,11 @@
 // so an accumulator fragment of mma.m16n8 / wgmma (converted to 16-bit pairs) goes to shared memory row-major
 // (non-trans) or transposed without shuffles. Like any ordinary store, it needs fence.proxy.async before a
 // TMA store or wgmma reads the data.
+//
+// Usage (a row-major 16 x 16 tile of 16-bit pairs, pitch in elements, rows 16-byte aligned):
+//
+//   std::uint32_t r[4];   // e.g. llmk::arch::cvt_f32x2_to_f16x2 of accumulator pairs
+//   llmk::arch::sm90::STSM_x4::copy(&tile[(lane % 16) * kPitch + (lane / 16) * 8], r);
 #pragma once
 
 #include <cstdint>
@@ -103,6 +108,7 @@ struct StsmEmulation {
   }
 #endif
 
+/// stmatrix .x1 / .x2 / .x4 and their .trans forms (_T): copy(smem_row, r) (example: the file comment).
 LLMK_DEFINE_STSM(STSM_x1, 1, false, "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};\n", "r"(r[0]));
 LLMK_DEFINE_STSM(STSM_x2, 2, false, "stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n", "r"(r[0]),
                  "r"(r[1]));

@@ -31,7 +31,7 @@
 //   TensorMapDesc d{TmaElem::kF16, 2, a, {K, M}, {K * 2}, {64, 64}, SmemSwizzle::k128B};
 //   TensorMap map;
 //   if (Status s = make_tensor_map(&map, d); !s.ok()) return s;
-//   kernel<<<...>>>(map, ...);                      // a `const __grid_constant__ TensorMap map` parameter
+//   llmk::launch(kernel, grid, block, smem, stream, map, ...);   // a `const __grid_constant__ TensorMap`
 //   // device: mbarrier_arrive_expect_tx(bar, 64 * 64 * 2); tma_load(tile, map, bar, {k0, m0});
 #pragma once
 
@@ -54,14 +54,18 @@
 
 namespace llmk::arch::sm90 {
 
+/// The element type of a tensor map (TensorMapDesc::elem).
 enum class TmaElem : std::uint8_t { kU8, kU16, kF16, kBF16, kU32, kI32, kF32 };
+/// What out-of-bounds elements of a box read as (TensorMapDesc::oob; kNan needs a float element type).
 enum class TmaOobFill : std::uint8_t { kZero, kNan };
 
+/// Bytes of one element:  tma_elem_bytes(TmaElem::kBF16) == 2.
 LLMK_HOST_DEVICE constexpr int tma_elem_bytes(TmaElem e) {
   return e == TmaElem::kU8 ? 1 : (e == TmaElem::kU16 || e == TmaElem::kF16 || e == TmaElem::kBF16) ? 2 : 4;
 }
 
-/// What a tensor map describes: a strided tensor in global memory and the box one copy moves.
+/// What a tensor map describes: a strided tensor in global memory and the box one copy moves (example: the
+/// file comment).
 struct TensorMapDesc {
   TmaElem elem = TmaElem::kU8;
   int rank = 1;
@@ -74,7 +78,7 @@ struct TensorMapDesc {
 };
 
 /// The 128-byte, 64-byte aligned tensor map object (CUtensorMap on a GPU). Pass it to kernels by value as a
-/// `const __grid_constant__ TensorMap` parameter.
+/// `const __grid_constant__ TensorMap` parameter (example: the file comment).
 struct alignas(64) TensorMap {
   unsigned char opaque[128];
 };
@@ -334,7 +338,15 @@ inline TensorMapCache& tensor_map_cache() {
 /// Validates `desc` and encodes it into `*map` (host). The stride of a dimension of extent 1 may be any
 /// value: it is never used, and the map takes the dense one instead (detail::with_dense_unit_strides). On a
 /// GPU build a description encoded before is copied from detail::tensor_map_cache() rather than encoded
-/// again.
+/// again. Example: the file comment.
+///
+/// Errors (Status::invalid_argument naming the field): map null ('map'); desc.rank outside [1, 5];
+/// desc.global null or not 16-byte aligned; a dims[i] outside [1, 2^32] ('desc.dims'); a box[i] outside
+/// [1, 256] ('desc.box'); a stride of dims 1..rank-1 not a multiple of 16 below 2^40 ('desc.strides'; extent
+/// 1 excepted); box[0] * element bytes not a multiple of 16, or, with a swizzle, not equal to its span or a
+/// box not a multiple of 128 bytes ('desc.box'); the NaN fill with a non-float element ('desc.oob'). On a GPU
+/// build, cuTensorMapEncodeTiled missing or failing: Status::cuda_error; a build that is neither the
+/// simulator nor CUDA: Status::unsupported.
 inline Status make_tensor_map(TensorMap* map, const TensorMapDesc& caller_desc) {
   const TensorMapDesc desc = detail::with_dense_unit_strides(caller_desc);
   if (Status s = detail::validate_tensor_map(map, desc); !s.ok() || map == nullptr) return s;
@@ -485,6 +497,8 @@ LLMK_DEVICE void tma_store_asm(const TensorMap& map, std::uint32_t src, const in
 }  // namespace detail
 #endif
 
+/// Starts a TMA copy of the box at `coords` (elements, innermost first) into `smem_dst`; it complete_tx's
+/// the box bytes on `bar` (example: the file comment).
 template <int R>
 LLMK_DEVICE void tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* bar,
                           const int (&coords)[R] LLMK_LOC_TAIL) {
@@ -499,6 +513,9 @@ LLMK_DEVICE void tma_load(void* smem_dst, const TensorMap& map, std::uint64_t* b
 #endif
 }
 
+/// Starts a TMA store of the box at `coords` from `smem_src` into the thread's bulk group (fence_proxy_async
+/// the ordinary stores that wrote it first):
+///   tma_store(map, tile, {n0, m0}); bulk_commit_group(); bulk_wait_group_read<0>();
 template <int R>
 LLMK_DEVICE void tma_store(const TensorMap& map, const void* smem_src, const int (&coords)[R] LLMK_LOC_TAIL) {
   static_assert(R >= 1 && R <= 5, "TMA tensors have rank 1..5");
@@ -512,6 +529,7 @@ LLMK_DEVICE void tma_store(const TensorMap& map, const void* smem_src, const int
 #endif
 }
 
+/// Prefetches the tensor map's descriptor:  if (threadIdx.x == 0) tma_prefetch(map);
 LLMK_DEVICE void tma_prefetch(const TensorMap& map LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&map)) : "memory");

@@ -34,6 +34,7 @@
 
 namespace llmk::arch::sm90 {
 
+/// elect.sync: true in exactly one lane of `mask` (example: the file comment).
 LLMK_DEVICE bool elect_one(unsigned mask LLMK_LOC_TAIL) {
 #if LLMK_SM90_ASM
   std::uint32_t pred = 0;
@@ -82,6 +83,7 @@ inline void setmaxnreg_emulate(const char* op, int n, std::source_location loc) 
 #endif
 }  // namespace detail
 
+/// setmaxnreg.inc: raises this warpgroup's per-thread register budget to N (example: the file comment).
 template <int N>
 LLMK_DEVICE void setmaxnreg_inc(LLMK_LOC_ONLY) {
   static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
@@ -94,6 +96,7 @@ LLMK_DEVICE void setmaxnreg_inc(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// setmaxnreg.dec: lowers this warpgroup's per-thread register budget to N (example: the file comment).
 template <int N>
 LLMK_DEVICE void setmaxnreg_dec(LLMK_LOC_ONLY) {
   static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
@@ -106,6 +109,8 @@ LLMK_DEVICE void setmaxnreg_dec(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// A barrier over the caller's warpgroup only (named barrier 1 + threadIdx.x / 128, 128 threads):
+///   warpgroup_sync();   // this warpgroup's shared-memory writes are visible to its 4 warps
 LLMK_DEVICE void warpgroup_sync(LLMK_LOC_ONLY) {
 #if LLMK_SM90_ASM
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + static_cast<int>(threadIdx.x / 128)) : "memory");

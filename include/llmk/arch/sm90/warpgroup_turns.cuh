@@ -31,6 +31,8 @@
 
 namespace llmk::arch::sm90 {
 
+/// Warpgroups consumer warpgroups taking turns on named barriers FirstId .. FirstId + Warpgroups - 1
+/// (example: the file comment).
 template <int Warpgroups, int FirstId>
 struct WarpgroupTurns {
   static_assert(Warpgroups >= 2 && FirstId >= 1 && FirstId + Warpgroups <= 16, "barrier ids 1..15");

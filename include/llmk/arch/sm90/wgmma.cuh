@@ -71,6 +71,7 @@ LLMK_HOST_DEVICE std::uint64_t advance_smem_desc(std::uint64_t desc, std::uint32
   return desc + (bytes >> 4);
 }
 
+/// wgmma.fence: before the first wgmma and after any wgmma_wait (example: the file comment).
 LLMK_DEVICE void wgmma_fence(LLMK_LOC_ONLY) {
 #if LLMK_SM90A_ASM
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -82,6 +83,7 @@ LLMK_DEVICE void wgmma_fence(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// wgmma.commit_group: closes the group of wgmmas issued since the last commit (example: the file comment).
 LLMK_DEVICE void wgmma_commit(LLMK_LOC_ONLY) {
 #if LLMK_SM90A_ASM
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -93,6 +95,8 @@ LLMK_DEVICE void wgmma_commit(LLMK_LOC_ONLY) {
 #endif
 }
 
+/// wgmma.wait_group N: waits until all but the newest N committed groups completed (example: the file
+/// comment; wgmma_wait<1>() keeps one group in flight).
 template <int N>
 LLMK_DEVICE void wgmma_wait(LLMK_LOC_ONLY) {
   static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes an immediate count; llmk allows 0..7");
@@ -106,7 +110,7 @@ LLMK_DEVICE void wgmma_wait(LLMK_LOC_ONLY) {
 }
 
 /// Keeps the compiler from moving accesses of accumulator registers across wgmma issue/wait points (a
-/// compiler barrier, not an instruction).
+/// compiler barrier, not an instruction):  wgmma_fence_registers(acc);
 template <class T, int R>
 LLMK_DEVICE void wgmma_fence_registers(T (&regs)[R]) {
 #if LLMK_DEVICE_PASS
@@ -240,14 +244,21 @@ LLMK_DEVICE void wgmma_fence_registers(T (&regs)[R]) {
     }                                                                                                        \
   }
 
+/// f16 / bf16 inputs, f32 accumulators: <NAME>_SS<N>::fma(d, desc_a, desc_b, accumulate) and
+/// <NAME>_RS<N>::fma(d, a, desc_b, accumulate) (A in four registers), d a float[N / 2] (example: the file
+/// comment).
 LLMK_DEFINE_WGMMA_16BIT(WGMMA_64xNx16_F32F16F16, ".f32.f16.f16", f16, f16);
 LLMK_DEFINE_WGMMA_16BIT(WGMMA_64xNx16_F32BF16BF16, ".f32.bf16.bf16", bf16, bf16);
 
+/// fp8 inputs (K = 32), f32 accumulators, K-major operands only:
+///   WGMMA_64xNx32_F32E4M3E4M3_SS<128>::fma(acc, desc_a, desc_b, k > 0);   // float acc[64]
 LLMK_DEFINE_WGMMA_FP8(WGMMA_64xNx32_F32E4M3E4M3, ".f32.e4m3.e4m3", e4m3, e4m3);
 LLMK_DEFINE_WGMMA_FP8(WGMMA_64xNx32_F32E4M3E5M2, ".f32.e4m3.e5m2", e4m3, e5m2);
 LLMK_DEFINE_WGMMA_FP8(WGMMA_64xNx32_F32E5M2E4M3, ".f32.e5m2.e4m3", e5m2, e4m3);
 LLMK_DEFINE_WGMMA_FP8(WGMMA_64xNx32_F32E5M2E5M2, ".f32.e5m2.e5m2", e5m2, e5m2);
 
+/// 8-bit integer inputs (K = 32), s32 accumulators (wrapping, or clamped by _SATFINITE):
+///   WGMMA_64xNx32_S32S8S8_SS<128>::fma(acc, desc_a, desc_b, k > 0);       // std::int32_t acc[64]
 LLMK_DEFINE_WGMMA_INT8(WGMMA_64xNx32_S32S8S8, ".s32.s8.s8", s8, s8, false);
 LLMK_DEFINE_WGMMA_INT8(WGMMA_64xNx32_S32S8U8, ".s32.s8.u8", s8, u8, false);
 LLMK_DEFINE_WGMMA_INT8(WGMMA_64xNx32_S32U8S8, ".s32.u8.s8", u8, s8, false);
