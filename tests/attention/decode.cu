@@ -784,3 +784,64 @@ TEST_CASE("decode: a row whose visible scores are all -inf gives 0 and LSE -inf;
     CHECK(bad == 0);
   }
 }
+
+TEST_CASE("decode: a +inf score makes the heads that see it NaN; a soft-cap maps it to the cap") {
+  // docs/attention.md, "Special values": a +inf score gives 2^(inf - inf) = NaN, the head's row and its LSE;
+  // with a soft-cap tanh maps it to the cap: a finite row, the reference's. fp16, window_left 100 (sequence 0
+  // sees keys [49, 150), sequence 1 all of its 90): K holds +inf in column 5 at key 70 of KV head 1 (sequence
+  // 0; split 1 of 3), where the queries of heads 2, 3 are positive: those heads are NaN; and at key 20 of KV
+  // head 0, before the window (never loaded): heads 0, 1 stay finite. Query head 0 of sequence 1 holds +inf
+  // in column 3, where keys of KV head 0 are positive: head 0 is NaN. bf16: a finite score past fp32's range
+  // is +inf as well: q = k = 1e20 in column 7 (head 3 of sequence 1, its key 30 of KV head 1) sum to 1e40 in
+  // the fp32 accumulator, NaN without a soft-cap (the fp64 reference's score stays finite there), the cap's
+  // row (the reference's) with one. Column 7 is 0 in the other keys of KV head 1 and in head 2's query: no
+  // other score is huge. One split and three.
+  std::mt19937 rng(210);
+  Case c;
+  c.kv_lens = {150, 90};
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.dim = 64;
+  c.window_left = 100;
+  const float inf = std::numeric_limits<float>::infinity();
+  {
+    Inputs<f16> in = make_inputs<f16>(c, rng);
+    for (int h = 0; h < c.heads; ++h) {  // sequence 0: every query positive in column 5
+      f16& x = in.q[static_cast<std::size_t>(h) * c.dim + 5];
+      x = f16(std::fabs(x.to_float()));
+    }
+    in.q[(static_cast<std::size_t>(1) * c.heads + 0) * c.dim + 3] = f16(inf);
+    in.d_q.upload(in.q);
+    plant(in, c, /*in_v=*/false, 0, 70, 1, 5, f16(inf));
+    plant(in, c, /*in_v=*/false, 0, 20, 0, 5, f16(inf));
+    int positive = 0;  // keys of sequence 1 positive in column 3 of KV head 0
+    for (int t = 0; t < in.lens[1]; ++t) {
+      const std::size_t key = static_cast<std::size_t>(in.lens[0]) + t;
+      positive += in.k_ragged[(key * c.kv_heads + 0) * c.dim + 3].to_float() > 0.0f;
+    }
+    REQUIRE(positive > 0);
+    for (const float softcap : {0.0f, 30.0f}) {
+      CAPTURE(softcap);
+      in.p.options.softcap = softcap;
+      for (int splits : {1, 3})
+        check_decode_nans(
+            c, in, splits,
+            softcap > 0.0f ? std::vector<NanSpot>{} : std::vector<NanSpot>{{0, 2, 2, -1}, {1, 0, 1, -1}});
+    }
+  }
+  {
+    Inputs<bf16> in = make_inputs<bf16>(c, rng);
+    in.q[(static_cast<std::size_t>(1) * c.heads + 3) * c.dim + 7] = bf16(1e20f);
+    in.q[(static_cast<std::size_t>(1) * c.heads + 2) * c.dim + 7] = bf16(0.0f);
+    in.d_q.upload(in.q);
+    for (int t = 0; t < in.lens[1]; ++t)
+      plant(in, c, /*in_v=*/false, 1, t, 1, 7, bf16(t == 30 ? 1e20f : 0.0f));
+    for (const float softcap : {0.0f, 30.0f}) {
+      CAPTURE(softcap);
+      in.p.options.softcap = softcap;
+      for (int splits : {1, 3})
+        check_decode_nans(c, in, splits,
+                          softcap > 0.0f ? std::vector<NanSpot>{} : std::vector<NanSpot>{{1, 3, 1, -1}});
+    }
+  }
+}

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -438,6 +439,229 @@ TEST_CASE("prefill_fp8: a NaN code inside the sequence reaches the rows of fp16'
         return slack + std::fabs(ref[static_cast<std::size_t>(i)]) / 256 + 1e-4;
       });
   CHECK(nan_rows == 35 * group + 60 * group);
+}
+
+namespace {
+
+// The descale kinds of descale_special_case, one per KV head (descales per KV head).
+enum class DescaleKind { kControl, kQNan, kK0, kQInf, kVNan, kVInf, kV0, kCount };
+
+// One launch of descale_special_case's inputs: every element and LSE of every row classified by the rules
+// of docs/attention.md (the fp8 descales row). One block per (sequence, KV head): it computes the tiles
+// [0, ceil(kv_len / Bc)) when the sequence has keys, and a row "has a masked key" there unless it sees every
+// key of those tiles (the keys past kv_len of a partial tile are masked too). Returns the number of rows
+// holding a NaN, all zero and holding an infinity.
+struct DescaleRows {
+  int nan = 0, zero = 0, inf = 0;
+};
+DescaleRows descale_special_case(const Case& c, std::mt19937& rng) {
+  CAPTURE(c.causal);
+  CAPTURE(c.softcap);
+  INFO("q_lens[0] = " << c.q_lens[0] << ", kv_lens[0] = " << c.kv_lens[0] << ", batch " << c.q_lens.size());
+  using Cfg = attn::DefaultSm90Fp8PrefillConfig<64>;
+  const int group = c.heads / c.kv_heads, d = c.dim, bc = Cfg::kBc;
+  REQUIRE(c.kv_heads == static_cast<int>(DescaleKind::kCount));
+  REQUIRE(d == 64);
+  for (int q_len : c.q_lens) REQUIRE(q_len * group <= attn::detail::sm90_prefill_rows_per_block<Cfg>(group));
+  Inputs in = make_inputs(c, rng);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const auto kv_of = [](DescaleKind k) { return static_cast<int>(k); };
+  in.qs[kv_of(DescaleKind::kQNan)] = nan;
+  in.ks[kv_of(DescaleKind::kK0)] = 0.0f;
+  in.qs[kv_of(DescaleKind::kQInf)] = inf;
+  in.vs[kv_of(DescaleKind::kVNan)] = nan;
+  in.vs[kv_of(DescaleKind::kVInf)] = inf;
+  in.vs[kv_of(DescaleKind::kV0)] = 0.0f;
+  // kQInf: K all negative; query head 0 of the group all positive (every score negative), head 1 all
+  // negative (every score positive). kVInf: V positive but column 9, negative (+inf / -inf outputs).
+  const auto with_sign = [](e4m3 x, bool negative) {
+    return e4m3::from_bits(static_cast<std::uint8_t>(negative ? (x.bits | 0x80) : (x.bits & 0x7F)));
+  };
+  for (std::int64_t t = 0; t < in.p.total_kv(); ++t)
+    for (int e = 0; e < d; ++e) {
+      e4m3& k = in.k[static_cast<std::size_t>((t * c.kv_heads + kv_of(DescaleKind::kQInf)) * d + e)];
+      k = with_sign(k, true);
+      e4m3& v = in.v[static_cast<std::size_t>((t * c.kv_heads + kv_of(DescaleKind::kVInf)) * d + e)];
+      v = with_sign(v, e == 9);
+    }
+  for (std::int64_t t = 0; t < in.p.total_q(); ++t)
+    for (int hg = 0; hg < group; ++hg)
+      for (int e = 0; e < d; ++e) {
+        e4m3& q =
+            in.q[static_cast<std::size_t>((t * c.heads + kv_of(DescaleKind::kQInf) * group + hg) * d + e)];
+        q = with_sign(q, hg == 1);
+      }
+  Device dev(in);
+  llmk::DeviceBuffer<f16> o(static_cast<std::size_t>(in.p.q_elements()));  // poisoned, and the LSE
+  const llmk::Status s = attn::prefill_fp8(args_of<f16>(in, dev, o.data(), true), nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const std::vector<f16> got = o.to_host();
+  const std::vector<float> lse = dev.lse.to_host();
+
+  // The reference over finite stand-ins: NaN -> 1 (those rows are NaN), Q's +inf -> 1e15 (with a soft-cap
+  // tanh(+-huge) = +-1 is exactly what +inf gives; without one those rows are NaN or 0), V's +inf -> 1.
+  std::vector<float> qs = in.qs, ks = in.ks, vs = in.vs;
+  qs[kv_of(DescaleKind::kQNan)] = 1.0f;
+  qs[kv_of(DescaleKind::kQInf)] = 1e15f;
+  vs[kv_of(DescaleKind::kVNan)] = vs[kv_of(DescaleKind::kVInf)] = 1.0f;
+  const auto& p = in.p;
+  std::vector<double> ref(static_cast<std::size_t>(p.q_elements())),
+      ref_lse(static_cast<std::size_t>(p.total_q() * p.num_heads));
+  llmk::reference::attention_fp8_fp64(p, in.q.data(), in.k.data(), in.v.data(), qs.data(), ks.data(),
+                                      vs.data(), true, ref.data(), ref_lse.data());
+  double vmax = 0.0;
+  for (std::size_t i = 0; i < in.v.size(); ++i)
+    vmax = std::max(vmax, std::fabs(in.v[i].to_float() * static_cast<double>(vs[(i / d) % c.kv_heads])));
+  const int max_kv = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
+  const double slack = (1.0 / 16 + max_kv / 262144.0) * vmax;
+
+  enum class Want { kRef, kZero, kNaN, kPosInf, kNegInf };
+  const bool capped = c.softcap > 0.0f;
+  int bad = 0, bad_lse = 0;
+  DescaleRows rows;
+  std::int64_t row = 0;
+  for (int b = 0; b < p.batch(); ++b) {
+    const int q_len = c.q_lens[static_cast<std::size_t>(b)], kv_len = c.kv_lens[static_cast<std::size_t>(b)];
+    const bool computes = kv_len > 0;                   // the block computes tile 0 on
+    const int tiles_end = (kv_len + bc - 1) / bc * bc;  // the keys of its tiles
+    for (int i = 0; i < q_len; ++i) {
+      const int pos = i + kv_len - q_len;
+      const int end = c.causal ? std::clamp(pos + 1, 0, kv_len) : kv_len;  // visible keys [0, end)
+      const bool sees = end > 0, masked = end != tiles_end;
+      for (int h = 0; h < c.heads; ++h, ++row) {
+        const auto kind = static_cast<DescaleKind>(h / group);
+        Want out = Want::kRef, l = Want::kRef;  // l: kRef or kNaN (kZero: -inf)
+        switch (kind) {
+          case DescaleKind::kQNan:  // c = NaN: -inf * NaN = NaN too; with a cap tanh(NaN), then the mask
+            if (capped ? sees : computes) out = l = Want::kNaN;
+            break;
+          case DescaleKind::kK0:  // c = 0: -inf * 0 = NaN where a tile holds a masked key; capped: tanh(0)
+            if (!capped && computes && masked) out = l = Want::kNaN;
+            break;
+          case DescaleKind::kQInf:  // scores +-inf: 2^(inf - inf) with a positive one, else all p = 0
+            if (!capped) {
+              out = l = sees && h % group == 1 ? Want::kNaN : Want::kZero;
+            }
+            break;
+          case DescaleKind::kVNan:
+            out = Want::kNaN;
+            break;
+          case DescaleKind::kVInf:  // o * inf, o = 0 where nothing is seen
+            out = sees ? Want::kPosInf : Want::kNaN;
+            break;
+          case DescaleKind::kV0:
+            out = Want::kZero;
+            break;
+          default:
+            break;
+        }
+        bool row_nan = false, row_zero = true, row_inf = false;
+        for (int e = 0; e < d; ++e) {
+          const std::size_t idx = static_cast<std::size_t>(row * d + e);
+          const f16 gv = got[idx];
+          const float g = gv.to_float();
+          const double r = ref[idx];
+          Want w = out;
+          if (w == Want::kPosInf && e == 9) w = Want::kNegInf;
+          bool ok = gv.bits != 0xFFFF;  // the poison: never written
+          switch (w) {
+            case Want::kRef:
+              ok = ok && std::isfinite(g) && std::isfinite(r) &&
+                   std::fabs(g - r) <= slack + std::fabs(r) / 256 + 1e-4;
+              break;
+            case Want::kZero:
+              ok = ok && g == 0.0f;
+              break;
+            case Want::kNaN:
+              ok = ok && std::isnan(g);
+              break;
+            case Want::kPosInf:
+              ok = ok && g == inf;
+              break;
+            case Want::kNegInf:
+              ok = ok && g == -inf;
+              break;
+          }
+          row_nan = row_nan || std::isnan(g);
+          row_zero = row_zero && g == 0.0f;
+          row_inf = row_inf || std::isinf(g);
+          if (!ok && bad++ < 8)
+            MESSAGE("row " << row << " (token " << i << " of sequence " << b << ", head " << h << ") col "
+                           << e << ": got " << g << " (bits " << gv.bits << "), want class "
+                           << static_cast<int>(w) << ", ref " << r);
+        }
+        rows.nan += row_nan;
+        rows.zero += row_zero;
+        rows.inf += row_inf;
+        const float g_lse = lse[static_cast<std::size_t>(row)];
+        std::uint32_t lse_bits;
+        std::memcpy(&lse_bits, &g_lse, sizeof lse_bits);
+        const double r_lse = ref_lse[static_cast<std::size_t>(row)];
+        bool lse_ok = lse_bits != 0xFFFFFFFFu;
+        if (l == Want::kNaN)
+          lse_ok = lse_ok && std::isnan(g_lse);
+        else if (l == Want::kZero || r_lse == -inf)
+          lse_ok = lse_ok && g_lse == -inf;
+        else
+          lse_ok = lse_ok && std::isfinite(r_lse) && std::fabs(g_lse - r_lse) <= 1e-3;
+        if (!lse_ok && bad_lse++ < 8)
+          MESSAGE("lse[" << row << "] (head " << h << ") = " << g_lse << ", want "
+                         << (l == Want::kNaN    ? "NaN"
+                             : l == Want::kZero ? "-inf"
+                                                : "the reference ")
+                         << r_lse);
+      }
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(bad_lse == 0);
+  return rows;
+}
+
+}  // namespace
+
+// docs/attention.md, "Special values", fp8 descales: Q's and K's descales multiply the exponent's scale (with
+// a soft-cap, the tanh's argument), V's the normalized output. Seven KV heads (group 2, d64, per-KV-head
+// descales), one kind each: a control; Q descale NaN; K descale 0; Q descale +inf (K all negative, query head
+// 0 of the group positive: only negative scores, head 1 negative: only positive ones); V descale NaN, +inf (V
+// positive but column 9) and 0. Causal, 40 queries over 30 keys (tokens 0..9 see no key, in the block that
+// computes tile 0 for the others; every row's tile holds masked keys, the partial tile's past 30), without
+// and with soft-cap 30; then not causal, 8 queries over 128 keys (one whole tile, unmasked: a 0 descale gives
+// the plain average of V) and 8 over 30.
+TEST_CASE("prefill_fp8: NaN, 0 and +inf descales of Q, K and V, with and without soft-cap") {
+  if (!hopper()) return;
+  std::mt19937 rng(308);
+  Case c;
+  c.heads = 14;
+  c.kv_heads = 7;
+  c.dim = 64;
+  c.per_head = true;
+  c.causal = true;
+  c.q_lens = {40};
+  c.kv_lens = {30};
+  // 80 rows a KV head. NaN: Q NaN 80, K 0 80, Q +inf the 30 of head 1 that see keys, V NaN 80, V +inf the 20
+  // that see none; all zero: Q +inf 50, V 0 80, the control's 20 that see none; +-inf: V +inf 60.
+  DescaleRows rows = descale_special_case(c, rng);
+  CHECK(rows.nan == 290);
+  CHECK(rows.zero == 150);
+  CHECK(rows.inf == 60);
+  // Soft-capped. NaN: Q NaN the 60 that see keys, V NaN 80, V +inf 20; all zero: the 20 that see no key of
+  // Q NaN, K 0, Q +inf and the control, V 0 80.
+  c.softcap = 30.0f;
+  rows = descale_special_case(c, rng);
+  CHECK(rows.nan == 160);
+  CHECK(rows.zero == 160);
+  CHECK(rows.inf == 60);
+  // 32 rows a KV head, each sees keys. NaN: Q NaN 32, K 0 the 16 over 30 keys (the 16 over 128 average V), Q
+  // +inf 16, V NaN 32; all zero: Q +inf 16, V 0 32; +-inf: V +inf 32.
+  c.causal = false;
+  c.softcap = 0.0f;
+  c.q_lens = {8, 8};
+  c.kv_lens = {128, 30};
+  rows = descale_special_case(c, rng);
+  CHECK(rows.nan == 96);
+  CHECK(rows.zero == 48);
+  CHECK(rows.inf == 32);
 }
 
 namespace {

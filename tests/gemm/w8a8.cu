@@ -826,6 +826,121 @@ TEST_CASE("fp8 special values: NaN codes, NaN / Inf scales, -Inf bias, Inf * 0, 
   }
 }
 
+// Static (per-tensor) fp8 scales that are 0, +Inf or NaN. docs/gemm.md: the descales are not checked (device
+// data) and non-finite scales propagate; the epilogue computes v (s_a s_w) + bias[j] in fp32
+// (detail::dequantize, quant_gemm_args.cuh; the mma.sync tiles, their split-K reduction and the Hopper
+// kernel's QuantEpilogue alike), v the fp32 sum, which e4m3 operands (no Inf codes) keep finite unless a
+// NaN code is summed. So, with a_per_token = w_per_channel = false:
+//   s_a or s_w NaN                        every output NaN (bias or not)
+//   s_a = 0 or s_w = 0 (the other finite)  every output bias[j] exactly (v * 0 = +-0), NaN where v is NaN
+//   s_a or s_w = +Inf (the other finite)  +-Inf by the sign of v, NaN where v = 0 (Inf * 0) or v is NaN
+//   one 0, the other +Inf                 every output NaN (s_a s_w = 0 * Inf)
+// Operands: random e4m3 [M, 40, 240] (NaN codes in the padding past K), A[3, 5] = 0x7F (row 3's v NaN),
+// row 13 all zero codes (v = 0), a bias in [-1, 1]. Every output classified against the fp64 reference
+// (special_values.hpp). M = 14: the small tile, fp16 out; M = 20: the medium tile split in two over a dirty
+// workspace, fp32 out; M = 70: fp8_gemm's M > 64 kernel (the wgmma one on the simulated sm_90), fp16 out.
+// The instantiations of the cases above.
+TEST_CASE("fp8 per-tensor scales 0, +Inf, NaN: NaN everywhere, the bias, +-Inf and Inf * 0 = NaN") {
+  if (!fp8_available()) {
+    MESSAGE("no fp8 mma on this device: skipped");
+    return;
+  }
+  using special::Kind;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    const char* name;
+    float sa, sw;
+  };
+  const Case cases[] = {{"s_a NaN", nan, 0.01f},        {"s_w NaN", 0.02f, nan},
+                        {"s_a 0", 0.0f, 0.01f},         {"s_w 0", 0.02f, 0.0f},
+                        {"s_a +Inf", inf, 0.01f},       {"s_w +Inf", 0.02f, inf},
+                        {"s_a 0, s_w +Inf", 0.0f, inf}, {"s_a +Inf, s_w 0", inf, 0.0f}};
+  std::mt19937 rng(523);
+  // Sanitizer builds (LLMK_TEST_FAST): the split medium tile only.
+  for (const int m : llmk::test::pick(std::vector<int>{14, 20, 70}, std::vector<int>{20})) {
+    CAPTURE(m);
+    const Shape s{m, 40, 240};
+    const int ld = s.k + 16;
+    std::vector<e4m3> a = fp8_with_nan_padding(s.m, s.k, ld, rng);
+    const std::vector<e4m3> w = fp8_with_nan_padding(s.n, s.k, ld, rng);
+    a[3 * ld + 5] = e4m3::from_bits(0x7F);
+    for (int kk = 0; kk < s.k; ++kk) a[13 * ld + kk] = e4m3::from_bits(0x00);
+    llmk::DeviceBuffer<e4m3> d_a(a), d_w(w);
+    Scales sc;
+    make_scales(sc, s.m, s.n, false, false, false, true, rng);
+    const double bound = 64.0 * s.k * 2e-2 * 2e-2 * (s.k / 32 + 2);
+    for (const Case& c : cases) {
+      const std::string scales = c.name;
+      CAPTURE(scales);
+      sc.h_a[0] = c.sa;
+      sc.h_w[0] = c.sw;
+      sc.a.upload(sc.h_a);
+      sc.w.upload(sc.h_w);
+      std::vector<double> ref(static_cast<std::size_t>(s.m) * s.n);
+      llmk::reference::gemm_dequant_fp64(a.data(), ld, w.data(), ld, s.m, s.n, s.k, sc.host, ref.data(), s.n);
+      // The planted classes, from the rules above alone.
+      const double factor = static_cast<double>(c.sa) * c.sw;  // NaN for a NaN scale and for 0 * Inf
+      special::Pattern planted(s.m, s.n);
+      if (std::isnan(factor)) {
+        for (int i = 0; i < s.m; ++i) planted.row(i, Kind::kNaN);
+      } else if (std::isinf(factor)) {
+        for (int i = 0; i < s.m; ++i) planted.row(i, Kind::kInf);
+        planted.row(13, Kind::kNaN);
+      }
+      planted.row(3, Kind::kNaN);
+      const std::vector<double> gpu = fp8_gpu_allowance(a, ld, w, ld, s.m, s.n, s.k, sc.host);
+      const auto tol = [&](int i, int j) {
+        const std::size_t r = static_cast<std::size_t>(i) * s.n + j;
+        return std::fabs(ref[r]) * (0x1p-11 + 8 * 0x1p-24) + bound * 0x1p-22 + 1e-6 +
+               (gpu.empty() ? 0.0 : gpu[r]);
+      };
+      // Counts and, for a zero scale, the bias bit for bit (Out(bias[j])).
+      auto check = [&](const auto& got, std::int64_t ldd) {
+        using Out = typename std::decay_t<decltype(got)>::value_type;
+        const special::Pattern want = special::check_special(got, ldd, planted, ref, tol);
+        if (std::isnan(factor)) {
+          CHECK(want.count(Kind::kNaN) == s.m * s.n);
+        } else if (std::isinf(factor)) {
+          CHECK(want.count(Kind::kNaN) == 2 * s.n);
+          CHECK(want.count(Kind::kPosInf) > s.m * s.n / 4);
+          CHECK(want.count(Kind::kNegInf) > s.m * s.n / 4);
+        } else {
+          REQUIRE(factor == 0.0);
+          CHECK(want.count(Kind::kNaN) == s.n);
+          int not_bias = 0;
+          for (int i = 0; i < s.m; ++i)
+            for (int j = 0; j < s.n; ++j) {
+              const Out g = got[static_cast<std::size_t>(i) * ldd + j], b = Out(sc.h_bias[j]);
+              if (i != 3 && std::memcmp(&g, &b, sizeof(Out)) != 0 && not_bias++ < 5)
+                MESSAGE("D[" << i << "][" << j << "] = " << static_cast<float>(g) << ", want the bias "
+                             << static_cast<float>(b));
+            }
+          CHECK(not_bias == 0);
+        }
+      };
+      gemm::QuantGemmArgs<e4m3> q{d_a.data(), ld, d_w.data(), ld, s.m, s.n, s.k, sc.dev, nullptr, s.n};
+      if (m == 20) {
+        const std::int64_t ldd = s.n + 3;
+        llmk::DeviceBuffer<float> d(static_cast<std::size_t>(s.m) * ldd);
+        q.d = d.data();
+        q.ldd = ldd;
+        auto ws = split_workspace(q, 2, rng);
+        d.poison();
+        const llmk::Status st = gemm::fp8_gemm<float>(q, nullptr);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        check(d.to_host(), ldd);
+      } else {
+        llmk::DeviceBuffer<f16> d(static_cast<std::size_t>(s.m) * s.n);
+        q.d = d.data();
+        d.poison();
+        const llmk::Status st = gemm::fp8_gemm<f16>(q, nullptr);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        check(d.to_host(), s.n);
+      }
+    }
+  }
+}
+
 #if defined(LLMK_SIM)
 TEST_CASE(
     "8-bit GEMMs at M > 64 on simulated sm_80 / sm_89: the large mma.sync tile's epilogue and split-K") {

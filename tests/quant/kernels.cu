@@ -354,6 +354,275 @@ TEST_CASE("edge values: the documented outcomes (int8 symmetric and e4m3, per to
   CHECK(llmk::float8_e4m3::from_bits(f8[1 * ld + 0]).to_float() == 448.0f);   // constant row: amax -> 448
 }
 
+namespace {
+
+// Subnormal groups (scheme.cuh, "Edge cases", and params_from_absmax / params_from_range: "all-zero group (or
+// underflow): every code is 0", "a range so narrow that the division underflowed"): the scale is amax / qmax
+// (fp8: amax / max finite; asymmetric: (hi - lo) / (qmax - qmin)) in fp32 with subnormals kept, so a group of
+// fp16 subnormals (2^-24 and up) gets a normal scale and quantizes like any group, a float group below
+// FLT_MIN a subnormal scale (fewer significant bits) while the division does not underflow, and a scale that
+// underflows to 0 becomes 1: every code the zero point (0 symmetric and fp8; asymmetric: qmin, since
+// round(-lo / 1) = 0), every value dequantizing to exactly 0.
+
+// What quantize_dynamic and dequantize (of its own codes) produced: raw bytes.
+struct TinyOutputs {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<std::int32_t> zeros;
+  std::vector<float> y;  // dequantized, as fp32
+};
+
+template <class Q, class In, class Out>
+TinyOutputs tiny_device(const std::vector<In>& x, std::int64_t ldx, int rows, int cols, int group_size) {
+  const std::size_t np =
+      static_cast<std::size_t>(q::param_count<typename Q::granularity>(rows, cols, group_size));
+  const std::int64_t ldq = q::storage_row_bytes<typename Q::storage_type>(cols);
+  llmk::DeviceBuffer<In> d_x(x);
+  llmk::DeviceBuffer<std::uint8_t> d_q(static_cast<std::size_t>(rows * ldq));  // poisoned
+  llmk::DeviceBuffer<float> d_s(np);
+  llmk::DeviceBuffer<std::int32_t> d_z(np);
+  llmk::DeviceBuffer<Out> d_y(static_cast<std::size_t>(rows) * cols);
+  llmk::DeviceBuffer<std::uint32_t> ws(4);
+  std::size_t ws_bytes = ws.bytes();
+  llmk::Status s = q::quantize_dynamic<Q>(d_x.data(), ldx, d_q.data(), ldq, rows, cols, d_s.data(),
+                                          Q::kAsymmetric ? d_z.data() : nullptr, group_size, ws.data(),
+                                          &ws_bytes, nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  s = q::dequantize<Q>(d_q.data(), ldq, d_y.data(), cols, rows, cols, d_s.data(),
+                       Q::kAsymmetric ? d_z.data() : nullptr, group_size, nullptr);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  TinyOutputs out{
+      d_q.to_host(), d_s.to_host(), Q::kAsymmetric ? d_z.to_host() : std::vector<std::int32_t>(np), {}};
+  for (const Out& v : d_y.to_host()) out.y.push_back(q::load_as_float(v));
+  return out;
+}
+
+template <class Q, class In, class Out>
+TinyOutputs tiny_reference(const std::vector<In>& x, std::int64_t ldx, int rows, int cols, int group_size) {
+  const std::size_t np =
+      static_cast<std::size_t>(q::param_count<typename Q::granularity>(rows, cols, group_size));
+  const std::int64_t ldq = q::storage_row_bytes<typename Q::storage_type>(cols);
+  TinyOutputs out{poisoned<std::uint8_t>(static_cast<std::size_t>(rows * ldq)),
+                  poisoned<float>(np),
+                  std::vector<std::int32_t>(np),
+                  {}};
+  ref::quantize_dynamic<Q>(x.data(), ldx, out.codes.data(), ldq, rows, cols, out.scales.data(),
+                           out.zeros.data(), group_size);
+  std::vector<Out> y = poisoned<Out>(static_cast<std::size_t>(rows) * cols);
+  ref::dequantize<Q>(out.codes.data(), ldq, y.data(), cols, rows, cols, out.scales.data(), out.zeros.data(),
+                     group_size);
+  for (const Out& v : y) out.y.push_back(q::load_as_float(v));
+  return out;
+}
+
+// Checks every group of `o` against the rules above, from the values alone; returns the number of groups
+// whose scale underflowed.
+template <class Q, class In, class Out>
+int check_tiny_groups(const std::vector<In>& x, std::int64_t ldx, int rows, int cols, int group_size,
+                      const TinyOutputs& o, const char* who) {
+  INFO(who);
+  using T = typename Q::traits;
+  const ref::quant_detail::ParamLayout<Q> layout(cols, group_size);
+  const std::int64_t ldq = q::storage_row_bytes<typename Q::storage_type>(cols);
+  const std::size_t np = o.scales.size();
+  // Half an ulp of the output type at y (fp16: 2^-25 in the subnormals).
+  auto out_round = [](float y) {
+    if constexpr (std::is_same_v<Out, llmk::half>) return std::max(std::ldexp(std::fabs(y), -11), 0x1p-25f);
+    if constexpr (std::is_same_v<Out, llmk::bfloat16>) return std::ldexp(std::fabs(y), -8) + 0x1p-134f;
+    return 0.0f;
+  };
+  int underflowed = 0, bad = 0;
+  for (std::size_t g = 0; g < np; ++g) {
+    std::vector<std::pair<int, int>> at;  // the group's elements (row, col)
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        if (static_cast<std::size_t>(layout.index(r, c)) == g) at.emplace_back(r, c);
+    float lo = 0.0f, hi = 0.0f, amax = 0.0f;
+    for (auto [r, c] : at) {
+      const float v = q::load_as_float(x[static_cast<std::size_t>(r * ldx + c)]);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      amax = std::max(amax, std::fabs(v));
+    }
+    float want;
+    if constexpr (Q::kIsFloat)
+      want = amax / T::kMaxFinite;
+    else if constexpr (Q::kAsymmetric)
+      want = (hi - lo) / static_cast<float>(T::kQmax - T::kQmin);
+    else
+      want = amax / static_cast<float>(T::kQmax);
+    const bool underflow = !(want > 0.0f);
+    underflowed += underflow;
+    if (underflow) want = 1.0f;
+    const float s = o.scales[g];
+    const int z = o.zeros[g];
+    CAPTURE(g);
+    CAPTURE(amax);
+    CHECK(std::memcmp(&s, &want, sizeof s) == 0);
+    if constexpr (Q::kAsymmetric)
+      if (underflow) CHECK(z == T::kQmin);
+    int nonzero = 0;
+    for (auto [r, c] : at) {
+      const float v = q::load_as_float(x[static_cast<std::size_t>(r * ldx + c)]);
+      const auto code = ref::quant_detail::code_at<Q>(o.codes.data() + r * ldq, c);
+      const float y = o.y[static_cast<std::size_t>(r) * cols + c];
+      bool ok;
+      float k;  // the code in units of s
+      if constexpr (Q::kIsFloat)
+        k = code.to_float();
+      else
+        k = static_cast<float>(code - z);
+      nonzero += k != 0.0f;
+      if (underflow) {
+        ok = k == 0.0f && y == 0.0f;
+      } else {
+        // Inside the clipping range: the round trip's error bound; past it (a subnormal scale rounded
+        // down): the end code.
+        double k_lo, k_hi, tol;
+        if constexpr (Q::kIsFloat) {
+          k_lo = -T::kMaxFinite;
+          k_hi = T::kMaxFinite;
+          const float sub = std::is_same_v<typename Q::storage_type, llmk::float8_e4m3> ? 0x1p-10f : 0x1p-17f;
+          tol = std::ldexp(std::fabs(v),
+                           std::is_same_v<typename Q::storage_type, llmk::float8_e4m3> ? -4 : -3) +
+                sub * s;
+        } else {
+          k_lo = T::kQmin - z;
+          k_hi = T::kQmax - z;
+          tol = 0.5 * s;
+        }
+        tol += std::ldexp(std::fabs(v), -22) + out_round(y) + 0x1p-149;
+        const double quotient = static_cast<double>(v) / s;
+        if (quotient >= k_lo - 0.5 && quotient <= k_hi + 0.5)
+          ok = std::fabs(static_cast<double>(v) - y) <= tol;
+        else
+          ok = k == (quotient < 0 ? k_lo : k_hi);
+      }
+      if (!ok && bad++ < 5)
+        MESSAGE("element [" << r << "][" << c << "] = " << v << ": code " << k << " (scale " << s
+                            << ", zero point " << z << "), dequantized " << y
+                            << (underflow ? ", want code 0 / 0" : ""));
+    }
+    if (!underflow) CHECK(nonzero > 0);
+  }
+  CHECK(bad == 0);
+  return underflowed;
+}
+
+// check_problem (kernel == reference, bit for bit: dynamic, static, dequantized) and the rules on the
+// kernel's and the reference's outputs; returns the number of groups whose scale underflowed.
+template <class Q, class In, class Out>
+int check_tiny(const std::vector<In>& x, std::int64_t ldx, int rows, int cols, int group_size,
+               std::mt19937& rng) {
+  check_problem<Q, In, Out>(rows, cols, group_size, true, rng, &x, ldx);
+  const TinyOutputs dev = tiny_device<Q, In, Out>(x, ldx, rows, cols, group_size);
+  const TinyOutputs host = tiny_reference<Q, In, Out>(x, ldx, rows, cols, group_size);
+  const int under = check_tiny_groups<Q, In, Out>(x, ldx, rows, cols, group_size, dev, "kernel");
+  CHECK(check_tiny_groups<Q, In, Out>(x, ldx, rows, cols, group_size, host, "reference") == under);
+  return under;
+}
+
+}  // namespace
+
+// Float groups of 16 (2 rows of 64, row pitch 68 with 1e6 in the padding) below FLT_MIN = 2^-126: g0 normal
+// values (a control), g1 in +-[2^-131, 2^-127], g2 multiples k 2^-149 with k in [-127, 127] and both +-127
+// present, g3 +-[1, 8] 2^-149, g4 +-2^-149 only, g5 +-[2^-140, 2^-138], g6 2^-149 and one value 1e-38, g7
+// +-[64, 128) 2^-149 and 128 2^-149 (the int8 scale rounds to 2^-149, so 128 2^-149 clips to code 127: a
+// subnormal scale has few significant bits). Int8 symmetric, uint8 asymmetric and e4m3, group-wise.
+TEST_CASE(
+    "subnormal groups: float values below FLT_MIN, a subnormal scale or (underflow) scale 1 and code 0") {
+  std::mt19937 rng(108);
+  const int rows = 2, cols = 64, group = 16;
+  const std::int64_t ld = 68;
+  std::vector<float> x(static_cast<std::size_t>(rows) * ld, 1e6f);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::uniform_int_distribution<int> k127(1, 127), k8(1, 8);
+  auto sign = [&] { return unit(rng) < 0.5f ? -1.0f : 1.0f; };
+  auto between = [&](float lo, float hi) { return sign() * (lo + (hi - lo) * unit(rng)); };
+  for (int g = 0; g < 8; ++g)
+    for (int e = 0; e < group; ++e) {
+      float& v = x[static_cast<std::size_t>(g / 4) * ld + (g % 4) * group + e];
+      switch (g) {
+        case 0:
+          v = between(0.25f, 1.0f);
+          break;
+        case 1:
+          v = between(0x1p-131f, 0x1p-127f);
+          break;
+        case 2:
+          v = e < 2 ? (e == 0 ? 127.0f : -127.0f) * 0x1p-149f : sign() * k127(rng) * 0x1p-149f;
+          break;
+        case 3:
+          v = sign() * k8(rng) * 0x1p-149f;
+          break;
+        case 4:
+          v = sign() * 0x1p-149f;
+          break;
+        case 5:
+          v = between(0x1p-140f, 0x1p-138f);
+          break;
+        case 6:
+          v = e == 5 ? 1e-38f : sign() * 0x1p-149f;
+          break;
+        default:
+          v = e == 0 ? 0x1p-142f : between(0x1p-143f, 0x1p-142f);
+          break;
+      }
+      REQUIRE(v != 0.0f);
+    }
+  using I8 = q::Quantizer<int8_t, q::Symmetric, q::GroupWise<>>;
+  using U8 = q::Quantizer<uint8_t, q::Asymmetric, q::GroupWise<>>;
+  using E4 = q::Quantizer<llmk::float8_e4m3, q::Symmetric, q::GroupWise<>>;
+  const int under_i8 = check_tiny<I8, float, float>(x, ld, rows, cols, group, rng);
+  const int under_u8 = check_tiny<U8, float, float>(x, ld, rows, cols, group, rng);
+  const int under_e4 = check_tiny<E4, float, float>(x, ld, rows, cols, group, rng);
+  CHECK(under_i8 == 2);  // g3, g4
+  CHECK(under_u8 == 2);
+  CHECK(under_e4 == 4);  // g2 and g7 too: 128 2^-149 / 448 rounds to 0
+  // g2, int8 and uint8: the scale is exactly 2^-149 and every value survives the round trip exactly.
+  for (const TinyOutputs& o : {tiny_device<I8, float, float>(x, ld, rows, cols, group),
+                               tiny_reference<I8, float, float>(x, ld, rows, cols, group),
+                               tiny_device<U8, float, float>(x, ld, rows, cols, group)}) {
+    CHECK(o.scales[2] == 0x1p-149f);
+    for (int e = 0; e < group; ++e)
+      CHECK(o.y[static_cast<std::size_t>(2 * group + e)] == x[static_cast<std::size_t>(2 * group + e)]);
+  }
+}
+
+// fp16 subnormals (multiples of 2^-24 below 2^-14): the scale amax / qmax is a normal float, so these
+// groups quantize like any other (no underflow): per token int8 (rows of k 2^-24 with k up to 1023, up to 8,
+// and +-2^-24 alone, which round-trips exactly), per tensor e4m3 and group-wise int4 asymmetric (groups of
+// 24), fp16 out. The fp16 instantiations of the tests above.
+TEST_CASE("subnormal groups: fp16 subnormals get a normal scale and quantize like any group") {
+  using llmk::half;
+  std::mt19937 rng(109);
+  const int rows = 3, cols = 48;
+  std::vector<half> x(static_cast<std::size_t>(rows) * cols);
+  std::uniform_int_distribution<int> k1023(1, 1023), k8(1, 8), coin(0, 1);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int k = r == 0 ? k1023(rng) : (r == 1 ? k8(rng) : 1);
+      x[static_cast<std::size_t>(r) * cols + c] =
+          half::from_bits(static_cast<std::uint16_t>((coin(rng) ? 0x8000 : 0) | k));
+    }
+  for (const half& v : x) REQUIRE((v.to_float() != 0.0f && std::fabs(v.to_float()) < 0x1p-14f));
+  using I8 = q::Quantizer<int8_t, q::Symmetric, q::PerToken>;
+  using E4 = q::Quantizer<llmk::float8_e4m3, q::Symmetric, q::PerTensor>;
+  using A4 = q::Quantizer<llmk::int4_t, q::Asymmetric, q::GroupWise<>>;
+  CHECK(check_tiny<I8, half, half>(x, cols, rows, cols, 0, rng) == 0);
+  CHECK(check_tiny<E4, half, half>(x, cols, rows, cols, 0, rng) == 0);
+  CHECK(check_tiny<A4, half, half>(x, cols, rows, cols, 24, rng) == 0);
+  // Row 2 (+-2^-24 only): int8 codes +-127, back to +-2^-24 exactly in fp16.
+  const TinyOutputs o = tiny_device<I8, half, half>(x, cols, rows, cols, 0);
+  CHECK(o.scales[2] == 0x1p-24f / 127.0f);
+  for (int c = 0; c < cols; ++c) {
+    CHECK(std::abs(static_cast<int>(
+              static_cast<std::int8_t>(o.codes[static_cast<std::size_t>(2 * cols + c)]))) == 127);
+    CHECK(o.y[static_cast<std::size_t>(2 * cols + c)] ==
+          x[static_cast<std::size_t>(2 * cols + c)].to_float());
+  }
+}
+
 TEST_CASE("empty tensors: ok, nothing launched, nothing written") {
   llmk::DeviceBuffer<float> x(64), s(4), amax(4);
   llmk::DeviceBuffer<std::uint8_t> qb(64);
