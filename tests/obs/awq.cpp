@@ -435,6 +435,43 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("awq: reference_grid's 1e-5 clamps and 1e9 clip-search start are the reference's") {
+  // Row 6 spans less than 1e-5 (the reference clamps its span / amax to 1e-5), row 7 is x1e6 (every clip
+  // candidate's error is above the reference's 1e9 start: it keeps no clipping there, where llmk's default
+  // takes the smallest error).
+  AwqLayer l = make_awq_layer(21, 128, 64, 0, 2, 3, 303);
+  for (std::int64_t c = 0; c < l.k; ++c) {
+    l.w[static_cast<std::size_t>(6 * l.ldw + c)] *= 4e-5f;
+    l.w[static_cast<std::size_t>(7 * l.ldw + c)] *= 1e6f;
+  }
+  for (const bool zero_point : {true, false}) {
+    CAPTURE(zero_point);
+    llmk::obs::AwqOptions opt;
+    opt.group_size = 64;
+    opt.zero_point = zero_point;
+    opt.reference_grid = true;
+    const llmk::obs::AwqResult got = run_awq(l, opt);
+    const RefResult want = ref_awq(l, opt);
+    CHECK(got.alpha_index == want.alpha_index);
+    for (std::size_t i = 0; i < want.clip_step.size(); ++i) CHECK(got.clip_step[i] == want.clip_step[i]);
+    CHECK(code_mismatches(got, want) == 0);
+    for (std::size_t i = 0; i < want.scales.size(); ++i) CHECK(got.quantized.scales[i] == want.scales[i]);
+    opt.reference_grid = false;
+    const llmk::obs::AwqResult def = run_awq(l, opt);
+    const std::int64_t groups = l.k / 64;
+    int tiny_differ = 0, huge_differ = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      tiny_differ += def.quantized.scales[static_cast<std::size_t>(g * l.n + 6)] !=
+                     got.quantized.scales[static_cast<std::size_t>(g * l.n + 6)];
+      huge_differ += def.clip_step[static_cast<std::size_t>(7 * groups + g)] !=
+                     got.clip_step[static_cast<std::size_t>(7 * groups + g)];
+      CHECK(got.clip_step[static_cast<std::size_t>(7 * groups + g)] == 0);  // the 1e9 start: no clipping
+    }
+    CHECK(tiny_differ == groups);  // the 1e-5 clamp
+    CHECK(huge_differ > 0);        // the default's +inf start
+  }
+}
+
 TEST_CASE("awq: folding 1/s into a norm or a previous linear reproduces the layer through the GEMM format") {
   const std::int64_t n = 29, k = 128, t = 64, pre = 48, extra = 5;
   std::mt19937 rng(303);

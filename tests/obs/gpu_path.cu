@@ -478,6 +478,7 @@ TEST_CASE(
       llmk::obs::GptqOptions opt;
       opt.group_size = group;
       opt.mse_clip = mse;
+      opt.act_order = mse;  // kOriginal reads w in its own order whatever the processing order
       const llmk::obs::QuantizedLayer def = run_gptq_host(l, opt);
       opt.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
       opt.dead_column_grid = llmk::obs::DeadColumnGrid::kOriginal;

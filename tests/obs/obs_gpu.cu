@@ -297,6 +297,21 @@ TEST_CASE("obq_quantize_gpu == obq_quantize (2/3/4/8-bit, sym/asym, groups, each
     opt.mse_clip = c.mse;
     compare_obq(run_obq_host(l, opt), run_obq_gpu(l, opt, 3));
   }
+  // SymmetricGrid::kReference (rows without a negative weight take the reference's grid) as the host.
+  Layer l = test_layer(3, 24, 520, 2, 3);
+  for (std::int64_t c = 0; c < l.k; ++c)
+    l.w[static_cast<std::size_t>(c)] = std::fabs(l.w[static_cast<std::size_t>(c)]);
+  for (const bool mse : {false, true}) {
+    CAPTURE(mse);
+    llmk::obs::ObqOptions opt;
+    opt.group_size = 8;
+    opt.mse_clip = mse;
+    const llmk::obs::QuantizedLayer def = run_obq_host(l, opt);
+    opt.symmetric_grid = llmk::obs::SymmetricGrid::kReference;
+    const llmk::obs::QuantizedLayer ref = run_obq_host(l, opt);
+    CHECK(ref.scales != def.scales);
+    compare_obq(ref, run_obq_gpu(l, opt, 3));
+  }
 }
 
 TEST_CASE("obq_quantize_gpu: rows in chunks, dequantized not wanted") {

@@ -356,7 +356,7 @@ TEST_CASE("mse_clip_search with the GPTQ defaults reproduces a brute-force evalu
     QuantParams best_p{};
     for (int i = 0; i < 80; ++i) {  // int(0.8 * 100)
       const double p = 1.0 - i / 100.0;
-      const float lo = static_cast<float>(p * mm.min()), hi = static_cast<float>(p * mm.max());
+      const float pf = static_cast<float>(p), lo = pf * mm.min(), hi = pf * mm.max();
       QuantParams params;
       if constexpr (Q::kAsymmetric)
         params = Q::params_from_range(lo, hi);

@@ -406,7 +406,8 @@ inline Status awq_quantize(const float* w, std::int64_t rows, std::int64_t cols,
             err += dot * dot;
           }
           err /= static_cast<double>(sampled.size());
-          if (err < best) {  // i = 0 (no clipping) always enters: the reference's initial best_max_val
+          if (err < best) {  // i = 0 (no clipping) enters unless reference_grid's 1e9 start is below its
+                             // error (clip_max then keeps amax: the reference's initial best_max_val)
             best = err;
             res.clip_max[rg] = m;
             res.clip_step[rg] = i;

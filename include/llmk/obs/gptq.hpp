@@ -34,8 +34,9 @@ namespace llmk::obs {
 struct GptqOptions {
   int bits = 4;           ///< 2, 3, 4 or 8 (the weight-only GEMM takes 4 and 8)
   bool symmetric = true;  ///< symmetric (signed grid stored as u = q + 2^(b-1)) or asymmetric
-  SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< 2^b levels as the reference, or kAbsmax
-  std::int64_t group_size = 0;                               ///< 0: per-channel; else it must divide cols
+  SymmetricGrid symmetric_grid =
+      SymmetricGrid::kFullRange;  ///< 2^b levels as the reference; kAbsmax; kReference
+  std::int64_t group_size = 0;    ///< 0: per-channel; else it must divide cols
   DeadColumnGrid dead_column_grid =
       DeadColumnGrid::kZeroed;  ///< per-channel grids: kOriginal as the reference
   bool act_order = false;       ///< process columns by descending diag H

@@ -123,9 +123,8 @@ LLMK_DEVICE quant::QuantParams warp_group_params(const GridChoice& g, Visit&& vi
   quant::QuantParams best{1.0f, 0};
   double best_err = static_cast<double>(inf);  // mse_clip_search's start: +inf
   for (int i = 0; i < steps; ++i) {
-    const double p = 1.0 - static_cast<double>(i) / g.grid;
-    const quant::QuantParams cand =
-        grid_params<Q>(static_cast<float>(p * lo), static_cast<float>(p * hi), g.symmetric_grid);
+    const float pf = static_cast<float>(1.0 - static_cast<double>(i) / g.grid);  // fp32 products, as the host
+    const quant::QuantParams cand = grid_params<Q>(pf * lo, pf * hi, g.symmetric_grid);
     double err = 0.0;
     visit([&](float v) {
       if (!quant::is_finite(v)) return;

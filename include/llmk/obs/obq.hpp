@@ -43,9 +43,10 @@ enum class ObqOrder {
 struct ObqOptions {
   int bits = 4;           ///< 2, 3, 4 or 8
   bool symmetric = true;  ///< symmetric (signed grid, no zero point) or asymmetric
-  SymmetricGrid symmetric_grid = SymmetricGrid::kFullRange;  ///< 2^b levels as the reference, or kAbsmax
-  std::int64_t group_size = 0;                               ///< 0: per-channel; else it must divide cols
-  bool mse_clip = false;  ///< GPTQ's MSE clip search for the grid (llmk::quant::mse_clip_search)
+  SymmetricGrid symmetric_grid =
+      SymmetricGrid::kFullRange;  ///< 2^b levels as the reference; kAbsmax; kReference
+  std::int64_t group_size = 0;    ///< 0: per-channel; else it must divide cols
+  bool mse_clip = false;          ///< GPTQ's MSE clip search for the grid (llmk::quant::mse_clip_search)
   int mse_grid = 100;
   double mse_maxshrink = 0.8;
   double mse_norm = 2.4;

@@ -444,9 +444,10 @@ struct MseClipResult {
 
 /// GPTQ's clipping search (Quantizer.find_params with mse=True) for one group of values, with quantizer Q:
 ///   [min, max] = finite range of x;
-///   for i = 0 .. int(maxshrink * grid) - 1:  p = 1 - i / grid (double),
-///     candidate = Q::params_from_range(float(p * min), float(p * max))   (asymmetric)
-///               = Q::params_from_absmax(max(|float(p * min)|, |float(p * max)|))   (symmetric, fp8)
+///   for i = 0 .. int(maxshrink * grid) - 1:  p = 1 - i / grid (double), pf = float(p),
+///     candidate = Q::params_from_range(pf * min, pf * max)   (fp32 products: the reference's p * xmin, a
+///                                                               Python float times an fp32 tensor)
+///               = Q::params_from_absmax(max(|pf * min|, |pf * max|))   (symmetric, fp8)
 ///     err = sum over finite x of |Q::dequantize(Q::quantize(x)) - x|^norm  (fp64)
 ///     keep the candidate when err < best (strict: ties keep the wider range).
 /// The defaults are GPTQ's (grid 100, maxshrink 0.8, norm 2.4): p runs from 1.00 down to 0.21. Apply per
@@ -476,7 +477,7 @@ MseClipResult mse_clip_search(std::span<const T> x, int grid, double maxshrink, 
   best.error = std::numeric_limits<double>::infinity();
   for (int i = 0; i < steps; ++i) {
     const double p = 1.0 - static_cast<double>(i) / grid;
-    const float lo = static_cast<float>(p * mm.min()), hi = static_cast<float>(p * mm.max());
+    const float pf = static_cast<float>(p), lo = pf * mm.min(), hi = pf * mm.max();
     const QuantParams params = params_of(lo, hi);
     double err = 0.0;
     for (const T& raw : x) {
