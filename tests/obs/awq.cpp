@@ -394,6 +394,20 @@ TEST_CASE("awq: an independent re-implementation of the reference search agrees 
   }
 }
 
+namespace {
+// Every decision of got is the re-implementation's: alpha, clips, codes, scales, zero points, the error.
+void check_same_decisions(const llmk::obs::AwqResult& got, const RefResult& want) {
+  CHECK(got.alpha_index == want.alpha_index);
+  for (std::size_t i = 0; i < want.clip_step.size(); ++i) CHECK(got.clip_step[i] == want.clip_step[i]);
+  CHECK(code_mismatches(got, want) == 0);
+  for (std::size_t i = 0; i < want.scales.size(); ++i) {
+    CHECK(got.quantized.scales[i] == want.scales[i]);
+    CHECK(got.quantized.zeros[i] == want.zeros[i]);
+  }
+  CHECK(rel(got.output_error, want.output_error) < 1e-9);
+}
+}  // namespace
+
 TEST_CASE(
     "awq: reference_grid gives the reference's parameters where llmk's grid differs (one-signed groups)") {
   // Rows 0-5 without a negative weight: the reference's zero point clamps to 0 there and its grid holds only
@@ -413,14 +427,7 @@ TEST_CASE(
     opt.reference_grid = true;
     const llmk::obs::AwqResult got = run_awq(l, opt);
     const RefResult want = ref_awq(l, opt);
-    CHECK(got.alpha_index == want.alpha_index);
-    for (std::size_t i = 0; i < want.clip_step.size(); ++i) CHECK(got.clip_step[i] == want.clip_step[i]);
-    CHECK(code_mismatches(got, want) == 0);
-    for (std::size_t i = 0; i < want.scales.size(); ++i) {
-      CHECK(got.quantized.scales[i] == want.scales[i]);
-      CHECK(got.quantized.zeros[i] == want.zeros[i]);
-    }
-    CHECK(rel(got.output_error, want.output_error) < 1e-9);
+    check_same_decisions(got, want);
     opt.reference_grid = false;
     const llmk::obs::AwqResult def = run_awq(l, opt);
     if (zero_point) {
@@ -452,10 +459,7 @@ TEST_CASE("awq: reference_grid's 1e-5 clamps and 1e9 clip-search start are the r
     opt.reference_grid = true;
     const llmk::obs::AwqResult got = run_awq(l, opt);
     const RefResult want = ref_awq(l, opt);
-    CHECK(got.alpha_index == want.alpha_index);
-    for (std::size_t i = 0; i < want.clip_step.size(); ++i) CHECK(got.clip_step[i] == want.clip_step[i]);
-    CHECK(code_mismatches(got, want) == 0);
-    for (std::size_t i = 0; i < want.scales.size(); ++i) CHECK(got.quantized.scales[i] == want.scales[i]);
+    check_same_decisions(got, want);
     opt.reference_grid = false;
     const llmk::obs::AwqResult def = run_awq(l, opt);
     const std::int64_t groups = l.k / 64;
