@@ -406,6 +406,23 @@ void check_same_decisions(const llmk::obs::AwqResult& got, const RefResult& want
   }
   CHECK(rel(got.output_error, want.output_error) < 1e-9);
 }
+
+// g64 with reference_grid (got, checked against the re-implementation's want) and without it (def).
+struct GridRuns {
+  llmk::obs::AwqResult got, def;
+  RefResult want;
+};
+GridRuns run_both_grids(const AwqLayer& l, bool zero_point) {
+  llmk::obs::AwqOptions opt;
+  opt.group_size = 64;
+  opt.zero_point = zero_point;
+  opt.reference_grid = true;
+  GridRuns r{run_awq(l, opt), {}, ref_awq(l, opt)};
+  check_same_decisions(r.got, r.want);
+  opt.reference_grid = false;
+  r.def = run_awq(l, opt);
+  return r;
+}
 }  // namespace
 
 TEST_CASE(
@@ -421,15 +438,9 @@ TEST_CASE(
     }
   for (const bool zero_point : {true, false}) {
     CAPTURE(zero_point);
-    llmk::obs::AwqOptions opt;
-    opt.group_size = 64;
-    opt.zero_point = zero_point;
-    opt.reference_grid = true;
-    const llmk::obs::AwqResult got = run_awq(l, opt);
-    const RefResult want = ref_awq(l, opt);
-    check_same_decisions(got, want);
-    opt.reference_grid = false;
-    const llmk::obs::AwqResult def = run_awq(l, opt);
+    const GridRuns runs = run_both_grids(l, zero_point);
+    const llmk::obs::AwqResult &got = runs.got, &def = runs.def;
+    const RefResult& want = runs.want;
     if (zero_point) {
       CHECK(code_mismatches(def, want) > 0);
       CHECK(def.output_error < got.output_error);
@@ -453,15 +464,8 @@ TEST_CASE("awq: reference_grid's 1e-5 clamps and 1e9 clip-search start are the r
   }
   for (const bool zero_point : {true, false}) {
     CAPTURE(zero_point);
-    llmk::obs::AwqOptions opt;
-    opt.group_size = 64;
-    opt.zero_point = zero_point;
-    opt.reference_grid = true;
-    const llmk::obs::AwqResult got = run_awq(l, opt);
-    const RefResult want = ref_awq(l, opt);
-    check_same_decisions(got, want);
-    opt.reference_grid = false;
-    const llmk::obs::AwqResult def = run_awq(l, opt);
+    const GridRuns runs = run_both_grids(l, zero_point);
+    const llmk::obs::AwqResult &got = runs.got, &def = runs.def;
     const std::int64_t groups = l.k / 64;
     int tiny_differ = 0, huge_differ = 0;
     for (std::int64_t g = 0; g < groups; ++g) {
